@@ -1,0 +1,99 @@
+"""Every error type of the library, and the accounting of skipped rows.
+
+Two kinds of trouble:
+
+* a *configuration* mistake is found at construction and raised as `ConfigError`, naming
+  the key, the value and the fix;
+* a *bad row or sample* is skipped with a named `SkipReason`, counted in a `SkipLog`, and
+  never dropped silently. In strict mode the first one raises `BadSampleError` with its
+  location; a run of consecutive bad rows longer than `max_consecutive_failures` raises
+  `TooManyFailuresError`, because that means the dataset or the config is broken.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import logging
+
+logger = logging.getLogger("bagel_data")
+
+
+class BagelDataError(Exception):
+    """Base class of every error raised on purpose by bagel_data."""
+
+
+class ConfigError(BagelDataError, ValueError):
+    """A configuration mistake, reported before any data is read."""
+
+    def __init__(self, key: str, value: object, fix: str):
+        self.key, self.value, self.fix = key, value, fix
+        super().__init__(f"{key} = {value!r}: {fix}")
+
+
+class SkipReason(str, enum.Enum):
+    """Why a row or sample was left out. The value is what reports print."""
+
+    IMAGE_DECODE = "image_decode_failed"
+    IMAGE_TOO_LARGE = "image_over_pixel_limit"
+    IMAGE_MISSING = "image_file_missing"
+    VIDEO_DECODE = "video_decode_failed"
+    JSON_INVALID = "json_invalid"
+    SCHEMA = "row_schema_invalid"
+    CAPTION_INVALID = "caption_not_json"
+    PLACEHOLDER_MISMATCH = "image_placeholder_mismatch"
+    VIDEO_TAG_MISSING = "video_tag_missing"
+    NO_LOSS = "no_loss_item"
+    EDIT_LISTS_DISAGREE = "edit_list_lengths_disagree"
+    EDIT_TOO_FEW_IMAGES = "edit_fewer_than_two_images"
+    UNIT_UNREADABLE = "unit_unreadable"
+    OVER_SAMPLE_BUDGET = "over_max_num_tokens_per_sample"
+
+
+class BadSampleError(BagelDataError):
+    """Raised in strict mode on the first bad row, with where it lives."""
+
+    def __init__(self, reason: SkipReason, location: str, detail: str):
+        self.reason, self.location, self.detail = reason, location, detail
+        super().__init__(f"{reason.value} at {location}: {detail}")
+
+
+class TooManyFailuresError(BagelDataError):
+    """Raised when too many rows in a row fail: the data or the config is likely broken."""
+
+
+@dataclasses.dataclass
+class SkipLog:
+    """Counts skipped rows by reason and enforces strict mode and the failure bound.
+
+    Lives in one worker; the packed dataset gathers the logs of its groups.
+    """
+
+    dataset_name: str
+    strict: bool = False
+    max_consecutive_failures: int = 100
+    counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    last_location: dict = dataclasses.field(default_factory=dict)
+    consecutive: int = 0
+
+    def skip(self, reason: SkipReason, location: str, detail: str = "") -> None:
+        if self.strict:
+            raise BadSampleError(reason, location, detail)
+        self.counts[reason.value] += 1
+        self.last_location[reason.value] = location
+        self.consecutive += 1
+        logger.warning("%s: skipped %s at %s: %s", self.dataset_name, reason.value, location, detail)
+        if self.consecutive > self.max_consecutive_failures:
+            raise TooManyFailuresError(
+                f"{self.dataset_name}: {self.consecutive} consecutive rows failed, the last "
+                f"({reason.value}) at {location}: {detail}. The dataset or its config is likely "
+                "broken; run `bagel-data validate` on the config, or raise "
+                "max_consecutive_failures if this is expected."
+            )
+
+    def ok(self) -> None:
+        self.consecutive = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.counts)

@@ -1,0 +1,129 @@
+"""Text-to-image pretraining: parquet shards of (image bytes, JSON captions).
+
+Units are parquet files; a sample is one caption (text, classifier-free-guidance dropout
+allowed) followed by the image as a VAE generation target. Position of a sample:
+`[file index in this worker's list, row group, row within the group]`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import SkipReason
+from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image
+from ..sample import SampleBuilder
+from ..sharding import DistributedIterableDataset
+from ..sources.parquet import ParquetReader, get_parquet_data_paths
+
+COLUMNS = ("image", "captions")
+
+
+def parse_captions(raw: object) -> list[str] | None:
+    """The caption texts of a row, or None when the cell is not a JSON object of strings."""
+    if not isinstance(raw, (str, bytes)):
+        return None
+    try:
+        captions = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(captions, dict) or not all(isinstance(text, str) for text in captions.values()):
+        return None
+    return list(captions.values())
+
+
+class T2IIterableDataset(DistributedIterableDataset):
+    """Iterable over a parquet-sharded (image, captions) text-to-image dataset."""
+
+    def __init__(
+        self,
+        dataset_name,
+        transform: ImageTransform,
+        tokenizer,
+        data_dir_list,
+        num_used_data,
+        local_rank=0,
+        world_size=1,
+        num_workers=8,
+        data_status=None,
+        *,
+        file_order: str = "sorted",
+    ):
+        super().__init__(dataset_name, local_rank, world_size, num_workers)
+        self.transform = transform
+        self.tokenizer = tokenizer
+        self.data_status = data_status
+        self.file_order = file_order
+        self.data_paths = self.get_data_paths(data_dir_list, num_used_data)
+        self.set_epoch()
+
+    def get_data_paths(self, data_dir_list, num_used_data):
+        return get_parquet_data_paths(data_dir_list, num_used_data, file_order=self.file_order)
+
+    def _start(self, worker_id: int) -> tuple[int, int, int]:
+        if self.data_status is None:
+            return 0, 0, 0
+        file_pos, row_group, row = self.data_status[worker_id]
+        return file_pos, row_group, row + 1
+
+    def __iter__(self):
+        shard = self.worker_shard()
+        log = self.new_skip_log()
+        file_start, group_start, row_start = self._start(shard.worker_id)
+        pass_index = 0
+        while True:
+            for file_pos in range(file_start, len(shard.unit_ids)):
+                unit_id = shard.unit_ids[file_pos]
+                path = self.epoch_units[unit_id]
+                for row_group, row, cells in self._rows(path, group_start, row_start, log):
+                    location = f"{path}, row group {row_group}, row {row}"
+                    rng = self.sample_rng(unit_id, pass_index, row_group, row)
+                    sample = self.build_sample(cells, rng, location, log)
+                    if sample is not None:
+                        log.ok()
+                        yield sample.build([file_pos, row_group, row], shard.worker_id, self.dataset_name)
+                group_start = row_start = 0
+            file_start = 0
+            pass_index += 1
+
+    def _rows(self, path: str, group_start: int, row_start: int, log):
+        """(row group, row, {column: cell}) for every row from the resume point on."""
+        try:
+            reader = ParquetReader(path)
+        except Exception as exc:  # any pyarrow or I/O failure makes the whole unit unreadable
+            log.skip(SkipReason.UNIT_UNREADABLE, path, str(exc))
+            return
+        with reader:
+            missing = [name for name in COLUMNS if name not in reader.schema.names]
+            if missing:
+                log.skip(SkipReason.SCHEMA, path, f"missing column(s) {missing}; T2I needs {list(COLUMNS)}")
+                return
+            for row_group in range(group_start, reader.num_row_groups):
+                table = reader.read_row_group(row_group, COLUMNS)
+                images = table.column("image").to_pylist()
+                captions = table.column("captions").to_pylist()
+                first = row_start if row_group == group_start else 0
+                for row in range(first, table.num_rows):
+                    yield row_group, row, {"image": images[row], "captions": captions[row]}
+
+    def build_sample(self, cells: dict, rng, location: str, log) -> SampleBuilder | None:
+        captions = parse_captions(cells["captions"])
+        if captions is None:
+            log.skip(SkipReason.CAPTION_INVALID, location, f"captions cell {str(cells['captions'])[:80]!r}")
+            return None
+        if not isinstance(cells["image"], bytes):
+            log.skip(SkipReason.SCHEMA, location, "image cell is not binary")
+            return None
+        try:
+            image = decode_image(cells["image"])
+        except ImageTooLargeError as exc:
+            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
+            return None
+        except ImageDecodeError as exc:
+            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+            return None
+        # An empty caption object trains the image unconditionally, as the reference does.
+        caption = captions[int(rng.integers(len(captions)))] if captions else " "
+        builder = SampleBuilder()
+        builder.add_text(self.tokenizer.encode(caption), enable_cfg=True, loss=False)
+        builder.add_image("vae_image", self.transform(image), self.transform.stride, enable_cfg=False, loss=True)
+        return builder

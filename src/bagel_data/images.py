@@ -1,0 +1,158 @@
+"""Image decoding and the BAGEL resize/normalize transform, on Pillow + numpy + torch.
+
+The resize geometry is the NaViT-style rule of the SPEC (section 5): keep the aspect ratio,
+bound the long side, lift the short side, cap the pixel count (shared among the images of a
+row), and snap both sides to the patch stride. Pixels are resized with Pillow's bicubic
+filter, which is what torchvision hands PIL images to, so the output is identical without
+depending on torchvision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import warnings
+from typing import BinaryIO
+
+import numpy as np
+import torch
+from PIL import Image
+
+DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
+# The reference raises Pillow's global bomb limit to 200 MP; we apply the same bound per
+# decode instead of changing Pillow's process-wide settings.
+DEFAULT_MAX_IMAGE_PIXELS = 200_000_000
+
+
+class ImageDecodeError(ValueError):
+    """The bytes are not a decodable image (corrupt, truncated or unknown format)."""
+
+
+class ImageTooLargeError(ValueError):
+    """The image header declares more pixels than the configured limit."""
+
+
+def pil_img2rgb(image: Image.Image) -> Image.Image:
+    """RGB view of `image`; transparent pixels are composited on white."""
+    if image.mode == "RGBA" or image.info.get("transparency") is not None:
+        rgba = image.convert("RGBA")
+        white = Image.new("RGB", rgba.size, (255, 255, 255))
+        white.paste(rgba, mask=rgba.getchannel("A"))
+        return white
+    return image.convert("RGB")
+
+
+def decode_image(
+    source: bytes | str | BinaryIO, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+) -> Image.Image:
+    """Decode encoded bytes (or a path / file object) to an RGB image, fully loaded.
+
+    Raises `ImageTooLargeError` before decoding pixels when the header is over
+    `max_pixels`, and `ImageDecodeError` for anything Pillow cannot read.
+    """
+    stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
+    try:
+        with warnings.catch_warnings():
+            # Our own limit below replaces Pillow's bomb warning.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(stream)
+            width, height = image.size
+            if width * height > max_pixels:
+                raise ImageTooLargeError(f"{width}x{height} is over the {max_pixels}-pixel limit")
+            return pil_img2rgb(image)
+    except Image.DecompressionBombError as exc:
+        raise ImageTooLargeError(str(exc)) from exc
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        if isinstance(exc, (ImageTooLargeError, FileNotFoundError)):
+            raise
+        raise ImageDecodeError(f"{type(exc).__name__}: {exc}") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class ResizeRule:
+    """The stride-snapped, aspect-preserving size rule of the SPEC."""
+
+    max_size: int
+    min_size: int
+    stride: int
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+    def _apply(self, width: int, height: int, scale: float) -> tuple[int, int]:
+        def snap(side: float) -> int:
+            return max(self.stride, int(round(round(side) / self.stride) * self.stride))
+
+        return snap(width * scale), snap(height * scale)
+
+    def target_size(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
+        """(width, height) after resizing an image of `width` x `height`."""
+        scale = max(min(self.max_size / max(width, height), 1.0), self.min_size / min(width, height))
+        new_w, new_h = self._apply(width, height, scale)
+        pixel_budget = self.max_pixels / img_num
+        if new_w * new_h > pixel_budget:
+            new_w, new_h = self._apply(new_w, new_h, pixel_budget / (new_w * new_h))
+        if max(new_w, new_h) > self.max_size:
+            new_w, new_h = self._apply(new_w, new_h, self.max_size / max(new_w, new_h))
+        return new_w, new_h
+
+
+def _normalize_table(mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
+    # (uint8 / 255 - mean) / std evaluated in float32 for all 256 values, per channel, so the
+    # per-pixel work is one table lookup and the result is bit-identical to doing the
+    # arithmetic on each pixel in float32.
+    levels = np.arange(256, dtype=np.float32) / np.float32(255)
+    return np.stack(
+        [(levels - np.float32(m)) / np.float32(s) for m, s in zip(mean, std)]
+    ).astype(np.float32)
+
+
+class ImageTransform:
+    """Resize with `ResizeRule`, then to a normalized float32 CHW tensor.
+
+    Callable as `transform(pil_image, img_num=1)`; `stride` is the patch size that the
+    token count of an image is measured in.
+    """
+
+    def __init__(
+        self,
+        max_image_size: int,
+        min_image_size: int,
+        image_stride: int,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
+        image_mean: tuple[float, ...] = (0.5, 0.5, 0.5),
+        image_std: tuple[float, ...] = (0.5, 0.5, 0.5),
+    ):
+        self.rule = ResizeRule(max_image_size, min_image_size, image_stride, max_pixels)
+        self.stride = image_stride
+        self.image_mean = tuple(image_mean)
+        self.image_std = tuple(image_std)
+        self._table = _normalize_table(self.image_mean, self.image_std)
+
+    def target_size(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
+        return self.rule.target_size(width, height, img_num)
+
+    def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
+        size = self.target_size(*image.size, img_num=img_num)
+        if size == image.size:
+            return image
+        return image.resize(size, Image.Resampling.BICUBIC)
+
+    def to_tensor(self, image: Image.Image) -> torch.Tensor:
+        pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
+        chw = np.empty((3, pixels.shape[0], pixels.shape[1]), dtype=np.float32)
+        for channel in range(3):
+            np.take(self._table[channel], pixels[:, :, channel], out=chw[channel])
+        return torch.from_numpy(chw)
+
+    def __call__(self, image: Image.Image, img_num: int = 1) -> torch.Tensor:
+        return self.to_tensor(self.resize(image, img_num=img_num))
+
+    def num_tokens(self, tensor: torch.Tensor) -> int:
+        """Tokens an image tensor made by this transform counts for."""
+        return tensor.shape[1] * tensor.shape[2] // self.stride**2
+
+    def __repr__(self) -> str:
+        r = self.rule
+        return (
+            f"ImageTransform(max_image_size={r.max_size}, min_image_size={r.min_size}, "
+            f"image_stride={r.stride}, max_pixels={r.max_pixels})"
+        )

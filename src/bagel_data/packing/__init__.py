@@ -1,0 +1,1 @@
+"""Packing samples into token-budgeted sequences: layout, masks, position ids, mixing."""

@@ -1,0 +1,83 @@
+"""The arithmetic of a pack: patches, rotary/position ids, loss weights, attention masks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+
+def patchify(image: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """`(C, H, W)` -> `(H/p * W/p, p*p*C)`, each patch ordered (row, column, channel)."""
+    p = patch_size
+    c, h, w = image.shape
+    if h % p or w % p:
+        raise ValueError(f"image of {h}x{w} is not a multiple of the patch size {p}")
+    patches = image.reshape(c, h // p, p, w // p, p).permute(1, 3, 2, 4, 0)
+    return patches.reshape(-1, p * p * c)
+
+
+def get_flattened_position_ids_extrapolate(img_h: int, img_w: int, patch_size: int, max_num_patches_per_side: int):
+    """`row * m + col` for each patch, row-major."""
+    rows = torch.arange(img_h // patch_size)
+    cols = torch.arange(img_w // patch_size)
+    return (rows[:, None] * max_num_patches_per_side + cols).flatten()
+
+
+def get_flattened_position_ids_interpolate(img_h: int, img_w: int, patch_size: int, max_num_patches_per_side: int):
+    """Patch coordinates scaled to [0, 1) and bucketed onto an `m x m` grid."""
+    m = max_num_patches_per_side
+    boundaries = torch.arange(1 / m, 1.0, 1 / m)
+    rows = torch.bucketize(torch.arange(0, 1 - 1e-6, 1 / (img_h // patch_size)), boundaries, right=True)
+    cols = torch.bucketize(torch.arange(0, 1 - 1e-6, 1 / (img_w // patch_size)), boundaries, right=True)
+    return (rows[:, None] * m + cols).flatten()
+
+
+def len2weight(x: int, loss_reduction: str = "square") -> float:
+    """Per-token loss weight of a text of `x` tokens: `1/sqrt(x)` by default."""
+    if x == 0:
+        return 0
+    if loss_reduction == "token":
+        return 1
+    if loss_reduction == "sample":
+        return 1 / x
+    if loss_reduction == "square":
+        return 1 / (x**0.5)
+    raise ValueError(f"loss_reduction={loss_reduction!r}: use 'square', 'sample' or 'token'")
+
+
+def attention_allowed(split_lens: Sequence[int], attn_modes: Sequence[str]) -> np.ndarray:
+    """Boolean `L x L` matrix, True where query row may attend to key column.
+
+    Causal splits see earlier positions and themselves causally; full and noise splits see
+    earlier positions and their whole split; nothing outside a noise split sees into it.
+    """
+    total = int(sum(split_lens))
+    allowed = np.zeros((total, total), dtype=bool)
+    start = 0
+    noise_spans = []
+    for length, mode in zip(split_lens, attn_modes):
+        if mode not in ("causal", "full", "noise"):
+            raise ValueError(f"attention mode {mode!r}: use 'causal', 'full' or 'noise'")
+        end = start + length
+        allowed[start:end, :start] = True
+        if mode == "causal":
+            allowed[start:end, start:end] = np.tri(length, dtype=bool)
+        else:
+            allowed[start:end, start:end] = True
+        if mode == "noise":
+            noise_spans.append((start, end))
+        start = end
+    for start, end in noise_spans:
+        allowed[:, start:end] = False
+        allowed[start:end, start:end] = True
+    return allowed
+
+
+def prepare_attention_mask_per_sample(split_lens: Sequence[int], attn_modes: Sequence[str], device="cpu"):
+    """Additive float mask of one sample: 0 where attention is allowed, -inf elsewhere."""
+    allowed = torch.from_numpy(attention_allowed(split_lens, attn_modes))
+    mask = torch.zeros(allowed.shape, dtype=torch.float32)
+    mask.masked_fill_(~allowed, float("-inf"))
+    return mask.to(device)

@@ -1,0 +1,262 @@
+"""Laying samples end to end in one pack, and turning the pack into the batch dict.
+
+`PackBuilder.add(sample)` walks a sample's plan (SPEC section 7): text gets `[bos] + ids +
+[eos]`, a ViT image `start_of_image + patches + end_of_image`, a VAE image
+`start_of_image + latent tokens + end_of_image`; each item records its positions, rotary
+ids, losses and attention split. Pieces are kept as numpy chunks and joined once in
+`to_batch()`, so no per-token Python work is done while packing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from .layout import len2weight, patchify, prepare_attention_mask_per_sample
+
+
+@dataclasses.dataclass(frozen=True)
+class PackingConfig:
+    """Token budgets and per-item settings of the packer (the reference's DataConfig part)."""
+
+    expected_num_tokens: int = 32768
+    max_num_tokens_per_sample: int = 16384
+    max_num_tokens: int = 36864
+    prefer_buffer_before: int = 16384
+    max_buffer_size: int = 50
+    interpolate_pos: bool = False
+    use_flex: bool = False
+    text_cond_dropout_prob: float = 0.1
+    vit_cond_dropout_prob: float = 0.4
+    vae_cond_dropout_prob: float = 0.1
+    vae_image_downsample: int = 16
+    max_latent_size: int = 32
+    vit_patch_size: int = 14
+    max_num_patch_per_side: int = 70
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialTokens:
+    bos_token_id: int
+    eos_token_id: int
+    start_of_image: int
+    end_of_image: int
+
+
+class _Chunks:
+    """Append-only list of int or float chunks joined into one array at the end."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.parts: list[np.ndarray] = []
+
+    def span(self, start: int, stop: int) -> None:
+        self.parts.append(np.arange(start, stop, dtype=self.dtype))
+
+    def extend(self, values) -> None:
+        self.parts.append(np.asarray(values, dtype=self.dtype))
+
+    def fill(self, value, count: int) -> None:
+        self.parts.append(np.full(count, value, dtype=self.dtype))
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+    def tensor(self) -> torch.Tensor:
+        if not self.parts:
+            return torch.from_numpy(np.zeros(0, dtype=self.dtype))
+        return torch.from_numpy(np.concatenate(self.parts))
+
+
+class PackBuilder:
+    """One pack under construction."""
+
+    def __init__(
+        self,
+        config: PackingConfig,
+        tokens: SpecialTokens,
+        rng: np.random.Generator,
+        position_ids: Callable,
+    ):
+        self.config, self.tokens, self.rng, self.position_ids = config, tokens, rng, position_ids
+        self.curr = 0
+        self.sample_lens: list[int] = []
+        self.split_lens: list[int] = []
+        self.attn_modes: list[str] = []
+        self.nested_attention_masks: list[torch.Tensor] = []
+        self.text_ids, self.text_indexes = _Chunks(np.int64), _Chunks(np.int64)
+        self.position = _Chunks(np.int64)
+        self.label_ids, self.ce_indexes = _Chunks(np.int64), _Chunks(np.int64)
+        self.ce_weights = _Chunks(np.float32)
+        self.vae_images: list[torch.Tensor] = []
+        self.latent_shapes: list[tuple[int, int]] = []
+        self.latent_position_ids: list[torch.Tensor] = []
+        self.vae_indexes, self.timesteps, self.mse_indexes = _Chunks(np.int64), _Chunks(np.float32), _Chunks(np.int64)
+        self.vit_tokens: list[torch.Tensor] = []
+        self.vit_position_ids: list[torch.Tensor] = []
+        self.vit_indexes = _Chunks(np.int64)
+        self.vit_seqlens: list[int] = []
+        self.data_indexes: list = []
+
+    def is_empty(self) -> bool:
+        return self.curr == 0
+
+    def _dropped(self, item: dict, probability: float) -> bool:
+        return item["enable_cfg"] == 1 and self.rng.random() < probability
+
+    def _special(self, token: int, item: dict) -> None:
+        """An end token (`eos` / `end_of_image`) at `curr`, with its optional loss."""
+        self.text_ids.extend([token])
+        self.text_indexes.extend([self.curr])
+        if item["special_token_loss"] == 1:
+            self.ce_indexes.extend([self.curr])
+            self.ce_weights.extend([1.0])
+            self.label_ids.extend([item["special_token_label"]])
+        self.curr += 1
+
+    def add(self, sample: dict) -> None:
+        """Append one sample; consumes its id and tensor lists in plan order."""
+        cfg = self.config
+        texts = iter(sample["text_ids_list"])
+        images = iter(sample["image_tensor_list"])
+        start_of_sample = self.curr
+        splits: list[int] = []
+        modes: list[str] = []
+        rope = 0
+        split_len = 0
+        timestep = float("-inf")
+        for item in sample["sequence_plan"]:
+            split_start = item.get("split_start", True)
+            if split_start:
+                split_len = 0
+            kind = item["type"]
+            first = self.curr
+            if kind == "text":
+                ids = next(texts)
+                if self._dropped(item, cfg.text_cond_dropout_prob):
+                    continue
+                shifted = [self.tokens.bos_token_id, *ids]
+                self.text_ids.extend(shifted)
+                self.text_indexes.span(self.curr, self.curr + len(shifted))
+                if item["loss"] == 1:
+                    self.ce_indexes.span(self.curr, self.curr + len(shifted))
+                    self.ce_weights.fill(len2weight(len(shifted)), len(shifted))
+                    self.label_ids.extend([*ids, self.tokens.eos_token_id])
+                self.curr += len(shifted)
+                self._special(self.tokens.eos_token_id, item)
+                split_len += self.curr - first
+                modes.append("causal")
+                self.position.span(rope, rope + split_len)
+                rope += split_len
+            elif kind == "vit_image":
+                image = next(images)
+                if self._dropped(item, cfg.vit_cond_dropout_prob):
+                    rope += 1
+                    continue
+                self._special(self.tokens.start_of_image, {"special_token_loss": 0})
+                patches = patchify(image, cfg.vit_patch_size)
+                self.vit_indexes.span(self.curr, self.curr + len(patches))
+                self.curr += len(patches)
+                self.vit_tokens.append(patches)
+                self.vit_seqlens.append(len(patches))
+                self.vit_position_ids.append(
+                    self.position_ids(image.shape[1], image.shape[2], cfg.vit_patch_size, cfg.max_num_patch_per_side)
+                )
+                self._special(self.tokens.end_of_image, item)
+                split_len += self.curr - first
+                modes.append("full")
+                self.position.fill(rope, split_len)
+                rope += 1
+            elif kind == "vae_image":
+                image = next(images)
+                split_end = item.get("split_end", True)
+                # Dropping one frame of a multi-frame split would break the split; the
+                # reference keeps such frames, and so do we.
+                if split_start and split_end and self._dropped(item, cfg.vae_cond_dropout_prob):
+                    rope += 1
+                    continue
+                self._special(self.tokens.start_of_image, {"special_token_loss": 0})
+                d = cfg.vae_image_downsample
+                h, w = image.shape[1] // d, image.shape[2] // d
+                self.vae_images.append(image)
+                self.latent_position_ids.append(self.position_ids(image.shape[1], image.shape[2], d, cfg.max_latent_size))
+                self.latent_shapes.append((h, w))
+                self.vae_indexes.span(self.curr, self.curr + h * w)
+                if item["loss"] == 1:
+                    self.mse_indexes.span(self.curr, self.curr + h * w)
+                    if split_start:
+                        timestep = float(self.rng.standard_normal())
+                else:
+                    timestep = float("-inf")
+                self.timesteps.fill(timestep, h * w)
+                self.curr += h * w
+                self._special(self.tokens.end_of_image, item)
+                split_len += self.curr - first
+                if split_start:
+                    modes.append("noise" if item["loss"] == 1 and "frame_delta" not in item else "full")
+                self.position.fill(rope, h * w + 2)
+                if "frame_delta" in item:
+                    rope += item["frame_delta"]
+                elif item["loss"] == 0:
+                    rope += 1
+            else:
+                raise ValueError(f"unknown plan item type {kind!r}")
+            if item.get("split_end", True):
+                splits.append(split_len)
+        self.sample_lens.append(self.curr - start_of_sample)
+        if self.config.use_flex:
+            self.split_lens.extend(splits)
+            self.attn_modes.extend(modes)
+        else:
+            self.nested_attention_masks.append(prepare_attention_mask_per_sample(splits, modes))
+        self.data_indexes.append(sample["data_indexes"])
+
+    def to_batch(self) -> dict:
+        """The packed batch dict of the SPEC (section 7)."""
+        batch = dict(
+            sequence_length=self.curr,
+            sample_lens=list(self.sample_lens),
+            packed_text_ids=self.text_ids.tensor(),
+            packed_text_indexes=self.text_indexes.tensor(),
+            packed_position_ids=self.position.tensor(),
+        )
+        if self.config.use_flex:
+            pad = self.config.max_num_tokens - self.curr
+            batch["split_lens"] = self.split_lens + [pad]
+            batch["attn_modes"] = self.attn_modes + ["causal"]
+            batch["sample_lens"] = batch["sample_lens"] + [pad]
+        else:
+            batch["nested_attention_masks"] = self.nested_attention_masks
+        if self.vae_images:
+            batch["padded_images"] = _pad_images(self.vae_images)
+            batch["patchified_vae_latent_shapes"] = list(self.latent_shapes)
+            batch["packed_latent_position_ids"] = torch.cat(self.latent_position_ids)
+            batch["packed_vae_token_indexes"] = self.vae_indexes.tensor()
+        if self.vit_tokens:
+            batch["packed_vit_tokens"] = torch.cat(self.vit_tokens)
+            batch["packed_vit_position_ids"] = torch.cat(self.vit_position_ids)
+            batch["packed_vit_token_indexes"] = self.vit_indexes.tensor()
+            batch["vit_token_seqlens"] = torch.tensor(self.vit_seqlens, dtype=torch.int64)
+        if len(self.timesteps):
+            batch["packed_timesteps"] = self.timesteps.tensor()
+            batch["mse_loss_indexes"] = self.mse_indexes.tensor()
+        if len(self.label_ids):
+            batch["packed_label_ids"] = self.label_ids.tensor()
+            batch["ce_loss_indexes"] = self.ce_indexes.tensor()
+            batch["ce_loss_weights"] = self.ce_weights.tensor()
+        batch["batch_data_indexes"] = list(self.data_indexes)
+        return batch
+
+
+def _pad_images(images: list[torch.Tensor]) -> torch.Tensor:
+    """Stack images zero-padded (bottom/right) to the largest height and width."""
+    channels = max(image.shape[0] for image in images)
+    height = max(image.shape[1] for image in images)
+    width = max(image.shape[2] for image in images)
+    padded = torch.zeros((len(images), channels, height, width), dtype=torch.float32)
+    for index, image in enumerate(images):
+        padded[index, : image.shape[0], : image.shape[1], : image.shape[2]] = image
+    return padded

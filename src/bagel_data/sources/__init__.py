@@ -1,0 +1,1 @@
+"""Where units come from: local or remote files, parquet shards, JSONL lines."""

@@ -1,0 +1,88 @@
+"""Parquet shard discovery and row-group reading, straight from pyarrow (no pandas)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import ConfigError
+from . import storage
+
+
+FILE_ORDERS = ("sorted", "filesystem")
+
+
+def list_parquet_files(data_dir: str, file_order: str = "sorted") -> list[str]:
+    """Paths of the `*.parquet` files of `data_dir`.
+
+    `file_order="sorted"` (the default) orders them by name, the same on every machine;
+    `"filesystem"` keeps the directory's own order, as the reference did (`os.listdir`),
+    which reproduces a reference run on the same filesystem but nowhere else.
+    """
+    if file_order not in FILE_ORDERS:
+        raise ConfigError("file_order", file_order, f"use one of {FILE_ORDERS}")
+    if not storage.exists(data_dir):
+        raise ConfigError("data_dir", data_dir, "the folder does not exist; fix dataset_info")
+    names = storage.list_dir(data_dir, sort=file_order == "sorted")
+    return [storage.join(data_dir, name) for name in names if name.endswith(".parquet")]
+
+
+def get_parquet_data_paths(
+    data_dir_list: Sequence[str],
+    num_sampled_data_paths: Sequence[int],
+    rank: int = 0,
+    world_size: int = 1,
+    file_order: str = "sorted",
+) -> list[str]:
+    """Each folder's parquet files, repeated in order until `num_sampled` are taken.
+
+    The listing is sorted before truncation so every rank and run sees the same files
+    (when `num_sampled` is not a multiple of the file count, the listing order decides
+    which files repeat).
+    `rank`/`world_size` are accepted for compatibility: every rank lists every folder
+    itself, which gives the same combined list as the reference's gather.
+    """
+    del rank, world_size
+    paths: list[str] = []
+    for data_dir, num_sampled in zip(data_dir_list, num_sampled_data_paths):
+        files = list_parquet_files(data_dir, file_order)
+        if not files:
+            raise ConfigError("data_dir", data_dir, "the folder holds no *.parquet files")
+        repeats = num_sampled // len(files) + 1
+        paths.extend((files * repeats)[:num_sampled])
+    return paths
+
+
+class ParquetReader:
+    """Opens one parquet file and reads its row groups as column lists."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._handle = storage.open_input(path)
+        try:
+            self._file = pq.ParquetFile(self._handle)
+        except Exception:
+            self._handle.close()
+            raise
+
+    @property
+    def num_row_groups(self) -> int:
+        return self._file.num_row_groups
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._file.schema_arrow
+
+    def read_row_group(self, index: int, columns: Sequence[str]) -> pa.Table:
+        return self._file.read_row_group(index, columns=list(columns))
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> "ParquetReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
