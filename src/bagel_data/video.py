@@ -1,0 +1,229 @@
+"""Video frame sampling on PyAV + Pillow: pick a random number of frames, one per segment.
+
+A path ending in "/" is a folder of extracted frames (`<name>_<n>.jpg`); anything else is a
+video file. Every random draw comes from the `numpy.random.Generator` passed in, so a seeded
+generator gives the same frames on every run and in every worker, and no global generator
+(`random`, `numpy.random`, torch) is ever touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterable
+
+import av
+import numpy as np
+from PIL import Image
+
+from bagel_data.errors import ConfigError
+
+_SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
+# Same pattern as the reference (the dot is unescaped there too), so the order is identical.
+_FRAME_NUMBER = re.compile(r"_(\d+).jpg$")
+
+
+class VideoDecodeError(ValueError):
+    """A video or frame folder that is missing, empty, corrupt or otherwise unreadable."""
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        # args holds both fields so the error survives pickling across worker processes.
+        super().__init__(path, reason)
+
+    def __str__(self) -> str:
+        return f"cannot read video frames from {self.path!r}: {self.reason}"
+
+
+def _output_fps(sample: str) -> float | None:
+    """The rate of an 'fps<rate>' form, None for 'rand'/'middle'; ValueError otherwise."""
+    if sample in ("rand", "middle"):
+        return None
+    if sample.startswith("fps"):
+        try:
+            rate = float(sample[3:])
+        except ValueError:
+            rate = float("nan")
+        if np.isfinite(rate) and rate > 0:
+            return rate
+    raise ConfigError("sample", sample, f"use {_SAMPLE_FORMS}")
+
+
+def frame_indices(
+    num_frames: int,
+    vlen: int,
+    sample: str = "rand",
+    rng: np.random.Generator | None = None,
+    *,
+    input_fps: float = 1.0,
+    max_num_frames: int = -1,
+) -> list[int]:
+    """Indices of the frames to keep out of `vlen`.
+
+    'rand'/'middle': split [0, vlen) into min(num_frames, vlen) segments and take a random
+    (or the middle) frame of each, padded with the last index to `num_frames` entries.
+    'fps<r>': one frame per 1/r seconds at segment centres, capped to `max_num_frames` when
+    that is positive; `num_frames` is ignored and the list may be empty.
+    """
+    output_fps = _output_fps(sample)
+    if vlen < 1:
+        raise ValueError(f"vlen must be >= 1, got {vlen}")
+    if output_fps is not None:
+        return _fps_indices(vlen, input_fps, output_fps, max_num_frames)
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    n = min(num_frames, vlen)
+    bounds = np.linspace(0, vlen, n + 1).astype(int)
+    starts, ends = bounds[:-1], bounds[1:] - 1
+    if sample == "middle":
+        picked = (starts + ends) // 2
+    else:
+        rng = np.random.default_rng() if rng is None else rng
+        if np.any(ends <= starts):
+            # A one-frame segment leaves range(a, b) empty; the reference then falls back to
+            # a sorted random subset of all frames.
+            picked = np.sort(rng.permutation(vlen)[:n])
+        else:
+            # End exclusive, as in the reference: a segment's last frame is never drawn.
+            picked = rng.integers(starts, ends)
+    indices = [int(i) for i in picked]
+    return indices + [indices[-1]] * (num_frames - n)
+
+
+def _fps_indices(vlen: int, input_fps: float, output_fps: float, max_num_frames: int) -> list[int]:
+    delta = 1.0 / output_fps
+    seconds = np.arange(delta / 2, vlen / input_fps + delta / 2, delta)
+    indices = [int(i) for i in np.around(seconds * input_fps).astype(int) if i < vlen]
+    return indices[:max_num_frames] if max_num_frames > 0 else indices
+
+
+def sort_frame_names(names: Iterable[str]) -> list[str]:
+    """Order frame file names by the n of `_<n>.jpg`; names without it come first (as -1).
+
+    Ties are broken by name so the order never depends on the file system's listing order.
+    """
+
+    def key(name: str) -> tuple[int, str]:
+        match = _FRAME_NUMBER.search(name)
+        return (int(match.group(1)) if match else -1, name)
+
+    return sorted(names, key=key)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameSampler:
+    """Reads a random number of frames, uniform in [min_num_frames, max_num_frames].
+
+    `max_num_frames <= 0` means "no cap" and is only valid with 'fps<rate>' sampling.
+    """
+
+    max_num_frames: int = -1
+    min_num_frames: int = 8
+    sample: str = "rand"
+
+    def __post_init__(self) -> None:
+        is_fps = _output_fps(self.sample) is not None
+        if self.max_num_frames <= 0 and not is_fps:
+            raise ConfigError(
+                "max_num_frames", self.max_num_frames,
+                f"set a positive frame cap for sample={self.sample!r}; only fps sampling "
+                "runs without one",
+            )
+        if self.max_num_frames > 0 and not 1 <= self.min_num_frames <= self.max_num_frames:
+            raise ConfigError(
+                "min_num_frames", self.min_num_frames,
+                f"must be in [1, max_num_frames={self.max_num_frames}]",
+            )
+
+    def __call__(self, path: str, rng: np.random.Generator | None = None) -> list[Image.Image]:
+        """RGB frames of the video file or frame folder (trailing '/') at `path`."""
+        path = os.fspath(path)
+        rng = np.random.default_rng() if rng is None else rng
+        if path.endswith("/"):
+            return self._read_folder(path, rng)
+        return self._read_video(path, rng)
+
+    def _draw_count(self, rng: np.random.Generator) -> int | None:
+        """Number of frames to keep; None when uncapped (fps sampling only)."""
+        if self.max_num_frames <= 0:
+            return None
+        return int(rng.integers(self.min_num_frames, self.max_num_frames + 1))
+
+    def _read_folder(self, path: str, rng: np.random.Generator) -> list[Image.Image]:
+        try:
+            names = sort_frame_names(e.name for e in os.scandir(path) if e.is_file())
+        except OSError as err:
+            raise VideoDecodeError(path, f"cannot list frame folder: {err}") from err
+        if not names:
+            raise VideoDecodeError(path, "frame folder holds no files")
+        t = self._draw_count(rng)
+        if t is None or len(names) > t:
+            # input_fps stays 1.0: a folder carries no rate, as in the reference.
+            keep = frame_indices(t or 0, len(names), self.sample, rng,
+                                 max_num_frames=self.max_num_frames)
+            names = [names[i] for i in keep]
+        return [_open_rgb(path, os.path.join(path, name)) for name in names]
+
+    def _read_video(self, path: str, rng: np.random.Generator) -> list[Image.Image]:
+        try:
+            vlen, fps = _probe(path)
+            t = self._draw_count(rng)
+            keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps,
+                                 max_num_frames=self.max_num_frames)
+            return _decode_frames(path, keep)
+        except (av.FFmpegError, OSError) as err:
+            raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
+
+
+def _open_rgb(folder: str, file: str) -> Image.Image:
+    try:
+        with Image.open(file) as image:
+            return image.convert("RGB")
+    except OSError as err:  # includes UnidentifiedImageError and missing files
+        raise VideoDecodeError(folder, f"cannot decode frame {file!r}: {err}") from err
+
+
+def _probe(path: str) -> tuple[int, float]:
+    """(frame count, average fps) of the first video stream."""
+    with av.open(path) as container:
+        stream = _video_stream(container, path)
+        rate = float(stream.average_rate) if stream.average_rate else 0.0
+        vlen = stream.frames
+        if vlen <= 0:
+            # Containers such as Matroska carry no frame count; decoding is the only truth.
+            vlen = sum(1 for _ in container.decode(stream))
+    if vlen <= 0:
+        raise VideoDecodeError(path, "video stream holds no decodable frames")
+    return vlen, rate if rate > 0 else 1.0
+
+
+def _video_stream(container: av.container.InputContainer, path: str) -> av.VideoStream:
+    if not container.streams.video:
+        raise VideoDecodeError(path, "no video stream")
+    return container.streams.video[0]
+
+
+def _decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
+    """Images at `indices` (repeats allowed), decoding the stream once, front to back."""
+    if not indices:
+        return []
+    wanted, last = set(indices), max(indices)
+    found: dict[int, Image.Image] = {}
+    with av.open(path) as container:
+        for i, frame in enumerate(container.decode(_video_stream(container, path))):
+            if i in wanted:
+                found[i] = frame.to_image()
+            if i >= last:
+                break
+    if len(found) < len(wanted):
+        raise VideoDecodeError(
+            path, f"stream metadata promised frame {last} but decoding stopped before it"
+        )
+    # Repeated (padded) indices get their own copy: in-place edits such as thumbnail()
+    # on one list entry must not change another.
+    images, used = [], set()
+    for i in indices:
+        images.append(found[i].copy() if i in used else found[i])
+        used.add(i)
+    return images
