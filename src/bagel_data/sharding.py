@@ -126,5 +126,51 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.skip_log = SkipLog(self.dataset_name, self.strict, self.max_consecutive_failures)
         return self.skip_log
 
-    def __iter__(self):
+    # -- iteration -----------------------------------------------------------------------
+    # A *cursor* is `(pass index, *position)`: which pass over this worker's units, and the
+    # sample's position within the pass (its `data_indexes`). Families implement
+    # `_iter_pass` (every sample of one pass from a start position) and `sample_at`.
+
+    def _iter_pass(self, shard: WorkerShard, pass_index: int, start: list[int] | None, log: SkipLog):
+        """Yield `(position, sample)` for one pass, from `start` (inclusive) or the beginning."""
         raise NotImplementedError
+
+    def sample_at(self, cursor: tuple[int, ...]) -> dict:
+        """Rebuild the sample at `cursor` exactly (same rows, same random choices)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _position_after(position: list[int]) -> list[int]:
+        """The first position to read when resuming just after `position`."""
+        return [*position[:-1], position[-1] + 1]
+
+    def iter_samples(self, after: tuple[int, ...] | None = None, log: SkipLog | None = None):
+        """Yield `(cursor, sample)` forever, starting just after cursor `after`.
+
+        Bad rows are counted in `log` (a fresh one when None).
+        """
+        shard = self.worker_shard()
+        if log is None:
+            log = self.new_skip_log()
+        self.skip_log = log
+        pass_index, start = 0, None
+        if after is not None:
+            pass_index, start = after[0], self._position_after(list(after[1:]))
+        while True:
+            for position, sample in self._iter_pass(shard, pass_index, start, log):
+                log.ok()
+                yield (pass_index, *position), sample
+            start = None
+            pass_index += 1
+
+    def resume_cursor(self, worker_id: int) -> tuple[int, ...] | None:
+        """The reference's `data_status` entry of a worker as a cursor in the first pass."""
+        if self.data_status is None:
+            return None
+        position = self.data_status[worker_id]
+        return (0, *(position if isinstance(position, (list, tuple)) else [position]))
+
+    def __iter__(self):
+        after = self.resume_cursor(self.worker_shard().worker_id)
+        for _, sample in self.iter_samples(after):
+            yield sample

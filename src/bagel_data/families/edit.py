@@ -95,33 +95,36 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 units.extend((path, group) for group in range(int(info["num_row_groups"])))
         return units
 
-    def _start(self, worker_id: int) -> tuple[int, int]:
-        if self.data_status is None:
-            return 0, 0
-        unit_pos, row = self.data_status[worker_id]
-        return unit_pos, row + 1
+    def _iter_pass(self, shard, pass_index, start, log):
+        unit_start, row_start = start if start is not None else (0, 0)
+        for unit_pos in range(unit_start, len(shard.unit_ids)):
+            unit_id = int(shard.unit_ids[unit_pos])
+            first_row = row_start if unit_pos == unit_start else 0
+            for row, images, instructions in self._rows(unit_id, first_row, log):
+                sample = self._sample(images, instructions, unit_id, (pass_index, unit_pos, row), log)
+                if sample is not None:
+                    yield [unit_pos, row], sample
 
-    def __iter__(self):
-        shard = self.worker_shard()
+    def sample_at(self, cursor):
+        pass_index, unit_pos, row = cursor
+        unit_id = int(self.worker_shard().unit_ids[unit_pos])
         log = self.new_skip_log()
-        unit_start, row_start = self._start(shard.worker_id)
-        pass_index = 0
-        while True:
-            for unit_pos in range(unit_start, len(shard.unit_ids)):
-                unit_id = shard.unit_ids[unit_pos]
-                path, row_group = self.epoch_units[unit_id]
-                for row, images, instructions in self._rows(path, row_group, row_start, log):
-                    location = f"{path}, row group {row_group}, row {row}"
-                    rng = self.sample_rng(unit_id, pass_index, row)
-                    sample = self.build_sample(images, instructions, rng, location, log)
-                    if sample is not None:
-                        log.ok()
-                        yield sample.build([unit_pos, row], shard.worker_id, self.dataset_name)
-                row_start = 0
-            unit_start = 0
-            pass_index += 1
+        for _, images, instructions in self._rows(unit_id, row, log, stop_row=row + 1):
+            return self._sample(images, instructions, unit_id, cursor, log)
+        raise LookupError(f"{self.dataset_name}: no row at {cursor}")
 
-    def _rows(self, path: str, row_group: int, row_start: int, log):
+    def _sample(self, images, instructions, unit_id: int, cursor, log) -> dict | None:
+        pass_index, unit_pos, row = cursor
+        path, row_group = self.epoch_units[unit_id]
+        location = f"{path}, row group {row_group}, row {row}"
+        rng = self.sample_rng(unit_id, pass_index, row)
+        builder = self.build_sample(images, instructions, rng, location, log)
+        if builder is None:
+            return None
+        return builder.build([unit_pos, row], self.worker_shard().worker_id, self.dataset_name)
+
+    def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
+        path, row_group = self.epoch_units[unit_id]
         try:
             with ParquetReader(path) as reader:
                 missing = [name for name in COLUMNS if name not in reader.schema.names]
@@ -134,7 +137,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             return
         images = table.column("image_list").to_pylist()
         instructions = table.column("instruction_list").to_pylist()
-        for row in range(row_start, table.num_rows):
+        for row in range(row_start, min(table.num_rows, stop_row or table.num_rows)):
             yield row, images[row], instructions[row]
 
     def build_sample(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:

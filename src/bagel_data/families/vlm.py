@@ -66,24 +66,25 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def change_format(self, data, num_images):
         return conversation_to_elements(data["conversations"], num_images)
 
-    def __iter__(self):
-        shard = self.worker_shard()
-        log = self.new_skip_log()
-        row_start = 0 if self.data_status is None else self.data_status[shard.worker_id] + 1
-        pass_index = 0
-        while True:
-            for row in range(row_start, len(shard.unit_ids)):
-                line_id = int(self.epoch_units[int(shard.unit_ids[row])])
-                rng = self.sample_rng(int(shard.unit_ids[row]), pass_index)
-                try:
-                    builder = self.build_sample(line_id, rng)
-                except _RowSkipped as skipped:
-                    log.skip(skipped.reason, self.data_paths.location(line_id), skipped.detail)
-                    continue
-                log.ok()
-                yield builder.build(row, shard.worker_id, self.dataset_name)
-            row_start = 0
-            pass_index += 1
+    def _iter_pass(self, shard, pass_index, start, log):
+        for row in range(start[0] if start is not None else 0, len(shard.unit_ids)):
+            sample = self._sample(shard, (pass_index, row), log)
+            if sample is not None:
+                yield [row], sample
+
+    def sample_at(self, cursor):
+        return self._sample(self.worker_shard(), cursor, self.new_skip_log())
+
+    def _sample(self, shard, cursor, log) -> dict | None:
+        pass_index, row = cursor
+        unit_id = int(shard.unit_ids[row])
+        line_id = int(self.epoch_units[unit_id])
+        try:
+            builder = self.build_sample(line_id, self.sample_rng(unit_id, pass_index))
+        except _RowSkipped as skipped:
+            log.skip(skipped.reason, self.data_paths.location(line_id), skipped.detail)
+            return None
+        return builder.build(row, shard.worker_id, self.dataset_name)
 
     def build_sample(self, line_id: int, rng: np.random.Generator) -> SampleBuilder:
         """The sample of one JSONL line; raises `_RowSkipped` with the reason it cannot be used."""

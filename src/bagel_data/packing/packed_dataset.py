@@ -8,7 +8,8 @@ from it) the pack is emitted and, unlike the reference, the sample is kept for t
 pack instead of being dropped.
 
 All randomness (group choice, dropout, timesteps) comes from one generator per worker,
-derived from `data_seed`, the rank and the worker id.
+derived from `data_seed`, the rank and the worker id. `state_dict()` / `load_state_dict()`
+(torchdata's Stateful protocol) checkpoint the stream after any batch; see `state.py`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder, PackingConfig, SpecialTokens
+from .state import Buffered, PackState, ResumeError, Topology
 
 
 class PackedDataset(torch.utils.data.IterableDataset):
@@ -54,7 +56,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
         self.data_seed = data_seed
         self.tokenizer = tokenizer
-        self.stats = PackStats()
+        self._live: PackState | None = None  # the state of the running iteration
+        self._resume: dict | None = None  # a checkpoint to continue from on the next iter()
         if config.interpolate_pos:
             self.get_flattened_position_ids = get_flattened_position_ids_interpolate
         else:
@@ -72,90 +75,131 @@ class PackedDataset(torch.utils.data.IterableDataset):
         for dataset in self.grouped_datasets:
             dataset.set_epoch(seed)
 
-    def _worker_id(self) -> int:
+    # -- state ---------------------------------------------------------------------------
+    def _topology(self) -> Topology:
         info = torch.utils.data.get_worker_info()
-        return 0 if info is None else info.id
+        worker_id, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
+        return Topology(self.local_rank, self.world_size, worker_id, num_workers)
 
-    def make_rng(self) -> np.random.Generator:
-        key = [self.data_seed & 0xFFFFFFFF, self.local_rank, self._worker_id(), 0x9ACC]
-        return np.random.default_rng(np.random.SeedSequence(key))
+    def _fresh_state(self) -> PackState:
+        topology = self._topology()
+        key = [self.data_seed & 0xFFFFFFFF, topology.rank, topology.worker_id, 0x9ACC]
+        logs = [
+            SkipLog(name, dataset.strict, dataset.max_consecutive_failures)
+            for name, dataset in zip(self.group_names, self.grouped_datasets)
+        ]
+        # Without a checkpoint, each group starts where the reference's data_status says.
+        cursors = [dataset.resume_cursor(topology.worker_id) for dataset in self.grouped_datasets]
+        rng = np.random.default_rng(np.random.SeedSequence(key))
+        return PackState(topology, self.data_seed, rng, cursors, collections.deque(), logs)
 
+    def state_dict(self) -> dict:
+        """Checkpoint of this worker's stream (torchdata's Stateful protocol)."""
+        if self._live is not None:
+            return self._live.to_dict(self.group_names)
+        if self._resume is not None:
+            return dict(self._resume)
+        return self._fresh_state().to_dict(self.group_names)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Continue from a checkpoint on the next `iter()`; checked against the topology then."""
+        self._resume = state_dict
+
+    @property
+    def stats(self) -> dict:
+        """Packs, tokens and samples emitted, and rows skipped by reason, in this process."""
+        state = self._live
+        if state is None:
+            return {"packs": 0, "tokens": 0, "samples": {}, "skips": {}}
+        return {
+            "packs": state.packs,
+            "tokens": state.tokens,
+            "samples": dict(state.samples),
+            "skips": {name: log.as_dict() for name, log in zip(self.group_names, state.logs)},
+        }
+
+    # -- the mixing loop -------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
-        rng = self.make_rng()
-        cumulative = _cumulative_shares(self.grouped_weights)
-        sources = [iter(dataset) for dataset in self.grouped_datasets]
+        state = self._fresh_state()
+        if self._resume is not None:
+            state.restore(self._resume, self.group_names)
+            self._resume = None
+        self._live = state
         cfg = self.config
-        self.stats = PackStats()
-        budget_log = SkipLog("packer")
-        buffer: collections.deque = collections.deque()
+        cumulative = _cumulative_shares(self.grouped_weights)
+        sources = [
+            dataset.iter_samples(after=cursor, log=log)
+            for dataset, cursor, log in zip(self.grouped_datasets, state.cursors, state.logs)
+        ]
+
+        def draw(group: int) -> Buffered:
+            cursor, sample = next(sources[group])
+            state.cursors[group] = cursor
+            return Buffered(group, cursor, sample)
 
         def new_pack() -> PackBuilder:
-            return PackBuilder(cfg, self.special_tokens, rng, self.get_flattened_position_ids)
+            return PackBuilder(cfg, self.special_tokens, state.rng, self.get_flattened_position_ids)
 
         def emit(pack: PackBuilder) -> dict:
-            self.stats.record(pack)
+            state.packs += 1
+            state.tokens += pack.curr
+            state.samples.update(where["dataset_name"] for where in pack.data_indexes)
             return pack.to_batch()
 
         pack = new_pack()
         while True:
             if pack.is_empty():
-                for group, source in enumerate(sources):
+                for group in range(len(sources)):
                     if self.is_mandatory[group]:
-                        pack.add(self._next_fitting(source, budget_log))
-            if pack.curr < cfg.prefer_buffer_before and buffer:
-                sample, from_buffer = buffer.popleft(), True
+                        pack.add(self._next_fitting(draw, group, state).sample)
+            if pack.curr < cfg.prefer_buffer_before and state.buffer:
+                item, from_buffer = state.buffer.popleft(), True
+                if item.sample is None:
+                    item.sample = self._rebuild(item)
             else:
-                group = _choose_group(cumulative, rng.random())
-                sample, from_buffer = next(sources[group]), False
-                if sample_length(sample) > cfg.max_num_tokens_per_sample:
-                    self._skip_over_budget(sample, budget_log)
+                item, from_buffer = draw(_choose_group(cumulative, state.rng.random())), False
+                if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+                    self._skip_over_budget(item, state)
                     continue
-            if pack.curr + sample_length(sample) > cfg.max_num_tokens:
-                if len(buffer) < cfg.max_buffer_size and not from_buffer:
-                    buffer.append(sample)
+            if pack.curr + sample_length(item.sample) > cfg.max_num_tokens:
+                if len(state.buffer) < cfg.max_buffer_size and not from_buffer:
+                    state.buffer.append(item)
                 else:
-                    yield emit(pack)
+                    # Every state change happens before the yield, so a checkpoint taken
+                    # while the batch is out describes exactly what comes next.
+                    batch = emit(pack)
                     pack = new_pack()
-                    buffer.appendleft(sample)  # kept for the next pack, never dropped
+                    state.buffer.appendleft(item)  # kept for the next pack, never dropped
+                    yield batch
                 continue
-            pack.add(sample)
+            pack.add(item.sample)
             if pack.curr >= cfg.expected_num_tokens:
-                yield emit(pack)
+                batch = emit(pack)
                 pack = new_pack()
+                yield batch
 
-    def _next_fitting(self, source, log: SkipLog) -> dict:
+    def _next_fitting(self, draw, group: int, state: PackState) -> Buffered:
         """The next sample of a mandatory group strictly under the per-sample budget."""
         while True:
-            sample = next(source)
-            if sample_length(sample) < self.config.max_num_tokens_per_sample:
-                return sample
-            self._skip_over_budget(sample, log)
+            item = draw(group)
+            if sample_length(item.sample) < self.config.max_num_tokens_per_sample:
+                return item
+            self._skip_over_budget(item, state)
 
-    def _skip_over_budget(self, sample: dict, log: SkipLog) -> None:
-        where = sample["data_indexes"]
+    def _skip_over_budget(self, item: Buffered, state: PackState) -> None:
+        log = state.logs[item.group]
         log.skip(
             SkipReason.OVER_SAMPLE_BUDGET,
-            f"{where['dataset_name']} worker {where['worker_id']} position {where['data_indexes']}",
-            f"{sample_length(sample)} tokens > max_num_tokens_per_sample={self.config.max_num_tokens_per_sample}",
+            f"{self.group_names[item.group]} cursor {list(item.cursor)}",
+            f"{sample_length(item.sample)} tokens > max_num_tokens_per_sample={self.config.max_num_tokens_per_sample}",
         )
-        log.ok()  # one long sample says nothing about the next
-        self.stats.skips[where["dataset_name"]][SkipReason.OVER_SAMPLE_BUDGET.value] += 1
+        log.ok()  # one long sample says nothing about the rows after it
 
-
-class PackStats:
-    """What this worker has emitted and skipped, for summaries."""
-
-    def __init__(self) -> None:
-        self.packs = 0
-        self.tokens = 0
-        self.samples: collections.Counter = collections.Counter()
-        self.skips: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-
-    def record(self, pack: PackBuilder) -> None:
-        self.packs += 1
-        self.tokens += pack.curr
-        for where in pack.data_indexes:
-            self.samples[where["dataset_name"]] += 1
+    def _rebuild(self, item: Buffered) -> dict:
+        sample = self.grouped_datasets[item.group].sample_at(item.cursor)
+        if sample is None:
+            raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+        return sample
 
 
 def _cumulative_shares(weights: list[float]) -> list[float]:

@@ -1,0 +1,98 @@
+"""The resumable state of a packing worker, and its checkpoint form.
+
+A checkpoint holds *where* things are, never the tensors: each group's cursor (the last
+sample drawn), the packer's generator state, the overflow buffer as the cursors of its
+samples (rebuilt on restore by re-reading those rows with the same per-sample randomness),
+and the counters. Its size does not depend on image sizes.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+
+from ..errors import BagelDataError, SkipLog
+
+STATE_VERSION = 1
+
+
+class ResumeError(BagelDataError):
+    """A checkpoint that cannot be loaded into this pipeline."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    rank: int
+    world_size: int
+    worker_id: int
+    num_workers: int
+
+
+@dataclasses.dataclass
+class Buffered:
+    """A sample waiting in the overflow buffer; `sample` is None until rebuilt."""
+
+    group: int
+    cursor: tuple
+    sample: dict | None = None
+
+
+@dataclasses.dataclass
+class PackState:
+    """Everything a packing worker needs to continue exactly where it stopped."""
+
+    topology: Topology
+    data_seed: int
+    rng: np.random.Generator
+    cursors: list[tuple | None]
+    buffer: collections.deque
+    logs: list[SkipLog]
+    packs: int = 0
+    tokens: int = 0
+    samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    def to_dict(self, group_names: list[str]) -> dict:
+        return {
+            "version": STATE_VERSION,
+            "topology": dataclasses.asdict(self.topology),
+            "data_seed": self.data_seed,
+            "rng": self.rng.bit_generator.state,
+            "cursors": {name: _plain(cursor) for name, cursor in zip(group_names, self.cursors)},
+            "buffer": [[group_names[item.group], _plain(item.cursor)] for item in self.buffer],
+            "packs": self.packs,
+            "tokens": self.tokens,
+            "samples": dict(self.samples),
+            "skips": {name: log.as_dict() for name, log in zip(group_names, self.logs)},
+        }
+
+    def restore(self, saved: dict, group_names: list[str]) -> None:
+        """Load a checkpoint made by `to_dict`, after checking it belongs to this pipeline."""
+        if saved.get("version") != STATE_VERSION:
+            raise ResumeError(f"checkpoint format version {saved.get('version')!r}; this library reads {STATE_VERSION}")
+        saved_topology = Topology(**saved["topology"])
+        if saved_topology != self.topology:
+            raise ResumeError(
+                f"checkpoint saved by {saved_topology}, loaded into {self.topology}: restart with the "
+                "same world size, rank and DataLoader worker count, or resume through data_status"
+            )
+        if saved["data_seed"] != self.data_seed:
+            raise ResumeError(f"checkpoint data_seed={saved['data_seed']}, this pipeline's is {self.data_seed}")
+        if sorted(saved["cursors"]) != sorted(group_names):
+            raise ResumeError(f"checkpoint groups {sorted(saved['cursors'])} differ from {sorted(group_names)}")
+        self.rng.bit_generator.state = saved["rng"]
+        self.cursors = [_tuple(saved["cursors"][name]) for name in group_names]
+        self.buffer = collections.deque(Buffered(group_names.index(name), _tuple(c)) for name, c in saved["buffer"])
+        self.packs, self.tokens = saved["packs"], saved["tokens"]
+        self.samples = collections.Counter(saved["samples"])
+        for name, log in zip(group_names, self.logs):
+            log.counts = collections.Counter(saved["skips"].get(name, {}))
+
+
+def _plain(cursor):
+    return None if cursor is None else [int(value) for value in cursor]
+
+
+def _tuple(cursor):
+    return None if cursor is None else tuple(int(value) for value in cursor)
