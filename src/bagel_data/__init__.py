@@ -1,0 +1,65 @@
+"""bagel-data: read, sample, pack and resume BAGEL training data.
+
+Data flow: sources (parquet / JSONL / images / video) -> families (samples) -> packing
+(token-budgeted sequences) -> batch (collate) -> loader (resumable DataLoader).
+"""
+
+from .batch import SimpleCustomBatch, collate_wrapper
+from .datasets import (
+    DATASET_REGISTRY,
+    DEFAULT_DATASET_INFO,
+    SftJSONLIterableDataset,
+    T2IIterableDataset,
+    UnifiedEditIterableDataset,
+    make_bagel_multimodal_dataset,
+)
+from .errors import BadSampleError, BagelDataError, ConfigError, SkipReason, TooManyFailuresError
+from .images import ImageTransform, pil_img2rgb
+from .loader import build_dataloader
+from .packing.layout import (
+    get_flattened_position_ids_extrapolate,
+    get_flattened_position_ids_interpolate,
+    len2weight,
+    patchify,
+    prepare_attention_mask_per_sample,
+)
+from .packing.pack import PackingConfig
+from .packing.packed_dataset import PackedDataset
+from .packing.state import ResumeError
+from .sharding import DistributedIterableDataset
+from .sources.parquet import get_parquet_data_paths
+from .tokenizer import QwenTokenizer, add_special_tokens, load_tokenizer
+from .video import FrameSampler
+
+__all__ = [
+    "DATASET_REGISTRY",
+    "DEFAULT_DATASET_INFO",
+    "BadSampleError",
+    "BagelDataError",
+    "ConfigError",
+    "DistributedIterableDataset",
+    "FrameSampler",
+    "ImageTransform",
+    "PackedDataset",
+    "PackingConfig",
+    "QwenTokenizer",
+    "ResumeError",
+    "SftJSONLIterableDataset",
+    "SimpleCustomBatch",
+    "SkipReason",
+    "T2IIterableDataset",
+    "TooManyFailuresError",
+    "UnifiedEditIterableDataset",
+    "add_special_tokens",
+    "build_dataloader",
+    "collate_wrapper",
+    "get_flattened_position_ids_extrapolate",
+    "get_flattened_position_ids_interpolate",
+    "get_parquet_data_paths",
+    "len2weight",
+    "load_tokenizer",
+    "make_bagel_multimodal_dataset",
+    "patchify",
+    "pil_img2rgb",
+    "prepare_attention_mask_per_sample",
+]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .batch import collate_wrapper
@@ -20,6 +22,13 @@ def build_dataloader(
     would shard units for workers that do not exist.
     """
     workers = dataset.num_workers if num_workers is None else num_workers
+    with warnings.catch_warnings():
+        # torchdata calls a deprecated torch telemetry hook on construction; nothing to act on.
+        warnings.filterwarnings("ignore", message=".*set_vital.*")
+        return _stateful_loader(dataset, workers, pin_memory, prefetch_factor, persistent_workers)
+
+
+def _stateful_loader(dataset, workers, pin_memory, prefetch_factor, persistent_workers) -> StatefulDataLoader:
     return StatefulDataLoader(
         dataset,
         batch_size=1,
@@ -30,3 +39,12 @@ def build_dataloader(
         persistent_workers=persistent_workers and workers > 0,
         drop_last=True,
     )
+
+
+def worker_dataset_states(loader_state: dict) -> list[dict]:
+    """The packed dataset's checkpoint of each worker inside a StatefulDataLoader state."""
+    if "_snapshot" not in loader_state:  # num_workers == 0: the state is the main process's
+        state = loader_state.get("dataset_state")
+        return [state] if state else []
+    snapshots = loader_state["_snapshot"]["_worker_snapshots"]
+    return [snapshots[key]["dataset_state"] for key in sorted(snapshots) if snapshots[key].get("dataset_state")]

@@ -1,0 +1,115 @@
+"""The `bagel-data` command line: demo, run (and the tools built on them)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import BagelDataError
+from .runner import RunConfig, RunSummary, load_run_config, run_pipeline
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Read, pack and check BAGEL training data.")
+console = Console()
+
+DEMO_PACKING = {
+    "expected_num_tokens": 7680,
+    "max_num_tokens": 8192,
+    "max_num_tokens_per_sample": 4096,
+    "prefer_buffer_before": 4096,
+    "max_buffer_size": 50,
+    "use_flex": True,
+}
+
+
+def _run_with_progress(config: RunConfig, batches: int, **kwargs) -> RunSummary:
+    columns = [TextColumn("packing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("packs", total=batches)
+        return run_pipeline(config, num_batches=batches, on_batch=lambda i, b: progress.advance(task), **kwargs)
+
+
+def _print_summary(summary: RunSummary) -> None:
+    table = Table(title="bagel-data run summary", show_header=False)
+    table.add_row("batches", str(summary.batches))
+    table.add_row("tokens", f"{summary.tokens:,}")
+    table.add_row("fill ratio (tokens / max_num_tokens)", f"{summary.fill_ratio:.3f}")
+    table.add_row("packed tokens / s", f"{summary.tokens / max(summary.seconds, 1e-9):,.0f}")
+    table.add_row("time to first batch", f"{summary.first_batch_seconds:.2f} s")
+    table.add_row("checkpoint size per worker", f"{summary.state_bytes:,} bytes")
+    for group, count in sorted(summary.samples.items()):
+        table.add_row(f"samples: {group}", str(count))
+    if not summary.skips:
+        table.add_row("skipped", "none")
+    for group, counts in sorted(summary.skips.items()):
+        for reason, count in sorted(counts.items()):
+            table.add_row(f"skipped: {group} / {reason}", str(count))
+    console.print(table)
+
+
+def _fail(error: Exception) -> None:
+    console.print(f"[red]error:[/red] {error}")
+    raise typer.Exit(2)
+
+
+@app.callback()
+def main_options(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every skipped row.")) -> None:
+    logging.basicConfig(level=logging.WARNING if verbose else logging.ERROR, format="%(levelname)s %(message)s")
+
+
+@app.command()
+def demo(
+    root: Path = typer.Option(Path("demo_data"), help="Folder for the generated demo dataset."),
+    batches: int = typer.Option(20, help="Packed batches to draw."),
+    workers: int = typer.Option(2, help="DataLoader worker processes."),
+    seed: int = typer.Option(0, help="Seed of the generated dataset."),
+) -> None:
+    """Generate a small dataset of all three families and run the packed pipeline on it."""
+    from .synthetic import write_demo_dataset
+
+    with console.status("writing the demo dataset"):
+        paths = write_demo_dataset(root, seed=seed)
+    run_config_path = paths.root / "run.yaml"
+    run_config_path.write_text(
+        yaml.safe_dump(
+            {"grouped_datasets": "grouped_datasets.yaml", "dataset_info": "dataset_info.yaml", "packing": DEMO_PACKING}
+        )
+    )
+    console.print(f"demo dataset in {paths.root}; run config {run_config_path}")
+    try:
+        summary = _run_with_progress(load_run_config(str(run_config_path)), batches, num_workers=workers)
+    except BagelDataError as error:
+        _fail(error)
+    _print_summary(summary)
+
+
+@app.command()
+def run(
+    config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
+    dataset_info: Optional[Path] = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
+    batches: int = typer.Option(20, help="Packed batches to draw."),
+    workers: int = typer.Option(2, help="DataLoader worker processes."),
+    rank: int = typer.Option(0, help="This process's rank."),
+    world_size: int = typer.Option(1, help="Number of ranks."),
+    tokenizer: Optional[str] = typer.Option(None, help="'qwen2' (default, offline) or a local HF tokenizer folder."),
+) -> None:
+    """Run the packed pipeline on your config and print what it produced and skipped."""
+    try:
+        run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
+        summary = _run_with_progress(
+            run_config, batches, num_workers=workers, rank=rank, world_size=world_size, tokenizer=tokenizer
+        )
+    except BagelDataError as error:
+        _fail(error)
+    _print_summary(summary)
+
+
+def main() -> None:
+    app()

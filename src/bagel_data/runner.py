@@ -1,0 +1,130 @@
+"""Running the packed pipeline from a run config: the engine behind `demo` and `run`.
+
+A run config is a YAML/JSON mapping with `grouped_datasets` and `dataset_info` (each a
+mapping or a path relative to the run config) and optional `packing` (the keyword
+arguments of `make_bagel_multimodal_dataset`). A plain grouped-datasets YAML (BAGEL's
+own format) is accepted too, with `dataset_info` given separately.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping
+
+from .config import load_mapping
+from .datasets import make_bagel_multimodal_dataset
+from .errors import ConfigError
+from .loader import build_dataloader, worker_dataset_states
+from .tokenizer import add_special_tokens, load_tokenizer
+
+PACKING_KEYS = {
+    "expected_num_tokens", "max_num_tokens_per_sample", "max_num_tokens", "prefer_buffer_before",
+    "max_buffer_size", "interpolate_pos", "use_flex", "data_seed", "text_cond_dropout_prob",
+    "vit_cond_dropout_prob", "vae_cond_dropout_prob", "vae_image_downsample", "max_latent_size",
+    "vit_patch_size", "max_num_patch_per_side", "strict", "max_consecutive_failures",
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    grouped_datasets: dict
+    dataset_info: dict | str
+    packing: dict
+
+
+def _resolve_relative(value, base: str | None):
+    if isinstance(value, str) and base and not os.path.isabs(value) and "://" not in value:
+        return os.path.join(base, value)
+    return value
+
+
+def load_run_config(path: str, dataset_info: str | None = None) -> RunConfig:
+    """Read a run config, or a grouped-datasets YAML plus a `dataset_info` path."""
+    data, base = load_mapping(path, "config")
+    if "grouped_datasets" in data:
+        unknown = set(data) - {"grouped_datasets", "dataset_info", "packing"}
+        if unknown:
+            raise ConfigError("config", sorted(unknown), "a run config holds grouped_datasets, dataset_info, packing")
+        grouped, _ = load_mapping(_resolve_relative(data["grouped_datasets"], base), "grouped_datasets")
+        info = dataset_info or _resolve_relative(data.get("dataset_info"), base)
+        packing = dict(data.get("packing") or {})
+    else:
+        grouped, info, packing = data, dataset_info, {}
+    if info is None:
+        raise ConfigError("dataset_info", None, "pass --dataset-info PATH or put dataset_info in the run config")
+    unknown = set(packing) - PACKING_KEYS
+    if unknown:
+        raise ConfigError("packing", sorted(unknown), f"unknown key(s); allowed: {sorted(PACKING_KEYS)}")
+    return RunConfig(grouped, info, packing)
+
+
+@dataclasses.dataclass
+class RunSummary:
+    batches: int = 0
+    tokens: int = 0
+    max_num_tokens: int = 0
+    seconds: float = 0.0
+    first_batch_seconds: float = 0.0
+    samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    skips: dict = dataclasses.field(default_factory=dict)
+    state_bytes: int = 0
+
+    @property
+    def fill_ratio(self) -> float:
+        return self.tokens / (self.batches * self.max_num_tokens) if self.batches else 0.0
+
+
+def run_pipeline(
+    config: RunConfig,
+    *,
+    num_batches: int,
+    num_workers: int = 2,
+    rank: int = 0,
+    world_size: int = 1,
+    tokenizer: str | None = None,
+    on_batch: Callable[[int, object], None] | None = None,
+) -> RunSummary:
+    """Build the packed dataset and DataLoader, draw `num_batches` packs, summarize."""
+    tok, special_tokens, _ = add_special_tokens(load_tokenizer(tokenizer))
+    dataset = make_bagel_multimodal_dataset(
+        tokenizer=tok,
+        special_tokens=special_tokens,
+        grouped_datasets=config.grouped_datasets,
+        dataset_info=config.dataset_info,
+        local_rank=rank,
+        world_size=world_size,
+        num_workers=max(num_workers, 1),
+        **config.packing,
+    )
+    loader = build_dataloader(dataset, num_workers=num_workers)
+    summary = RunSummary(max_num_tokens=dataset.config.max_num_tokens)
+    start = time.perf_counter()
+    for index, batch in enumerate(loader):
+        if index == 0:
+            summary.first_batch_seconds = time.perf_counter() - start
+        summary.batches += 1
+        summary.tokens += batch.sequence_length
+        summary.samples.update(where["dataset_name"] for where in batch.batch_data_indexes)
+        if on_batch is not None:
+            on_batch(index, batch)
+        if summary.batches >= num_batches:
+            break
+    summary.seconds = time.perf_counter() - start
+    summary.skips, summary.state_bytes = _gather_worker_state(loader.state_dict())
+    return summary
+
+
+def _gather_worker_state(loader_state: Mapping) -> tuple[dict, int]:
+    """Skip counts summed over workers, and the size of one worker's checkpoint."""
+    import pickle
+
+    skips: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    states = worker_dataset_states(dict(loader_state))
+    for state in states:
+        for group, counts in state.get("skips", {}).items():
+            skips[group].update(counts)
+    size = max((len(pickle.dumps(state)) for state in states), default=0)
+    return {group: dict(counts) for group, counts in skips.items() if counts}, size
