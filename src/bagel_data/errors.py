@@ -74,16 +74,18 @@ class SkipLog:
     strict: bool = False
     max_consecutive_failures: int = 100
     counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    last_location: dict = dataclasses.field(default_factory=dict)
+    warned: set = dataclasses.field(default_factory=set)
     consecutive: int = 0
 
     def skip(self, reason: SkipReason, location: str, detail: str = "") -> None:
         if self.strict:
             raise BadSampleError(reason, location, detail)
         self.counts[reason.value] += 1
-        self.last_location[reason.value] = location
         self.consecutive += 1
-        logger.warning("%s: skipped %s at %s: %s", self.dataset_name, reason.value, location, detail)
+        # Each pass over the data meets the same bad rows again: warn about a row once.
+        if location not in self.warned and len(self.warned) < 10_000:
+            self.warned.add(location)
+            logger.warning("%s: skipped %s at %s: %s", self.dataset_name, reason.value, location, detail)
         if self.consecutive > self.max_consecutive_failures:
             raise TooManyFailuresError(
                 f"{self.dataset_name}: {self.consecutive} consecutive rows failed, the last "
