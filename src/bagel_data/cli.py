@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -55,13 +56,21 @@ def _print_summary(summary: RunSummary) -> None:
 
 
 def _fail(error: Exception) -> None:
-    console.print(f"[red]error:[/red] {error}")
+    message = str(error)
+    if "Original Traceback" in message:  # raised in a DataLoader worker: keep the error line
+        message = message.strip().splitlines()[-1].split(": ", 1)[-1]
+    console.print(f"[red]error:[/red] {type(error).__name__}: {message}")
     raise typer.Exit(2)
 
 
 @app.callback()
 def main_options(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every skipped row.")) -> None:
     logging.basicConfig(level=logging.WARNING if verbose else logging.ERROR, format="%(levelname)s %(message)s")
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        console.print(f"[yellow]{category.__name__}:[/yellow] {message}")
+
+    warnings.showwarning = show  # this process is the CLI: its warnings are for the user
 
 
 @app.command()
@@ -99,16 +108,68 @@ def run(
     rank: int = typer.Option(0, help="This process's rank."),
     world_size: int = typer.Option(1, help="Number of ranks."),
     tokenizer: Optional[str] = typer.Option(None, help="'qwen2' (default, offline) or a local HF tokenizer folder."),
+    strict: bool = typer.Option(False, help="Stop at the first bad row, naming where it is."),
+    max_consecutive_failures: int = typer.Option(100, help="Bad rows in a row before the run stops."),
 ) -> None:
     """Run the packed pipeline on your config and print what it produced and skipped."""
     try:
         run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
+        run_config.packing.update(strict=strict, max_consecutive_failures=max_consecutive_failures)
         summary = _run_with_progress(
             run_config, batches, num_workers=workers, rank=rank, world_size=world_size, tokenizer=tokenizer
         )
     except BagelDataError as error:
         _fail(error)
     _print_summary(summary)
+
+
+@app.command()
+def validate(
+    config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
+    dataset_info: Optional[Path] = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
+    world_size: int = typer.Option(1, help="Ranks the job will run on."),
+    num_workers: int = typer.Option(1, help="DataLoader workers per rank."),
+    sample: Optional[int] = typer.Option(None, help="Check only the first N rows of each group."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    tokenizer: Optional[str] = typer.Option(None, help="'qwen2' (default) or a local HF tokenizer folder."),
+) -> None:
+    """Preflight a config: schemas, decodes, placeholders, lengths vs budgets, shard split."""
+    import json
+
+    from .validate import validate_config
+
+    try:
+        run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
+    except BagelDataError as error:
+        _fail(error)
+    with console.status("checking every row" if sample is None else f"checking {sample} rows per group"):
+        report = validate_config(
+            run_config, world_size=world_size, num_workers=num_workers, sample=sample, tokenizer=tokenizer
+        )
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        _print_validation(report)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _print_validation(report) -> None:
+    table = Table(title="bagel-data validate")
+    for column in ("group", "units", "rows checked", "samples", "skipped", "length min/median/max", "units per worker"):
+        table.add_column(column)
+    for group in report.groups.values():
+        lengths = "/".join(str(group.lengths.get(k, "-")) for k in ("min", "median", "max"))
+        workers = "; ".join(",".join(map(str, per_rank)) for per_rank in group.units_per_worker)
+        table.add_row(
+            group.name, str(group.units), str(group.rows_checked), str(group.samples),
+            str(sum(group.skips.values())), lengths, workers,
+        )  # fmt: skip
+    console.print(table)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    for error in report.errors:
+        console.print(f"[red]problem:[/red] {error}")
+    console.print("[green]OK: the run would neither fail nor drop data[/green]" if report.ok else "[red]NOT OK[/red]")
 
 
 def main() -> None:

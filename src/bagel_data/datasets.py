@@ -8,9 +8,10 @@ builds one family dataset per group and wraps them in a `PackedDataset` with
 from __future__ import annotations
 
 import logging
+import warnings
 
 from .config import DATASET_REGISTRY, load_mapping, parse_groups
-from .errors import ConfigError
+from .errors import ConfigError, ConfigWarning
 from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
@@ -51,6 +52,27 @@ def _check_budgets(config: PackingConfig) -> None:
         value = getattr(config, key)
         if not 0.0 <= value <= 1.0:
             raise ConfigError(key, value, "a probability must lie in [0, 1]")
+
+
+def budget_risks(groups, config: PackingConfig) -> list[str]:
+    """Settings that run but can make oversize packs or waste the buffer (not errors:
+    the reference's own example configs have some of them)."""
+    risks = []
+    mandatory = [group.name for group in groups if group.is_mandatory]
+    if len(mandatory) * config.max_num_tokens_per_sample > config.max_num_tokens:
+        risks.append(
+            f"mandatory groups {mandatory} may together take up to {len(mandatory)} x "
+            f"max_num_tokens_per_sample={config.max_num_tokens_per_sample} tokens, more than "
+            f"max_num_tokens={config.max_num_tokens}; a pack could overflow (an error with use_flex). "
+            "Lower max_num_tokens_per_sample or make fewer groups mandatory."
+        )
+    if config.prefer_buffer_before + config.max_num_tokens_per_sample > config.max_num_tokens:
+        risks.append(
+            f"prefer_buffer_before + max_num_tokens_per_sample = "
+            f"{config.prefer_buffer_before + config.max_num_tokens_per_sample} > max_num_tokens="
+            f"{config.max_num_tokens}: a buffered sample may not fit when it is taken and waits a pack."
+        )
+    return risks
 
 
 def _check_position_tables(groups, config: PackingConfig) -> None:
@@ -132,6 +154,8 @@ def make_bagel_multimodal_dataset(
     info, info_base = load_mapping(dataset_info, "dataset_info")
     groups = parse_groups(grouped, info, info_base)
     _check_position_tables(groups, config)
+    for risk in budget_risks(groups, config):
+        warnings.warn(risk, ConfigWarning, stacklevel=2)
     datasets = {}
     for group in groups:
         status = None

@@ -27,9 +27,14 @@ class BagelDataError(Exception):
 class ConfigError(BagelDataError, ValueError):
     """A configuration mistake, reported before any data is read."""
 
-    def __init__(self, key: str, value: object, fix: str):
+    def __init__(self, key: str, value: object = None, fix: str | None = None):
         self.key, self.value, self.fix = key, value, fix
-        super().__init__(f"{key} = {value!r}: {fix}")
+        # One argument is a finished message: DataLoader re-raises worker errors that way.
+        super().__init__(key if fix is None else f"{key} = {value!r}: {fix}")
+
+
+class ConfigWarning(UserWarning):
+    """A configuration that runs but wastes tokens or risks oversize packs."""
 
 
 class SkipReason(str, enum.Enum):
@@ -54,9 +59,12 @@ class SkipReason(str, enum.Enum):
 class BadSampleError(BagelDataError):
     """Raised in strict mode on the first bad row, with where it lives."""
 
-    def __init__(self, reason: SkipReason, location: str, detail: str):
+    def __init__(self, reason: SkipReason | str, location: str | None = None, detail: str = ""):
         self.reason, self.location, self.detail = reason, location, detail
-        super().__init__(f"{reason.value} at {location}: {detail}")
+        if location is None:  # a finished message, as DataLoader re-raises worker errors
+            super().__init__(str(reason))
+        else:
+            super().__init__(f"{SkipReason(reason).value} at {location}: {detail}")
 
 
 class TooManyFailuresError(BagelDataError):
@@ -75,6 +83,7 @@ class SkipLog:
     max_consecutive_failures: int = 100
     counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     warned: set = dataclasses.field(default_factory=set)
+    examples: dict = dataclasses.field(default_factory=dict)
     consecutive: int = 0
 
     def skip(self, reason: SkipReason, location: str, detail: str = "") -> None:
@@ -83,6 +92,7 @@ class SkipLog:
         self.counts[reason.value] += 1
         self.consecutive += 1
         # Each pass over the data meets the same bad rows again: warn about a row once.
+        self.examples.setdefault(reason.value, f"{location}: {detail}")
         if location not in self.warned and len(self.warned) < 10_000:
             self.warned.add(location)
             logger.warning("%s: skipped %s at %s: %s", self.dataset_name, reason.value, location, detail)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ..errors import ConfigError
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
 
 
@@ -225,6 +226,13 @@ class PackBuilder:
         )
         if self.config.use_flex:
             pad = self.config.max_num_tokens - self.curr
+            if pad < 0:
+                raise ConfigError(
+                    "max_num_tokens",
+                    self.config.max_num_tokens,
+                    f"a pack reached {self.curr} tokens (its mandatory samples are packed without the "
+                    "budget check); lower max_num_tokens_per_sample or make fewer groups mandatory",
+                )
             batch["split_lens"] = self.split_lens + [pad]
             batch["attn_modes"] = self.attn_modes + ["causal"]
             batch["sample_lens"] = batch["sample_lens"] + [pad]
