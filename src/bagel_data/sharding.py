@@ -114,7 +114,11 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     def get_data_paths_per_worker(self):
         """The reference's view: (this worker's units, worker id)."""
         shard = self.worker_shard()
-        return [self.epoch_units[int(i)] for i in shard.unit_ids], shard.worker_id
+        return [self.unit_view(self.epoch_units[int(i)]) for i in shard.unit_ids], shard.worker_id
+
+    def unit_view(self, unit):
+        """A unit as the reference's `data_paths` holds it."""
+        return unit
 
     # -- per-sample randomness -----------------------------------------------------------
     def sample_rng(self, unit_id: int, *position: int) -> np.random.Generator:

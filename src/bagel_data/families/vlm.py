@@ -63,6 +63,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         # The index already holds the lines in canonical order: a unit is a line index.
         return np.arange(len(self.data_paths), dtype=np.int64)
 
+    def unit_view(self, unit):
+        return self.data_paths[int(unit)]
+
     def change_format(self, data, num_images):
         return conversation_to_elements(data["conversations"], num_images)
 

@@ -22,8 +22,28 @@ def _read_lines(path: str) -> list[bytes]:
 
 
 def _canonical(line: bytes) -> bytes:
-    # The reference reads in text mode, where a CRLF line ends in "\n" alone.
-    return line[:-2] + b"\n" if line.endswith(b"\r\n") else line
+    # The reference reads in text mode (universal newlines): "\r\n" and a lone "\r" both
+    # end a line and read as "\n".
+    if line.endswith(b"\r\n"):
+        return line[:-2] + b"\n"
+    if line.endswith(b"\r"):
+        return line[:-1] + b"\n"
+    return line
+
+
+def _read_line_at(handle, offset: int, chunk: int = 1 << 16) -> bytes:
+    """The line starting at `offset`, ended like `bytes.splitlines` ends it."""
+    handle.seek(offset)
+    data = b""
+    while True:
+        block = handle.read(chunk)
+        data += block
+        cut = min((i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0), default=-1)
+        if cut >= 0 and (data[cut : cut + 1] == b"\n" or cut + 1 < len(data) or not block):
+            end = cut + 2 if data[cut : cut + 2] == b"\r\n" else cut + 1
+            return data[:end]
+        if not block:
+            return data
 
 
 class JsonlIndex(Sequence):
@@ -74,8 +94,7 @@ class JsonlIndex(Sequence):
         handle = self._handles.get(file_id)
         if handle is None:
             handle = self._handles[file_id] = storage.open_input(self.paths[file_id])
-        handle.seek(int(self.offsets[index]))
-        return handle.readline()
+        return _read_line_at(handle, int(self.offsets[index]))
 
     def location(self, index: int) -> str:
         return f"{self.paths[int(self.file_ids[index])]}, line {int(self.line_numbers[index]) + 1}"

@@ -1,0 +1,154 @@
+"""Configuration mistakes are reported at construction, naming the key, the value and the fix."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from bagel_data import ConfigError, make_bagel_multimodal_dataset
+from bagel_data.errors import ConfigWarning
+from golden import absolute_dataset_info, load_case
+
+
+@pytest.fixture(scope="module")
+def base(golden_root):
+    case, _, _ = load_case("packed_three_groups_flex")
+    return case
+
+
+def build(case, tokenizer, special_tokens, grouped=None, info=None, **packing):
+    params = dict(case["packing"])
+    params.update(packing)
+    return make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets=grouped if grouped is not None else case["grouped_datasets"],
+        dataset_info=info if info is not None else absolute_dataset_info(case),
+        num_workers=1,
+        **params,
+    )
+
+
+def groups_with(case, group, **changes):
+    grouped = copy.deepcopy(case["grouped_datasets"])
+    grouped[group].update(changes)
+    return grouped
+
+
+def expect_error(match, case, tokenizer, special_tokens, **kwargs):
+    with pytest.raises(ConfigError, match=match) as info:
+        build(case, tokenizer, special_tokens, **kwargs)
+    return str(info.value)
+
+
+def test_missing_dataset_info(base, tokenizer, special_tokens):
+    with pytest.raises(ConfigError, match="dataset_info is required"):
+        make_bagel_multimodal_dataset(tokenizer, special_tokens, base["grouped_datasets"])
+
+
+def test_unknown_group(base, tokenizer, special_tokens):
+    grouped = {"t2i_pretrian": base["grouped_datasets"]["t2i_pretrain"]}
+    message = expect_error("unknown group", base, tokenizer, special_tokens, grouped=grouped)
+    assert "t2i_pretrian" in message and "t2i_pretrain" in message
+
+
+def test_unknown_dataset_name(base, tokenizer, special_tokens):
+    grouped = groups_with(base, "t2i_pretrain", dataset_names=["laion"])
+    assert "laion" in expect_error("not in dataset_info", base, tokenizer, special_tokens, grouped=grouped)
+
+
+def test_unknown_key_in_group_is_an_error(base, tokenizer, special_tokens):
+    grouped = groups_with(base, "vlm_sft", shufle_lines=True)
+    assert "shufle_lines" in expect_error("unknown key", base, tokenizer, special_tokens, grouped=grouped)
+
+
+def test_num_used_data_length(base, tokenizer, special_tokens):
+    grouped = groups_with(base, "t2i_pretrain", num_used_data=[3, 4])
+    expect_error("one positive int per dataset name", base, tokenizer, special_tokens, grouped=grouped)
+
+
+def test_missing_file_in_dataset_info(base, tokenizer, special_tokens):
+    info = absolute_dataset_info(base)
+    info["vlm_sft"]["vlm"]["jsonl_path"] = "/nonexistent/train.jsonl"
+    message = expect_error("does not exist", base, tokenizer, special_tokens, info=info)
+    assert "dataset_info.vlm_sft.vlm.jsonl_path" in message
+
+
+def test_missing_parquet_info_path(base, tokenizer, special_tokens):
+    info = absolute_dataset_info(base)
+    del info["unified_edit"]["edit"]["parquet_info_path"]
+    expect_error("parquet_info_path", base, tokenizer, special_tokens, info=info)
+
+
+def test_weights_sum_to_zero(base, tokenizer, special_tokens):
+    grouped = groups_with(base, "t2i_pretrain", weight=0)
+    expect_error("sum to more than 0", base, tokenizer, special_tokens, grouped=grouped)
+
+
+def test_too_few_units_says_how_many_are_needed(base, tokenizer, special_tokens):
+    with pytest.raises(ConfigError, match="at least 4 are needed"):
+        make_bagel_multimodal_dataset(
+            tokenizer,
+            special_tokens,
+            base["grouped_datasets"],
+            world_size=2,
+            num_workers=2,
+            dataset_info=absolute_dataset_info(base),
+        )
+
+
+def test_transform_larger_than_position_table(base, tokenizer, special_tokens):
+    grouped = groups_with(
+        base, "t2i_pretrain", image_transform_args={"image_stride": 16, "max_image_size": 1024, "min_image_size": 512}
+    )
+    message = expect_error("max_latent_size", base, tokenizer, special_tokens, grouped=grouped)
+    assert "interpolate_pos" in message
+    # Interpolated positions map any size onto the table.
+    build(base, tokenizer, special_tokens, grouped=grouped, interpolate_pos=True)
+
+
+def test_vit_side_over_max_num_patch_per_side(base, tokenizer, special_tokens):
+    expect_error("max_num_patch_per_side", base, tokenizer, special_tokens, max_num_patch_per_side=5)
+
+
+def test_budgets(base, tokenizer, special_tokens):
+    expect_error("max_num_tokens_per_sample", base, tokenizer, special_tokens, max_num_tokens_per_sample=5000)
+    expect_error("text_cond_dropout_prob", base, tokenizer, special_tokens, text_cond_dropout_prob=1.5)
+
+
+def test_budget_risks_are_warnings(base, tokenizer, special_tokens):
+    with pytest.warns(ConfigWarning, match="mandatory groups"):
+        build(base, tokenizer, special_tokens)
+
+
+def test_transform_args_checked(base, tokenizer, special_tokens):
+    grouped = groups_with(base, "t2i_pretrain", image_transform_args={"image_stride": 16, "max_size": 128})
+    expect_error("unknown key", base, tokenizer, special_tokens, grouped=grouped)
+
+
+def test_configs_from_yaml_and_json_files_with_relative_paths(base, tokenizer, special_tokens, tmp_path):
+    info = absolute_dataset_info(base)
+    (tmp_path / "info.json").write_text(json.dumps(info))
+    (tmp_path / "groups.yaml").write_text(yaml.safe_dump(base["grouped_datasets"]))
+    dataset = build(base, tokenizer, special_tokens, grouped=str(tmp_path / "groups.yaml"), info=str(tmp_path / "info.json"))
+    assert dataset.group_names == list(base["grouped_datasets"])
+    # Relative paths in a dataset_info file are relative to that file.
+    relative = copy.deepcopy(base["dataset_info"])
+    (tmp_path / "data").symlink_to(absolute_dataset_info(base)["t2i_pretrain"]["t2i"]["data_dir"].rsplit("/t2i", 1)[0])
+    for datasets in relative.values():
+        for meta in datasets.values():
+            for key in ("data_dir", "jsonl_path", "parquet_info_path"):
+                if key in meta:
+                    meta[key] = "data/" + meta[key]
+    (tmp_path / "relative.yaml").write_text(yaml.safe_dump(relative))
+    build(base, tokenizer, special_tokens, info=str(tmp_path / "relative.yaml"))
+
+
+def test_config_error_survives_a_worker_round_trip():
+    """DataLoader re-raises worker errors by calling the type with one message."""
+    error = ConfigError("key", 3, "fix it")
+    again = type(error)(str(error))
+    assert str(again) == str(error) == "key = 3: fix it"
