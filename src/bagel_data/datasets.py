@@ -11,6 +11,7 @@ import logging
 import warnings
 
 from .config import DATASET_REGISTRY, load_mapping, parse_groups
+from .distributed import RANK_UNSET, WORLD_UNSET, resolve_topology
 from .errors import ConfigError, ConfigWarning
 from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
@@ -102,8 +103,8 @@ def make_bagel_multimodal_dataset(
     tokenizer,
     special_tokens,
     grouped_datasets,
-    local_rank: int = 0,
-    world_size: int = 1,
+    local_rank: int = RANK_UNSET,
+    world_size: int = WORLD_UNSET,
     num_workers: int = 4,
     expected_num_tokens: int = 32768,
     max_num_tokens_per_sample: int = 16384,
@@ -129,6 +130,8 @@ def make_bagel_multimodal_dataset(
     """Build a BAGEL packed dataset for Stage 1 or Stage 2 training.
 
     `grouped_datasets` and `dataset_info` are dicts or paths to YAML/JSON files.
+    `local_rank` / `world_size` default to the initialized torch.distributed process group
+    (else 0 / 1); values passed explicitly win.
     `data_status` (group -> per-worker positions, as rebuilt from `batch_data_indexes`)
     resumes each group just after those positions. `strict` raises on the first bad row;
     otherwise bad rows are skipped and counted by reason.
@@ -150,6 +153,7 @@ def make_bagel_multimodal_dataset(
         max_num_patch_per_side=max_num_patch_per_side,
     )
     _check_budgets(config)
+    local_rank, world_size = resolve_topology(local_rank, world_size)
     grouped, _ = load_mapping(grouped_datasets, "grouped_datasets")
     info, info_base = load_mapping(dataset_info, "dataset_info")
     groups = parse_groups(grouped, info, info_base)

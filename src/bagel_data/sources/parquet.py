@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..distributed import process_group_ready
 from ..errors import ConfigError
 from . import storage
 
@@ -40,13 +41,25 @@ def get_parquet_data_paths(
 
     The listing is sorted before truncation so every rank and run sees the same files
     (when `num_sampled` is not a multiple of the file count, the listing order decides
-    which files repeat).
-    `rank`/`world_size` are accepted for compatibility: every rank lists every folder
-    itself, which gives the same combined list as the reference's gather.
+    which files repeat). With `world_size > 1` and a torch.distributed process group, the
+    folders are listed by the ranks in turn and the lists are all-gathered, as the
+    reference does, so a thousand folders are not listed by every rank.
     """
-    del rank, world_size
+    folders = list(zip(data_dir_list, num_sampled_data_paths))
+    if world_size <= 1 or not process_group_ready():
+        return _list_folders(folders, file_order)
+    import torch.distributed as dist
+
+    chunk = -(-len(folders) // world_size)
+    mine = _list_folders(folders[rank * chunk : (rank + 1) * chunk], file_order)
+    gathered: list = [None] * world_size
+    dist.all_gather_object(gathered, mine)
+    return [path for part in gathered if part for path in part]
+
+
+def _list_folders(folders, file_order: str) -> list[str]:
     paths: list[str] = []
-    for data_dir, num_sampled in zip(data_dir_list, num_sampled_data_paths):
+    for data_dir, num_sampled in folders:
         files = list_parquet_files(data_dir, file_order)
         if not files:
             raise ConfigError("data_dir", data_dir, "the folder holds no *.parquet files")
