@@ -8,6 +8,7 @@ generator gives the same frames on every run and in every worker, and no global 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -18,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from bagel_data.errors import ConfigError
+from bagel_data.sources import storage
 
 _SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
 # Same pattern as the reference (the dot is unescaped there too), so the order is identical.
@@ -152,7 +154,10 @@ class FrameSampler:
 
     def _read_folder(self, path: str, rng: np.random.Generator) -> list[Image.Image]:
         try:
-            names = sort_frame_names(e.name for e in os.scandir(path) if e.is_file())
+            if storage.is_uri(path):
+                names = sort_frame_names(storage.list_dir(path))
+            else:
+                names = sort_frame_names(e.name for e in os.scandir(path) if e.is_file())
         except OSError as err:
             raise VideoDecodeError(path, f"cannot list frame folder: {err}") from err
         if not names:
@@ -163,7 +168,7 @@ class FrameSampler:
             keep = frame_indices(t or 0, len(names), self.sample, rng,
                                  max_num_frames=self.max_num_frames)
             names = [names[i] for i in keep]
-        return [_open_rgb(path, os.path.join(path, name)) for name in names]
+        return [_open_rgb(path, storage.join(path, name)) for name in names]
 
     def _read_video(self, path: str, rng: np.random.Generator) -> list[Image.Image]:
         try:
@@ -178,7 +183,7 @@ class FrameSampler:
 
 def _open_rgb(folder: str, file: str) -> Image.Image:
     try:
-        with Image.open(file) as image:
+        with storage.open_input(file) as handle, Image.open(handle) as image:
             return image.convert("RGB")
     except OSError as err:  # includes UnidentifiedImageError and missing files
         raise VideoDecodeError(folder, f"cannot decode frame {file!r}: {err}") from err
@@ -186,7 +191,7 @@ def _open_rgb(folder: str, file: str) -> Image.Image:
 
 def _probe(path: str) -> tuple[int, float]:
     """(frame count, average fps) of the first video stream."""
-    with av.open(path) as container:
+    with _open_container(path) as container:
         stream = _video_stream(container, path)
         rate = float(stream.average_rate) if stream.average_rate else 0.0
         vlen = stream.frames
@@ -196,6 +201,17 @@ def _probe(path: str) -> tuple[int, float]:
     if vlen <= 0:
         raise VideoDecodeError(path, "video stream holds no decodable frames")
     return vlen, rate if rate > 0 else 1.0
+
+
+@contextlib.contextmanager
+def _open_container(path: str):
+    """A PyAV container for a local path, or for a remote file through a file object."""
+    if not storage.is_uri(path):
+        with av.open(path) as container:
+            yield container
+        return
+    with storage.open_input(path) as handle, av.open(handle) as container:
+        yield container
 
 
 def _video_stream(container: av.container.InputContainer, path: str) -> av.VideoStream:
@@ -210,7 +226,7 @@ def _decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
         return []
     wanted, last = set(indices), max(indices)
     found: dict[int, Image.Image] = {}
-    with av.open(path) as container:
+    with _open_container(path) as container:
         for i, frame in enumerate(container.decode(_video_stream(container, path))):
             if i in wanted:
                 found[i] = frame.to_image()

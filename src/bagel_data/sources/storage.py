@@ -14,7 +14,12 @@ def is_uri(path: str) -> bool:
 
 
 @functools.lru_cache(maxsize=32)
-def _filesystem_for(uri_root: str) -> pafs.FileSystem:
+def _filesystem_for(uri_root: str, endpoint: str | None) -> pafs.FileSystem:
+    # Credentials, region and endpoint come from the usual environment variables
+    # (AWS_ACCESS_KEY_ID, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS,
+    # HADOOP_HOME...), which pyarrow reads; the endpoint is part of the cache key so that a
+    # changed endpoint is not served by a stale client.
+    del endpoint
     filesystem, _ = pafs.FileSystem.from_uri(uri_root)
     return filesystem
 
@@ -25,7 +30,7 @@ def resolve(path: str) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), os.path.abspath(path)
     scheme, rest = path.split("://", 1)
     bucket = rest.split("/", 1)[0]
-    filesystem = _filesystem_for(f"{scheme}://{bucket}")
+    filesystem = _filesystem_for(f"{scheme}://{bucket}", os.environ.get("AWS_ENDPOINT_URL"))
     _, inner = pafs.FileSystem.from_uri(path)
     return filesystem, inner
 
