@@ -228,7 +228,7 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
             packed[where["dataset_name"]][repr(where["data_indexes"])] += 1
     state = dataset.state_dict()
     buffered = collections.defaultdict(collections.Counter)
-    for group, cursor in state["buffer"]:
+    for group, cursor in state["buffer"] + ([state["carry"]] if state["carry"] else []):
         position = cursor[1:] if len(cursor) > 2 else cursor[1]
         buffered[group][repr(position)] += 1
     for group, family in zip(dataset.group_names, dataset.grouped_datasets):
@@ -241,6 +241,7 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
             if list(cursor) == final:
                 break
         over_budget = state["skips"][group].get("over_max_num_tokens_per_sample", 0)
+        over_budget += state["skips"][group].get("no_room_beside_mandatory_samples", 0)
         accounted = packed[group] + buffered[group]
         assert sum(drawn.values()) == sum(accounted.values()) + over_budget, group
         assert not (accounted - drawn), f"{group}: packed something never drawn"

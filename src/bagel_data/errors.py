@@ -54,6 +54,7 @@ class SkipReason(str, enum.Enum):
     EDIT_TOO_FEW_IMAGES = "edit_fewer_than_two_images"
     UNIT_UNREADABLE = "unit_unreadable"
     OVER_SAMPLE_BUDGET = "over_max_num_tokens_per_sample"
+    NO_ROOM_BESIDE_MANDATORY = "no_room_beside_mandatory_samples"
 
 
 class BadSampleError(BagelDataError):

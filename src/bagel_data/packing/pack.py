@@ -150,8 +150,10 @@ class PackBuilder:
                 self._special(self.tokens.eos_token_id, item)
                 split_len += self.curr - first
                 modes.append("causal")
-                self.position.span(rope, rope + split_len)
-                rope += split_len
+                # One rotary id per position of this item (the reference used the split's
+                # running length, which over-counts when a split spans several items).
+                self.position.span(rope, rope + self.curr - first)
+                rope += self.curr - first
             elif kind == "vit_image":
                 image = next(images)
                 if self._dropped(item, cfg.vit_cond_dropout_prob):
@@ -169,7 +171,7 @@ class PackBuilder:
                 self._special(self.tokens.end_of_image, item)
                 split_len += self.curr - first
                 modes.append("full")
-                self.position.fill(rope, split_len)
+                self.position.fill(rope, self.curr - first)
                 rope += 1
             elif kind == "vae_image":
                 image = next(images)

@@ -4,8 +4,9 @@ At the start of each pack, every mandatory group contributes its next sample tha
 the per-sample budget. Then, while the pack is short of `prefer_buffer_before` the
 overflow buffer is drained first; otherwise a group is drawn by weight. A sample that would
 overflow `max_num_tokens` waits in the buffer; when the buffer is full (or the sample came
-from it) the pack is emitted and, unlike the reference, the sample is kept for the next
-pack instead of being dropped.
+from it) the pack is emitted and, unlike the reference, the sample is kept: it opens the
+next pack right after the mandatory samples, or, when it cannot fit even beside them, is
+skipped with a named, counted reason. The buffer never exceeds `max_buffer_size`.
 
 All randomness (group choice, dropout, timesteps) comes from one generator per worker,
 derived from `data_seed`, the rank and the worker id. `state_dict()` / `load_state_dict()`
@@ -152,14 +153,15 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 for group in range(len(sources)):
                     if self.is_mandatory[group]:
                         pack.add(self._next_fitting(draw, group, state).sample)
+                if state.carry is not None:
+                    self._add_carry(pack, state)
             if pack.curr < cfg.prefer_buffer_before and state.buffer:
                 item, from_buffer = state.buffer.popleft(), True
-                if item.sample is None:
-                    item.sample = self._rebuild(item)
+                self._materialize(item)
             else:
                 item, from_buffer = draw(_choose_group(cumulative, state.rng.random())), False
                 if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
-                    self._skip_over_budget(item, state)
+                    self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
                     continue
             if pack.curr + sample_length(item.sample) > cfg.max_num_tokens:
                 if len(state.buffer) < cfg.max_buffer_size and not from_buffer:
@@ -169,7 +171,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
                     # while the batch is out describes exactly what comes next.
                     batch = emit(pack)
                     pack = new_pack()
-                    state.buffer.appendleft(item)  # kept for the next pack, never dropped
+                    state.carry = item  # the reference drops it; it opens the next pack
                     yield batch
                 continue
             pack.add(item.sample)
@@ -178,28 +180,43 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 pack = new_pack()
                 yield batch
 
+    def _add_carry(self, pack: PackBuilder, state: PackState) -> None:
+        """Put the carried sample right after the mandatory ones, or skip it, counted, when
+        it cannot fit beside them (it would not fit in any later pack either)."""
+        item, state.carry = state.carry, None
+        self._materialize(item)
+        if pack.curr + sample_length(item.sample) > self.config.max_num_tokens:
+            self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+        else:
+            pack.add(item.sample)
+
     def _next_fitting(self, draw, group: int, state: PackState) -> Buffered:
         """The next sample of a mandatory group strictly under the per-sample budget."""
         while True:
             item = draw(group)
             if sample_length(item.sample) < self.config.max_num_tokens_per_sample:
                 return item
-            self._skip_over_budget(item, state)
+            self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
 
-    def _skip_over_budget(self, item: Buffered, state: PackState) -> None:
-        log = state.logs[item.group]
-        log.skip(
-            SkipReason.OVER_SAMPLE_BUDGET,
-            f"{self.group_names[item.group]} cursor {list(item.cursor)}",
-            f"{sample_length(item.sample)} tokens > max_num_tokens_per_sample={self.config.max_num_tokens_per_sample}",
+    def _skip(self, item: Buffered, state: PackState, reason: SkipReason) -> None:
+        cfg = self.config
+        budgets = (
+            f"max_num_tokens_per_sample={cfg.max_num_tokens_per_sample}"
+            if reason is SkipReason.OVER_SAMPLE_BUDGET
+            else f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples"
         )
+        log = state.logs[item.group]
+        where = f"{self.group_names[item.group]} cursor {list(item.cursor)}"
+        log.skip(reason, where, f"{sample_length(item.sample)} tokens do not fit {budgets}")
         log.ok()  # one long sample says nothing about the rows after it
 
-    def _rebuild(self, item: Buffered) -> dict:
-        sample = self.grouped_datasets[item.group].sample_at(item.cursor)
-        if sample is None:
+    def _materialize(self, item: Buffered) -> None:
+        """Rebuild a sample restored from a checkpoint by reference."""
+        if item.sample is not None:
+            return
+        item.sample = self.grouped_datasets[item.group].sample_at(item.cursor)
+        if item.sample is None:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
-        return sample
 
 
 def _cumulative_shares(weights: list[float]) -> list[float]:

@@ -1,9 +1,9 @@
 """The resumable state of a packing worker, and its checkpoint form.
 
 A checkpoint holds *where* things are, never the tensors: each group's cursor (the last
-sample drawn), the packer's generator state, the overflow buffer as the cursors of its
-samples (rebuilt on restore by re-reading those rows with the same per-sample randomness),
-and the counters. Its size does not depend on image sizes.
+sample drawn), the packer's generator state, the overflow buffer and the carried sample as
+the cursors of their samples (rebuilt on restore by re-reading those rows with the same
+per-sample randomness), and the counters. Its size does not depend on image sizes.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class PackState:
     cursors: list[tuple | None]
     buffer: collections.deque
     logs: list[SkipLog]
+    carry: Buffered | None = None  # the sample that ended the last pack; first in the next
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -61,6 +62,7 @@ class PackState:
             "rng": self.rng.bit_generator.state,
             "cursors": {name: _plain(cursor) for name, cursor in zip(group_names, self.cursors)},
             "buffer": [[group_names[item.group], _plain(item.cursor)] for item in self.buffer],
+            "carry": None if self.carry is None else [group_names[self.carry.group], _plain(self.carry.cursor)],
             "packs": self.packs,
             "tokens": self.tokens,
             "samples": dict(self.samples),
@@ -84,6 +86,8 @@ class PackState:
         self.rng.bit_generator.state = saved["rng"]
         self.cursors = [_tuple(saved["cursors"][name]) for name in group_names]
         self.buffer = collections.deque(Buffered(group_names.index(name), _tuple(c)) for name, c in saved["buffer"])
+        carry = saved.get("carry")
+        self.carry = None if carry is None else Buffered(group_names.index(carry[0]), _tuple(carry[1]))
         self.packs, self.tokens = saved["packs"], saved["tokens"]
         self.samples = collections.Counter(saved["samples"])
         for name, log in zip(group_names, self.logs):
