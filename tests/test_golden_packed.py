@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bagel_data.datasets import make_bagel_multimodal_dataset
+from bagel_data.packing.invariants import check_batch
 from golden import absolute_dataset_info, as_worker, case_names, check_tensor, load_case, reference_file_order
 
 PLAIN_FIELDS = ("sequence_length", "sample_lens", "split_lens", "attn_modes", "batch_data_indexes")
@@ -62,6 +63,8 @@ def test_packed_case(name, tokenizer, special_tokens):
     with as_worker(case["worker_id"], case["num_workers"]):
         batches = list(itertools.islice(iter(dataset), case["count"]))
     assert len(batches) == len(expected["batches"])
+    for batch in batches:
+        check_batch(batch, dataset.config, dataset.special_tokens)
     for index, (batch, want) in enumerate(zip(batches, expected["batches"])):
         expected_keys = set(want) - {"packed_timesteps_is_finite"}
         if "packed_timesteps_is_finite" in want:

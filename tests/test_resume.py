@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from bagel_data import ConfigError, ResumeError, build_dataloader, make_bagel_multimodal_dataset
-from golden import GOLDEN_CASES, absolute_dataset_info, load_case
+from bagel_data.packing.invariants import check_batch
+from golden import absolute_dataset_info, load_case
 
 GROUPS = {
     "t2i_pretrain": {
@@ -91,7 +92,10 @@ def assert_same_batch(a, b, where: str) -> None:
 
 def check_save_load(build, num_workers: int, total: int, cuts: list[int]) -> list[dict]:
     """Compare restored streams with the uninterrupted one; return the checkpoints taken."""
-    reference = list(itertools.islice(build_dataloader(build(), num_workers=num_workers), total))
+    dataset = build()
+    reference = list(itertools.islice(build_dataloader(dataset, num_workers=num_workers), total))
+    for batch in reference:
+        check_batch(batch.to_dict(), dataset.config, dataset.special_tokens)
     checkpoints = []
     for cut in cuts:
         loader = build_dataloader(build(), num_workers=num_workers)
