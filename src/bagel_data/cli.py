@@ -16,8 +16,11 @@ from rich.table import Table
 
 from .errors import BagelDataError
 from .runner import RunConfig, RunSummary, load_run_config, run_pipeline
+from .tools.commands import inspect_command, prepare_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Read, pack and check BAGEL training data.")
+app.add_typer(prepare_app, name="prepare", help="Turn your own data into the BAGEL formats.")
+app.command("inspect", help="Draw packed batches to PNG and print a text rendering.")(inspect_command)
 console = Console()
 
 DEMO_PACKING = {

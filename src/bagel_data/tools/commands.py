@@ -1,0 +1,155 @@
+"""Command-line faces of the tools: `bagel-data prepare t2i|edit|vlm` and `bagel-data inspect`.
+
+`cli.py` registers them with `app.add_typer(prepare_app, name="prepare")` and
+`app.command("inspect")(inspect_command)`. Parameters use `Annotated`, so the functions can
+also be called from Python with plain defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import BagelDataError
+from .prepare import PrepareReport, prepare_edit, prepare_t2i, prepare_vlm
+
+prepare_app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Write raw data in the BAGEL formats (T2I, edit, VLM SFT)."
+)
+console = Console()
+_SHOWN_ROWS = 20
+
+ReportOption = Annotated[Optional[Path], typer.Option(help="Also write the full report (every dropped row) as JSON.")]
+OverwriteOption = Annotated[bool, typer.Option(help="Replace parquet files already in OUT_DIR.")]
+
+
+def _fail(error: Exception) -> None:
+    console.print(f"[red]error:[/red] {error}")
+    raise typer.Exit(2)
+
+
+def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], PrepareReport]) -> PrepareReport:
+    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task(label, total=None)
+        try:
+            return work(lambda done, total: progress.update(task, completed=done, total=total))
+        except (BagelDataError, OSError) as error:
+            _fail(error)
+    raise AssertionError("unreachable")
+
+
+def _print_report(report: PrepareReport, report_path: Optional[Path]) -> None:
+    table = Table(title="prepare summary", show_header=False)
+    table.add_row("rows written", str(report.rows_written))
+    table.add_row("rows dropped", str(report.rows_dropped))
+    for reason, locations in sorted(report.dropped_by_reason.items()):
+        table.add_row(f"  dropped: {reason}", str(len(locations)))
+    for reason, locations in sorted(report.fixed_by_reason.items()):
+        table.add_row(f"  fixed: {reason}", str(len(locations)))
+    for path in report.files_written:
+        table.add_row("file", str(path))
+    console.print(table)
+    if report.dropped:
+        rows = Table(title=f"dropped rows (first {min(_SHOWN_ROWS, report.rows_dropped)})")
+        for column in ("location", "reason", "detail"):
+            rows.add_column(column, overflow="fold")
+        for note in report.dropped[:_SHOWN_ROWS]:
+            rows.add_row(note.location, note.reason, note.detail)
+        console.print(rows)
+    if report_path is not None:
+        report_path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        console.print(f"full report: {report_path}")
+
+
+@prepare_app.command("t2i")
+def t2i_command(
+    source: Annotated[Path, typer.Argument(help="Folder of images with .txt/.json captions, or a CSV/JSONL manifest.")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder for part-NNNNN.parquet shards.")],
+    rows_per_group: Annotated[int, typer.Option(help="Rows per parquet row group.")] = 100,
+    rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file (T2I shards by file).")] = 1000,
+    reencode: Annotated[Optional[str], typer.Option(help="Re-encode every image, e.g. JPEG, PNG, WEBP.")] = None,
+    max_side: Annotated[Optional[int], typer.Option(help="Downscale so the longest side is at most this.")] = None,
+    image_root: Annotated[Optional[Path], typer.Option(help="Base of manifest paths (default: its folder).")] = None,
+    overwrite: OverwriteOption = False,
+    report: ReportOption = None,
+) -> None:
+    """Text-to-image parquet shards: columns image (bytes) and captions (JSON object)."""
+    result = _run_with_progress(
+        "t2i",
+        lambda progress: prepare_t2i(
+            source, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard, reencode=reencode,
+            max_side=max_side, image_root=image_root, overwrite=overwrite, progress=progress,
+        ),
+    )  # fmt: skip
+    _print_report(result, report)
+
+
+@prepare_app.command("edit")
+def edit_command(
+    manifest: Annotated[Path, typer.Argument(help='JSONL rows {"images": [...], "instructions": [[...], ...]}.')],
+    out_dir: Annotated[Path, typer.Argument(help="Folder for the shards and parquet_info.json.")],
+    rows_per_group: Annotated[int, typer.Option(help="Rows per row group (the edit family's shard unit).")] = 16,
+    rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file.")] = 1024,
+    image_root: Annotated[Optional[Path], typer.Option(help="Base of image paths (default: manifest folder).")] = None,
+    overwrite: OverwriteOption = False,
+    report: ReportOption = None,
+) -> None:
+    """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
+    result = _run_with_progress(
+        "edit",
+        lambda progress: prepare_edit(
+            manifest, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
+            image_root=image_root, overwrite=overwrite, progress=progress,
+        ),
+    )  # fmt: skip
+    _print_report(result, report)
+
+
+@prepare_app.command("vlm")
+def vlm_command(
+    source: Annotated[Path, typer.Argument(help="LLaVA-style JSON (a list of rows) or JSONL.")],
+    out_jsonl: Annotated[Path, typer.Argument(help="The SFT JSONL to write.")],
+    image_root: Annotated[Path, typer.Option(help="Folder the image/video paths are relative to.")],
+    report: ReportOption = None,
+) -> None:
+    """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
+    result = _run_with_progress(
+        "vlm", lambda progress: prepare_vlm(source, out_jsonl, image_root=image_root, progress=progress)
+    )
+    _print_report(result, report)
+
+
+def inspect_command(
+    config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
+    out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),
+    batches: Annotated[int, typer.Option(help="Packs to draw.")] = 4,
+    dataset_info: Annotated[Optional[Path], typer.Option(help="dataset_info YAML/JSON, overrides the config's")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
+) -> None:
+    """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering."""
+    from .inspect import inspect_packs  # keeps matplotlib off the import path of `prepare`
+
+    try:
+        with console.status(f"packing {batches} batch(es)"):
+            report = inspect_packs(config, out, num_batches=batches, dataset_info=dataset_info, tokenizer=tokenizer)
+    except (BagelDataError, ImportError, OSError) as error:
+        _fail(error)
+    if report.pack_texts:
+        console.print(report.pack_texts[0], markup=False, highlight=False, soft_wrap=True)
+    # Plain lines, never wrapped or cut, so the paths can be copied.
+    for pack, (strip, attention) in enumerate(zip(report.strip_paths, report.attention_paths)):
+        _print_path(f"pack {pack} ({report.fill_ratios[pack]:.1%} full)", strip, attention)
+    _print_path("sample lengths and pack fill", report.histogram_path)
+    _print_path("every pack as text", report.text_path)
+
+
+def _print_path(label: str, *paths: Path) -> None:
+    console.print(f"{label}: " + "  ".join(map(str, paths)), soft_wrap=True, highlight=False, markup=False)
