@@ -14,7 +14,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from ..errors import BagelDataError
@@ -135,7 +141,9 @@ def inspect_command(
     tokenizer: Annotated[Optional[str], typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
 ) -> None:
     """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering."""
-    from .inspect import inspect_packs  # keeps matplotlib off the import path of `prepare`
+    from .inspect import (
+        inspect_packs,  # keeps matplotlib off the import path of `prepare`
+    )
 
     try:
         with console.status(f"packing {batches} batch(es)"):

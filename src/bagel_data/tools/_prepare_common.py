@@ -1,0 +1,257 @@
+"""Shared pieces of the prepare tools: the report, the row loop, the shard writer."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import enum
+import io
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+from ..errors import ConfigError
+from ..images import ImageDecodeError, ImageTooLargeError, decode_image
+
+Progress = Callable[[int, int], None]  # (rows done, rows in total)
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+T2I_SCHEMA = pa.schema([("image", pa.binary()), ("captions", pa.string())])
+EDIT_SCHEMA = pa.schema([("image_list", pa.list_(pa.binary())), ("instruction_list", pa.list_(pa.list_(pa.string())))])
+_ROLE_NAMES = {"user": "human", "assistant": "gpt"}
+_CAPTION_COLUMN = re.compile(r"caption_(\d+)$")
+
+
+class DropReason(str, enum.Enum):
+    IMAGE_MISSING = "image_missing"
+    IMAGE_UNREADABLE = "image_unreadable"
+    VIDEO_MISSING = "video_missing"
+    NO_CAPTION = "no_caption"
+    CAPTION_UNREADABLE = "caption_file_unreadable"
+    CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
+    MALFORMED_ROW = "malformed_row"
+    TOO_FEW_IMAGES = "fewer_than_two_images"
+    LISTS_DISAGREE = "instruction_count_mismatch"
+    PLACEHOLDER_MISMATCH = "placeholder_mismatch"
+    NO_ANSWER = "no_gpt_turn"
+
+
+class Fix(str, enum.Enum):
+    IMAGE_TAG_ADDED = "image_placeholder_added"
+    VIDEO_TAG_ADDED = "video_placeholder_added"
+    ROLES_RENAMED = "roles_renamed"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowNote:
+    """One dropped or repaired row: where it is, why, and the particulars."""
+
+    location: str
+    reason: str
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareReport:
+    rows_written: int
+    files_written: tuple[Path, ...]
+    dropped: tuple[RowNote, ...] = ()
+    fixed: tuple[RowNote, ...] = ()
+
+    @property
+    def rows_dropped(self) -> int:
+        return len(self.dropped)
+
+    @property
+    def dropped_by_reason(self) -> dict[str, tuple[str, ...]]:
+        """Reason -> locations of the rows dropped for it."""
+        return _by_reason(self.dropped)
+
+    @property
+    def fixed_by_reason(self) -> dict[str, tuple[str, ...]]:
+        return _by_reason(self.fixed)
+
+    def to_dict(self) -> dict:
+        return {
+            "rows_written": self.rows_written,
+            "files_written": [str(path) for path in self.files_written],
+            "dropped": [dataclasses.asdict(note) for note in self.dropped],
+            "fixed": [dataclasses.asdict(note) for note in self.fixed],
+        }
+
+
+def _by_reason(notes: tuple[RowNote, ...]) -> dict[str, tuple[str, ...]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for note in notes:
+        grouped[note.reason].append(note.location)
+    return {reason: tuple(locations) for reason, locations in grouped.items()}
+
+
+class _Drop(Exception):
+    """Raised by per-row helpers; the row loop records it and moves on."""
+
+    def __init__(self, reason: DropReason, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+# -- images ------------------------------------------------------------------------------
+def _check_format(reencode: str | None) -> str | None:
+    if reencode is None:
+        return None
+    fmt = "JPEG" if reencode.upper() in ("JPG", "JPEG") else reencode.upper()
+    Image.init()
+    if fmt not in Image.SAVE:
+        raise ConfigError("reencode", reencode, f"Pillow cannot write it; use one of {sorted(Image.SAVE)}")
+    return fmt
+
+
+def _image_bytes(path: Path, reencode: str | None = None, max_side: int | None = None) -> bytes:
+    """The bytes to store for `path`: the original ones unless a new size or format is asked."""
+    if not path.is_file():
+        raise _Drop(DropReason.IMAGE_MISSING, f"{path} does not exist")
+    try:
+        data = path.read_bytes()
+        # Decoding fully, with the reader's own function, catches truncated files too.
+        image = decode_image(data)
+        with Image.open(io.BytesIO(data)) as probe:
+            original_format = probe.format
+    except (ImageDecodeError, ImageTooLargeError, OSError) as exc:
+        raise _Drop(DropReason.IMAGE_UNREADABLE, f"{path}: {exc}") from None
+    scale = max_side / max(image.size) if max_side else 1.0
+    if reencode is None and scale >= 1.0:
+        return data
+    if scale < 1.0:
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.Resampling.LANCZOS)
+    fmt = reencode or (original_format if original_format in Image.SAVE else "PNG")
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **({"quality": 95} if fmt == "JPEG" else {}))
+    return buffer.getvalue()
+
+
+# -- parquet shards ----------------------------------------------------------------------
+class _ShardWriter:
+    """Rows into `part-%05d.parquet` files of `rows_per_shard` rows in groups of `rows_per_group`."""
+
+    def __init__(self, out_dir: Path, schema: pa.Schema, rows_per_group: int, rows_per_shard: int):
+        for key, value in (("rows_per_group", rows_per_group), ("rows_per_shard", rows_per_shard)):
+            if value < 1:
+                raise ConfigError(key, value, "must be a positive number of rows")
+        self.out_dir, self.schema = out_dir, schema
+        self.rows_per_group, self.rows_per_shard = rows_per_group, rows_per_shard
+        self.pending: list[dict] = []
+        self.writer: pq.ParquetWriter | None = None
+        self.in_shard = 0
+        self.files: list[Path] = []
+
+    def add(self, row: dict) -> None:
+        self.pending.append(row)
+        # A shard size that is not a multiple of the group size ends with a shorter group.
+        if len(self.pending) >= min(self.rows_per_group, self.rows_per_shard - self.in_shard):
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        if self.writer is None:
+            self.files.append(self.out_dir / f"part-{len(self.files):05d}.parquet")
+            self.writer = pq.ParquetWriter(self.files[-1], self.schema)
+        table = pa.Table.from_pylist(self.pending, schema=self.schema)
+        self.writer.write_table(table, row_group_size=len(self.pending))
+        self.in_shard += len(self.pending)
+        self.pending = []
+        if self.in_shard >= self.rows_per_shard:
+            self._close_shard()
+
+    def _close_shard(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.writer, self.in_shard = None, 0
+
+    def close(self) -> tuple[Path, ...]:
+        try:
+            self._flush()
+        finally:
+            self._close_shard()
+        return tuple(self.files)
+
+
+def _prepare_out_dir(out_dir: Path, overwrite: bool) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    existing = sorted(out_dir.glob("*.parquet"))
+    if existing and not overwrite:
+        # The readers take every parquet file of the folder: stale shards would be read too.
+        raise ConfigError(
+            "out_dir",
+            str(out_dir),
+            f"already holds {len(existing)} parquet file(s); "
+            "use an empty folder or overwrite=True (--overwrite) to replace them",
+        )
+    for path in existing:
+        path.unlink()
+    return out_dir
+
+
+# -- rows --------------------------------------------------------------------------------
+Rows = list[tuple[str, object]]  # (location, row); a row that already failed is a `_Drop`
+
+
+@dataclasses.dataclass
+class _Notes:
+    dropped: list[RowNote] = dataclasses.field(default_factory=list)
+    fixed: list[RowNote] = dataclasses.field(default_factory=list)
+
+    def report(self, written: int, files: tuple[Path, ...]) -> PrepareReport:
+        return PrepareReport(written, files, tuple(self.dropped), tuple(self.fixed))
+
+
+def _each_row(rows: Rows, handle: Callable[[str, object], None], notes: _Notes, progress: Progress | None) -> int:
+    """Feed every row to `handle`; a `_Drop` from it is recorded and the next row goes on."""
+    written = 0
+    for done, (location, row) in enumerate(rows, 1):
+        try:
+            if isinstance(row, _Drop):
+                raise row
+            handle(location, row)
+            written += 1
+        except _Drop as bad:
+            notes.dropped.append(RowNote(location, bad.reason.value, bad.detail))
+        if progress is not None:
+            progress(done, len(rows))
+    return written
+
+
+def _manifest_rows(manifest: Path) -> Rows:
+    """The rows of a CSV or JSONL manifest, located by file name and line number."""
+    rows: Rows = []
+    # utf-8-sig: spreadsheet exports often start with a byte-order mark.
+    with manifest.open(encoding="utf-8-sig", newline="") as handle:
+        if manifest.suffix.lower() == ".csv":
+            reader = csv.DictReader(handle)
+            if "path" not in (reader.fieldnames or []):
+                raise ConfigError("manifest", str(manifest), "a CSV manifest needs a 'path' column")
+            return [(f"{manifest.name}:{reader.line_num}", row) for row in reader]
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    rows.append((f"{manifest.name}:{number}", json.loads(line)))
+                except ValueError as exc:
+                    rows.append((f"{manifest.name}:{number}", _Drop(DropReason.MALFORMED_ROW, f"not JSON: {exc}")))
+    return rows
+
+
+# -- T2I ---------------------------------------------------------------------------------
+def _caption_values(value: object) -> list[str]:
+    """Captions from a sidecar/manifest value: a string, a list of strings or an object of them."""
+    values = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else [value]
+    if not all(isinstance(text, str) for text in values):
+        raise _Drop(DropReason.CAPTION_UNREADABLE, "captions must be strings")
+    return [text.strip() for text in values if text.strip()]

@@ -1,0 +1,87 @@
+"""Edit shards and their parquet_info from a JSONL manifest of image chains."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ..errors import ConfigError
+from ._prepare_common import (
+    EDIT_SCHEMA,
+    DropReason,
+    PrepareReport,
+    Progress,
+    _Drop,
+    _each_row,
+    _image_bytes,
+    _manifest_rows,
+    _Notes,
+    _prepare_out_dir,
+    _ShardWriter,
+)
+
+
+def _edit_row(row: object, image_root: Path) -> dict:
+    if not isinstance(row, dict):
+        raise _Drop(DropReason.MALFORMED_ROW, "a row must be a JSON object")
+    images, steps = row.get("images"), row.get("instructions")
+    if not isinstance(images, list) or not all(isinstance(name, str) and name for name in images):
+        raise _Drop(DropReason.MALFORMED_ROW, "'images' must be a list of file names")
+    if len(images) < 2:
+        raise _Drop(DropReason.TOO_FEW_IMAGES, f"{len(images)} image(s); an edit chain needs at least 2")
+    if not isinstance(steps, list):
+        raise _Drop(DropReason.MALFORMED_ROW, "'instructions' must be a list with one entry per edit step")
+    # A lone string is accepted as the only phrasing of its step.
+    steps = [[step] if isinstance(step, str) else step for step in steps]
+    if not all(isinstance(step, list) and step and all(isinstance(t, str) and t for t in step) for step in steps):
+        raise _Drop(DropReason.MALFORMED_ROW, "each instruction step must be a non-empty list of strings")
+    if len(steps) != len(images) - 1:
+        raise _Drop(DropReason.LISTS_DISAGREE, f"{len(images)} images need {len(images) - 1} steps, got {len(steps)}")
+    return {"image_list": [_image_bytes(image_root / name) for name in images], "instruction_list": steps}
+
+
+def write_parquet_info(out_dir: Path, files: tuple[Path, ...]) -> Path:
+    """`parquet_info.json` for `files`, keyed by name relative to `out_dir`, read back with pyarrow."""
+    info = {}
+    for path in files:
+        meta = pq.read_metadata(path)
+        info[path.relative_to(out_dir).as_posix()] = {"num_row_groups": meta.num_row_groups, "num_rows": meta.num_rows}
+    target = out_dir / "parquet_info.json"
+    target.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return target
+
+
+def prepare_edit(
+    manifest_jsonl: str | Path,
+    out_dir: str | Path,
+    *,
+    rows_per_group: int = 16,
+    rows_per_shard: int = 1024,
+    image_root: str | Path | None = None,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> PrepareReport:
+    """Write edit parquet shards and `parquet_info.json` from a JSONL manifest.
+
+    Each row is `{"images": [path, ...], "instructions": [[phrasing, ...], ...]}` with one
+    instruction step per consecutive image pair. Paths are relative to `image_root`, by
+    default the manifest's folder. Row groups are the edit family's sharding unit, so
+    small groups spread a dataset over more workers.
+    """
+    manifest, notes = Path(manifest_jsonl), _Notes()
+    if not manifest.is_file():
+        raise ConfigError("manifest_jsonl", str(manifest), "the file does not exist")
+    root = Path(image_root or manifest.parent)
+    rows = _manifest_rows(manifest)
+    out = _prepare_out_dir(Path(out_dir), overwrite)
+    writer = _ShardWriter(out, EDIT_SCHEMA, rows_per_group, rows_per_shard)
+    try:
+        written = _each_row(rows, lambda _, row: writer.add(_edit_row(row, root)), notes, progress)
+    finally:
+        files = writer.close()
+    return notes.report(written, (*files, write_parquet_info(out, files)))
+
+
+# -- VLM ---------------------------------------------------------------------------------
