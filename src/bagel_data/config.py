@@ -36,7 +36,7 @@ ALLOWED_GROUP_KEYS = {
     UnifiedEditIterableDataset: _COMMON_KEYS | {"vit_image_transform_args", "file_order"},
     SftJSONLIterableDataset: _COMMON_KEYS | {"frame_sampler_args", "shuffle_lines", "shuffle_seed"},
 }
-_TRANSFORM_KEYS = {"max_image_size", "min_image_size", "image_stride", "max_pixels", "image_mean", "image_std"}
+_TRANSFORM_KEYS = {"max_image_size", "min_image_size", "image_stride", "max_pixels", "image_mean", "image_std", "fast_decode"}
 
 
 def load_mapping(source: Mapping | str | os.PathLike | None, what: str) -> tuple[dict, str | None]:

@@ -58,12 +58,16 @@ def pil_img2rgb(image: Image.Image) -> Image.Image:
 
 
 def decode_image(
-    source: bytes | str | BinaryIO, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    source: bytes | str | BinaryIO, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, draft_size=None
 ) -> Image.Image:
     """Decode encoded bytes (or a path / file object) to an RGB image, fully loaded.
 
     Raises `ImageTooLargeError` before decoding pixels when the header is over
     `max_pixels`, and `ImageDecodeError` for anything Pillow cannot read.
+
+    `draft_size` (opt-in fast decode, see `fast_decode.py`): a `(width, height)` or a
+    callable of the header's size, usually `transform.draft_size`; a JPEG at least twice
+    that size is decoded at a reduced DCT scale. When None (the default) nothing changes.
     """
     stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
     try:
@@ -74,6 +78,10 @@ def decode_image(
             raise ImageTooLargeError(f"{width}x{height} is over the {max_pixels}-pixel limit")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            if draft_size is not None:  # opt-in fast decode hook, kept in its own module
+                from .fast_decode import decode_drafted, read_source
+
+                return decode_drafted(image, draft_size, pil_img2rgb, read_source(source))
             return pil_img2rgb(image)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError("not an image format Pillow can identify") from None
@@ -135,8 +143,10 @@ class ImageTransform:
         max_pixels: int = DEFAULT_MAX_PIXELS,
         image_mean: tuple[float, ...] = (0.5, 0.5, 0.5),
         image_std: tuple[float, ...] = (0.5, 0.5, 0.5),
+        fast_decode: bool = False,
     ):
         self.rule = ResizeRule(max_image_size, min_image_size, image_stride, max_pixels)
+        self.fast_decode = bool(fast_decode)  # opt-in; see draft_size and fast_decode.py
         self.stride = image_stride
         self.image_mean = tuple(image_mean)
         self.image_std = tuple(image_std)
@@ -145,8 +155,14 @@ class ImageTransform:
     def target_size(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
         return self.rule.target_size(width, height, img_num)
 
+    def draft_size(self, width: int, height: int) -> tuple[int, int]:
+        """Smallest decoded size this transform can use for a `width` x `height` source:
+        its resize target with `fast_decode`, the full size (no drafting) otherwise."""
+        return self.target_size(width, height) if self.fast_decode else (width, height)
+
     def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
-        size = self.target_size(*image.size, img_num=img_num)
+        # A drafted image (fast_decode) carries its original size; others use image.size.
+        size = self.target_size(*image.info.get("bagel_original_size", image.size), img_num=img_num)
         if size == image.size:
             return image
         return image.resize(size, Image.Resampling.BICUBIC)
@@ -169,5 +185,16 @@ class ImageTransform:
         r = self.rule
         return (
             f"ImageTransform(max_image_size={r.max_size}, min_image_size={r.min_size}, "
-            f"image_stride={r.stride}, max_pixels={r.max_pixels})"
+            f"image_stride={r.stride}, max_pixels={r.max_pixels}"
+            + (", fast_decode=True)" if self.fast_decode else ")")
         )
+
+
+def fast_draft_size(*transforms: ImageTransform):
+    """The `draft_size` to decode with for these transforms: None (exact decode) unless one
+    of them asked for `fast_decode`; then the largest size any of them needs."""
+    if not any(transform.fast_decode for transform in transforms):
+        return None
+    from .fast_decode import joint_draft_size
+
+    return joint_draft_size(*transforms)

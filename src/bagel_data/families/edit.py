@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ConfigError, SkipReason
-from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image
+from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sharding import DistributedIterableDataset
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
@@ -147,10 +147,12 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             return None
         start, end, merged = choose_steps(rng, len(images))
         decoded: dict[int, object] = {}
+        # Both transforms use the shared decode: an exact one keeps it exact.
+        draft = fast_draft_size(self.transform, self.vit_transform)
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index])
+                decoded[index] = decode_image(images[index], draft_size=draft)
             return decoded[index]
 
         try:

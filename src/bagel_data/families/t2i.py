@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ..errors import SkipReason
-from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image
+from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sharding import DistributedIterableDataset
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
@@ -119,7 +119,7 @@ class T2IIterableDataset(DistributedIterableDataset):
             log.skip(SkipReason.SCHEMA, location, "image cell is not binary")
             return None
         try:
-            image = decode_image(cells["image"])
+            image = decode_image(cells["image"], draft_size=fast_draft_size(self.transform))
         except ImageTooLargeError as exc:
             log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
             return None

@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from ..errors import SkipReason
-from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image
+from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sharding import DistributedIterableDataset
 from ..sources import storage
@@ -121,7 +121,8 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def _load_images(self, row: dict, image_dir: str, rng: np.random.Generator) -> list:
         if row.get("image") is not None:
             names = row["image"] if isinstance(row["image"], list) else [row["image"]]
-            return [self._load_image(storage.join(image_dir, name)) for name in names]
+            draft = fast_draft_size(self.transform)
+            return [self._load_image(storage.join(image_dir, name), draft) for name in names]
         if row.get("video") is not None:
             path = storage.join(image_dir, row["video"])
             if self.frame_sampler is None:
@@ -136,10 +137,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         return []
 
     @staticmethod
-    def _load_image(path: str):
+    def _load_image(path: str, draft_size=None):
         try:
             with storage.open_input(path) as handle:
-                return decode_image(handle)
+                return decode_image(handle, draft_size=draft_size)
         except FileNotFoundError:
             raise _RowSkipped(SkipReason.IMAGE_MISSING, f"{path} does not exist") from None
         except ImageTooLargeError as exc:

@@ -1,0 +1,123 @@
+"""Opt-in fast JPEG decoding: decode at a reduced DCT scale, then the exact bicubic resize.
+
+A JPEG whose resize target is at most half its size in both dimensions can be decoded at
+1/2, 1/4 or 1/8 scale by the JPEG decoder itself (Pillow's `Image.draft`), which skips most
+of the inverse-DCT and colour-conversion work and leaves a smaller image to resize. The
+output has the same shape as the exact path (the target size is always computed from the
+*original* size) and differs from it by a few 8-bit levels (the DCT scaling filters the
+image differently from Pillow's antialiased bicubic); `benchmarks/NOTES.md` has the numbers.
+
+How it is switched on, and why the exact mode cannot change:
+
+* `ImageTransform(..., fast_decode=True)` (or `fast_decode: true` in a group's
+  `image_transform_args`) makes `transform.draft_size(w, h)` return the resize target; an
+  exact transform returns the full size, which never drafts.
+* The caller passes that to `decode_image(source, draft_size=transform.draft_size)`; only
+  then does `decode_image` hand the opened image to `decode_drafted` below, which tags the
+  decoded image with its original size (`image.info[ORIGINAL_SIZE_KEY]`). Without
+  `draft_size`, `decode_image` is byte-for-byte the exact path.
+* `ImageTransform.resize` computes the target from the tag when present, else from
+  `image.size` (what `source_size` returns), so untagged (exactly decoded) images are
+  unaffected.
+
+When the optional `simplejpeg` package (libjpeg-turbo) is installed, the fast path decodes
+YCbCr/RGB JPEGs with it at the same power-of-two scale Pillow's `draft` would use (1 when
+there is nothing to gain): on the benchmark's JPEGs its pixels are identical to Pillow's at
+full and at half scale, and it skips Pillow's 4-byte-per-pixel buffer, so the fast path's
+output does not depend on whether it is installed. CMYK and grayscale JPEGs always go
+through Pillow. The library never requires it, and the exact mode never uses it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import numpy as np
+from PIL import Image
+
+try:  # optional accelerator; see the module docstring
+    import simplejpeg as _simplejpeg
+except ImportError:  # pragma: no cover - depends on the environment
+    _simplejpeg = None
+
+ORIGINAL_SIZE_KEY = "bagel_original_size"
+DraftSize = tuple[int, int] | Callable[[int, int], tuple[int, int]]
+
+
+def has_simplejpeg() -> bool:
+    return _simplejpeg is not None
+
+
+def source_size(image: Image.Image) -> tuple[int, int]:
+    """The size the resize rule must see: the original size of a drafted image, else its size."""
+    return tuple(image.info.get(ORIGINAL_SIZE_KEY, image.size))
+
+
+def draft_scale(width: int, height: int, target: tuple[int, int]) -> int:
+    """The DCT scale (1, 2, 4 or 8) Pillow's `draft` picks: the largest keeping both sides >= target."""
+    ratio = min(width // max(1, target[0]), height // max(1, target[1]))
+    return next((s for s in (8, 4, 2) if ratio >= s), 1)
+
+
+def joint_draft_size(*transforms) -> Callable[[int, int], tuple[int, int]]:
+    """A `draft_size` for one decode shared by several transforms (the edit family's VAE + ViT).
+
+    The componentwise largest need wins, so an exact transform among them disables drafting.
+    """
+
+    def size(width: int, height: int) -> tuple[int, int]:
+        needs = [t.draft_size(width, height) for t in transforms]
+        return max(n[0] for n in needs), max(n[1] for n in needs)
+
+    return size
+
+
+def decode_drafted(
+    image: Image.Image, draft_size: DraftSize, to_rgb: Callable[[Image.Image], Image.Image], data: bytes | None = None
+) -> Image.Image:
+    """Decode an opened (not yet loaded) image at the smallest DCT scale that covers `draft_size`.
+
+    Called by `images.decode_image` only when its caller passed `draft_size`; errors surface
+    there as the usual `ImageDecodeError`. Non-JPEG images and JPEGs under twice the target
+    are decoded exactly as without it.
+    """
+    width, height = image.size
+    if image.format != "JPEG":
+        return to_rgb(image)
+    target = draft_size(width, height) if callable(draft_size) else tuple(draft_size)
+    scale = draft_scale(width, height, target)
+    decoded = None
+    if _simplejpeg is not None and image.mode == "RGB" and data is not None:
+        decoded = _decode_simplejpeg(data, -(-width // scale), -(-height // scale))
+    if decoded is None:
+        if scale > 1:
+            image.draft(None, target)
+        decoded = to_rgb(image)
+    if scale > 1:
+        decoded.info[ORIGINAL_SIZE_KEY] = (width, height)
+    return decoded
+
+
+def _decode_simplejpeg(data: bytes, width: int, height: int) -> Image.Image | None:
+    """RGB decode at the power-of-two scale giving exactly `width` x `height`, or None to fall back."""
+    try:
+        pixels = _simplejpeg.decode_jpeg(data, colorspace="RGB", min_width=width, min_height=height)
+    except (ValueError, RuntimeError, OSError):
+        return None  # let Pillow decide whether the file is readable
+    if pixels.shape[:2] != (height, width):
+        return None
+    return Image.fromarray(np.ascontiguousarray(pixels), "RGB")
+
+
+def read_source(source) -> bytes | None:
+    """The encoded bytes of a bytes-like source or a file object (rewound), else None."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, io.IOBase) and source.seekable():
+        position = source.tell()
+        source.seek(0)
+        data = source.read()
+        source.seek(position)
+        return data
+    return None
