@@ -175,5 +175,18 @@ def _print_validation(report) -> None:
     console.print("[green]OK: the run would neither fail nor drop data[/green]" if report.ok else "[red]NOT OK[/red]")
 
 
+@app.command()
+def bench(
+    root: Path = typer.Option(Path("bench_data"), help="Benchmark dataset folder (generated on first use)."),
+    out: Path = typer.Option(Path("benchmarks/results.json"), help="Where to write the results JSON."),
+    batches: int = typer.Option(8, min=1, help="Packs per measured run."),
+    quick: bool = typer.Option(False, help="Tiny sizes: a smoke test in about 15 s."),
+) -> None:
+    """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
+    from .bench import run_benchmark
+
+    run_benchmark(root, out, batches=batches, quick=quick)
+
+
 def main() -> None:
     app()

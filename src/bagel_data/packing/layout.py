@@ -91,7 +91,8 @@ def prepare_attention_mask_per_sample(split_lens: Sequence[int], attn_modes: Seq
         end = start + length
         mask[start:end, end:] = -np.inf  # no position sees a later split
         if mode == "causal":
-            mask[start:end, start:end][np.triu_indices(length, 1)] = -np.inf
+            positions = np.arange(length)
+            mask[start:end, start:end][positions[None, :] > positions[:, None]] = -np.inf
         elif mode == "noise":
             noise_spans.append((start, end))
         start = end

@@ -1,0 +1,32 @@
+"""Benchmark the packed pipeline against its physical floor (see benchmarks/NOTES.md).
+
+    .venv/bin/python benchmarks/run_bench.py --root bench_data --out benchmarks/results.json --batches 8
+
+Generates the benchmark dataset under --root on first use (~25 s, ~140 MB), then measures
+the pipeline in one process, the floor (the same images decoded + resized + tensorized
+alone), the DataLoader with 1 and 2 workers, the nested-mask mode, the checkpoint size, the
+JSONL index memory and fast_decode; prints a table and writes everything to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bagel_data.bench import run_benchmark
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path("bench_data"), help="benchmark dataset folder")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results.json"), help="results JSON")
+    parser.add_argument("--batches", type=int, default=8, help="packs per measured run")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test in about 15 s")
+    args = parser.parse_args()
+    if args.batches < 1:
+        parser.error("--batches must be at least 1")
+    run_benchmark(args.root, args.out, batches=args.batches, quick=args.quick)
+
+
+if __name__ == "__main__":
+    main()

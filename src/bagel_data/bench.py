@@ -1,0 +1,406 @@
+"""`run_benchmark`: the packed pipeline measured against its physical floor.
+
+Sections of the result (also written to `out_json`): the pipeline in one process, the
+floor (the same images decoded + resized + tensorized alone) and their ratio, a per-stage
+breakdown, the DataLoader with 1 and 2 workers (throughput and peak RSS per process, each
+in a fresh interpreter), the nested-mask mode, the checkpoint size, the JSONL index memory
+and the opt-in `fast_decode`. Every ratio is against a baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from . import bench_fast as fast
+from . import bench_floor as floor
+from .batch import collate_wrapper
+from .datasets import make_bagel_multimodal_dataset
+from .packing import pack as pack_module
+from .synthetic import DemoSizes, write_demo_dataset
+from .tokenizer import add_special_tokens, load_tokenizer
+
+PACKING = {
+    "expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num_tokens_per_sample": 16384,
+    "prefer_buffer_before": 16384, "max_buffer_size": 50, "use_flex": True, "max_latent_size": 64,
+    "vit_patch_size": 14, "max_num_patch_per_side": 70,
+}  # fmt: skip
+QUICK_PACKING = {**PACKING, "expected_num_tokens": 7680, "max_num_tokens": 8192,
+                 "max_num_tokens_per_sample": 4096, "prefer_buffer_before": 4096}  # fmt: skip
+SECTIONS = ("config", "pipeline", "floor", "stages", "loader", "nested_mask", "proposals", "checkpoint", "jsonl_index",
+            "fast_decode")
+_now = time.perf_counter
+
+
+def _tokenizer():
+    tok, special, _ = add_special_tokens(load_tokenizer(None))
+    tok.encode("warm up")  # builds the BPE tables once (about 1 s), outside every timing
+    return tok, special
+
+
+def _build(paths: dict, tok, special, packing: dict, num_workers: int = 1, **override):
+    return make_bagel_multimodal_dataset(
+        tokenizer=tok, special_tokens=special, grouped_datasets=paths["grouped"], dataset_info=paths["info"],
+        num_workers=num_workers, **{**packing, **override},
+    )  # fmt: skip
+
+
+def _run_packs(dataset, batches: int) -> dict:
+    """Draw `batches` packs in this process (collated, as the loader would); times and indexes."""
+    collate, packs, stamps, tokens = collate_wrapper(), [], [], 0
+    start = _now()
+    iterator = iter(dataset)
+    for _ in range(batches):
+        batch = collate([next(iterator)])
+        stamps.append(_now() - start)
+        tokens += batch.sequence_length
+        packs.append(batch.batch_data_indexes)
+        del batch
+    iterator.close()
+    seconds = stamps[-1]
+    samples = sum(len(pack) for pack in packs)
+    return {
+        "seconds": seconds, "first_batch_seconds": stamps[0], "tokens": tokens, "samples": samples,
+        "tokens_per_second": tokens / seconds, "samples_per_second": samples / seconds,
+        "pack_seconds": list(np.diff([0.0, *stamps])), "packs": packs,
+    }  # fmt: skip
+
+
+def _plain(packs) -> list:
+    return [[(w["dataset_name"], w["worker_id"], json.dumps(w["data_indexes"])) for w in pack] for pack in packs]
+
+
+# -- process memory ------------------------------------------------------------------------------
+def _status(pid: int) -> dict[str, int]:
+    """VmRSS, VmHWM, RssAnon of a process in bytes (empty if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return {}
+    fields = (line.split(":", 1) for line in lines)
+    return {k: int(v.split()[0]) * 1024 for k, v in fields if k in ("VmRSS", "VmHWM", "RssAnon")}
+
+
+def _reset_peak(pid: int | None = None) -> bool:
+    try:  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
+        with open(f"/proc/{pid or os.getpid()}/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+class RssSampler(threading.Thread):
+    """Samples the peak RSS of a process and of its children (DataLoader workers) every 50 ms."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peaks, self._stop_event = pid, {}, threading.Event()
+
+    def sample(self) -> None:
+        for pid in [self.pid, *_children(self.pid)]:
+            status = _status(pid)
+            if status:
+                old = self.peaks.get(pid, {})
+                self.peaks[pid] = {k: max(v, old.get(k, 0)) for k, v in status.items()}
+
+    def run(self) -> None:
+        while not self._stop_event.wait(0.05):
+            self.sample()
+
+    def stop(self) -> dict:
+        self._stop_event.set()
+        self.join()
+        self.sample()
+        def mb(peaks: dict) -> dict:
+            return {f"{k}_mb": round(v / 2**20, 1) for k, v in peaks.items()}
+
+        return {"main": mb(self.peaks.get(self.pid, {})),
+                "workers": [mb(v) for pid, v in sorted(self.peaks.items()) if pid != self.pid]}  # fmt: skip
+
+
+# -- children: fresh interpreters for the loader and the JSONL index -------------------------------
+def _child(kind: str, args: dict) -> dict:
+    code = "from bagel_data.bench import _child_main; _child_main()"
+    proc = subprocess.run([sys.executable, "-c", code, kind, json.dumps(args)], capture_output=True, text=True,
+                          timeout=900, check=False)  # fmt: skip
+    if proc.returncode:
+        raise RuntimeError(f"benchmark child {kind} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _child_main() -> None:
+    kind, args = sys.argv[1], json.loads(sys.argv[2])
+    print(json.dumps(_loader_child(**args) if kind == "loader" else _jsonl_child(**args)))
+
+
+def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dict:
+    from .loader import build_dataloader, worker_dataset_states
+
+    tok, special = _tokenizer()
+    dataset = _build(paths, tok, special, packing, num_workers=workers)
+    loader = build_dataloader(dataset, num_workers=workers)
+    _reset_peak()
+    sampler = RssSampler(os.getpid())
+    sampler.start()
+    tokens, first, start = 0, 0.0, _now()
+    iterator = iter(loader)
+    for index in range(batches):
+        batch = next(iterator)
+        first = _now() - start if index == 0 else first
+        tokens += batch.sequence_length
+        del batch
+    seconds = _now() - start
+    memory = sampler.stop()
+    states = worker_dataset_states(loader.state_dict())
+    del iterator
+    return {"workers": workers, "batches": batches, "tokens": tokens, "seconds": seconds,
+            "tokens_per_second": tokens / seconds, "first_batch_seconds": first, "peak_rss": memory,
+            "checkpoint_bytes": max(len(pickle.dumps(s)) for s in states)}  # fmt: skip
+
+
+def _jsonl_child(path: str, lines: int) -> dict:
+    from .sources.jsonl import JsonlIndex
+
+    gc.collect()
+    reset = _reset_peak()
+    before = _status(os.getpid())["VmRSS"]
+    start = _now()
+    index = JsonlIndex([path], [os.path.dirname(path)], [lines])
+    seconds = _now() - start
+    peak = _status(os.getpid())["VmHWM"]
+    gc.collect()
+    retained = _status(os.getpid())["VmRSS"] - before
+    try:  # hand freed heap pages back to the kernel, as a long-lived worker would want
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        trimmed = _status(os.getpid())["VmRSS"] - before
+    except (OSError, AttributeError):
+        trimmed = retained
+    held = index.offsets.nbytes + index.line_numbers.nbytes + index.file_ids.nbytes
+    return {"lines": len(index), "bytes_per_line": held / len(index), "build_seconds": seconds,
+            "retained_rss_bytes_per_line": retained / len(index),
+            "retained_after_malloc_trim_bytes_per_line": trimmed / len(index),
+            "pickled_bytes_per_line": len(pickle.dumps(index)) / len(index),
+            "peak_rss_delta_mb": (peak - before) / 2**20, "peak_reset_ok": reset,
+            "file_mb": os.path.getsize(path) / 2**20}  # fmt: skip
+
+
+def _write_jsonl(path: Path, lines: int) -> Path:
+    if path.exists() and sum(1 for _ in path.open("rb")) == lines:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    row = '{"id": "r%07d", "conversations": [{"from": "human", "value": "What is item %d?"}, {"from": "gpt", "value": "It is %d."}]}\n'
+    with path.open("w") as out:
+        for first in range(0, lines, 100_000):
+            out.write("".join(row % (i, i, i * 7919 % 100_003) for i in range(first, min(lines, first + 100_000))))
+    return path
+
+
+# -- the benchmark -----------------------------------------------------------------------------------
+def run_benchmark(root: Path, out_json: Path, *, batches: int, quick: bool = False) -> dict:
+    """Run every measurement on the benchmark dataset under `root`; write and return the results."""
+    root, started = Path(root), _now()
+    sizes = DemoSizes.demo() if quick else DemoSizes.bench()
+    made = write_demo_dataset(root, sizes, seed=0)  # returns at once when already there
+    paths = {"grouped": str(made.grouped_datasets), "info": str(made.dataset_info)}
+    packing, repeats = (QUICK_PACKING, 1) if quick else (PACKING, 3)
+    res: dict = {"config": {"root": str(root), "batches": batches, "quick": quick, "packing": packing,
+                            "cpus": os.cpu_count(), "repeats": repeats, "torch_threads_in_process": 1}}  # fmt: skip
+    # One intra-op thread, as in a DataLoader worker: on a shared 2-core machine a second
+    # OpenMP thread waits for a free core and makes torch's fills erratic.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        res.update(_in_process(paths, packing, batches, repeats, quick))
+    finally:
+        torch.set_num_threads(threads)
+    loader: dict = {1: [], 2: []}  # (c) through the DataLoader, each run in a fresh interpreter
+    for _ in range(min(repeats, 2)):
+        for workers, runs in loader.items():
+            runs.append(_child("loader", {"paths": paths, "packing": packing, "workers": workers, "batches": batches}))
+    res["loader"] = {}
+    for workers, runs in loader.items():
+        run = max(runs, key=lambda r: r["tokens_per_second"])
+        run["all_tokens_per_second"] = [r["tokens_per_second"] for r in runs]
+        run["relative_to_in_process"] = run["tokens_per_second"] / res["pipeline"]["tokens_per_second"]
+        res["loader"][f"workers_{workers}"] = run
+    lines = 10_000 if quick else 1_000_000
+    jsonl = _write_jsonl(root / "jsonl_index" / f"rows_{lines}.jsonl", lines)
+    res["jsonl_index"] = _child("jsonl", {"path": str(jsonl), "lines": lines})
+    res["total_seconds"] = _now() - started
+    Path(out_json).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_json).write_text(json.dumps(res, indent=2, default=float))
+    print_report(res)
+    return res
+
+
+def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: bool) -> dict:
+    tok, special = _tokenizer()
+    res: dict = {}
+    # (b) one cold pack (first-use costs), one profiled + recorded run, then plain runs
+    # interleaved with (a) the floor: the same images decoded + transformed alone.
+    cold = _run_packs(_build(paths, tok, special, packing), 1)["first_batch_seconds"]
+    dataset = _build(paths, tok, special, packing)
+    with floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
+        profiled = _run_packs(dataset, batches)
+    res["checkpoint"] = {"bytes": len(pickle.dumps(dataset.state_dict()))}
+    res["stages"] = profiler.breakdown(profiled["seconds"])
+    work = recorder.work_of(profiled["packs"])
+    fast_paths = {**paths, "grouped": _with_fast_decode(paths["grouped"])}
+    runs, floors, what_if, fast_runs = [], [], [], []
+    for _ in range(repeats):
+        gc.collect()
+        _reset_peak()
+        runs.append(_run_packs(_build(paths, tok, special, packing), batches))
+        res.setdefault("process_peak_rss_mb", _status(os.getpid()).get("VmHWM", 0) / 2**20)
+        floors.append(floor.replay_floor(recorder, work))
+        with _proposed_helpers():  # what-if: the same run with the proposed packing helpers
+            what_if.append(_run_packs(_build(paths, tok, special, packing), batches)["seconds"])
+        fast_runs.append(_run_packs(_build(fast_paths, tok, special, packing), batches))  # fast_decode: true
+    best = min(runs, key=lambda r: r["seconds"])
+    res["pipeline"] = {k: v for k, v in best.items() if k != "packs"}
+    res["pipeline"].update(deterministic=all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in runs),
+                           all_seconds=[r["seconds"] for r in runs], profiled_seconds=profiled["seconds"],
+                           cold_first_batch_seconds=cold)  # fmt: skip
+    floor_all = floor.replay_floor(recorder, recorder.work_of(None))
+    res["floor"] = {
+        "seconds": min(floors), "all_seconds": floors, "images": len(work),
+        "transform_calls": sum(len(c) for c in work.values()), "efficiency": min(floors) / best["seconds"],
+        "recorded_images": len(recorder.images), "all_built_samples_seconds": floor_all,
+        "efficiency_vs_all_built": floor_all / best["seconds"],
+        "pipeline_seconds_with_proposals": min(what_if), "efficiency_with_proposals": min(floors) / min(what_if),
+    }  # fmt: skip
+
+    # fast_decode on the JPEGs the packs held, and on JPEGs twice the target size.
+    jpegs = recorder.jpeg_work(work)[: 12 if quick else None]
+    twice = fast.twice_target_items(list({id(t): t for _, c in jpegs for t, _ in c}.values()), 2 if quick else 6)
+    res["fast_decode"] = {
+        "bench_images": fast.measure_fast_decode(jpegs, rounds=repeats),
+        "bench_images_pillow_only": fast.measure_fast_decode(jpegs, rounds=repeats, simplejpeg=False),
+        "twice_target": fast.measure_fast_decode(twice, rounds=repeats),
+        "twice_target_pillow_only": fast.measure_fast_decode(twice, rounds=repeats, simplejpeg=False),
+        "simplejpeg": fast.simplejpeg_check([data for data, _ in jpegs]),
+        "pipeline": {"tokens_per_second": max(r["tokens_per_second"] for r in fast_runs),
+                     "all_seconds": [r["seconds"] for r in fast_runs],
+                     "relative_to_exact": best["seconds"] / min(r["seconds"] for r in fast_runs),
+                     "same_packs": all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in fast_runs)},
+    }  # fmt: skip
+    del recorder, work, jpegs, twice, dataset
+
+    # nested-mask mode (dense masks instead of split_lens / attn_modes), as is and with the
+    # proposed helpers; then the helpers alone on the inputs this run saw.
+    nested: dict = {"current": [], "proposed": []}
+    for _ in range(repeats):
+        for name, runs in nested.items():
+            helpers = _proposed_helpers() if name == "proposed" else floor.Patcher()
+            with helpers, floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
+                run = _run_packs(_build(paths, tok, special, packing, use_flex=False), batches)
+            runs.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))
+    for name, runs in nested.items():
+        fastest = min(runs, key=lambda r: r[0]["seconds"])
+        nested[name] = {"tokens_per_second": fastest[0]["tokens_per_second"], "seconds": fastest[0]["seconds"],
+                        "all_seconds": [r[0]["seconds"] for r in runs], "mask_build_seconds": min(r[1] for r in runs),
+                        **floor.mask_report([r[2] for r in runs])}  # fmt: skip
+    res["nested_mask"] = {**nested["current"], "with_proposed_helpers": nested["proposed"],
+                          "relative_to_flex": nested["current"]["tokens_per_second"] / best["tokens_per_second"]}  # fmt: skip
+    res["proposals"] = fast.measure_proposals(recorder.mask_calls, recorder.pad_shapes, rounds=repeats)
+    return res
+
+
+def _with_fast_decode(grouped_path: str) -> dict:
+    """The grouped-datasets config with `fast_decode: true` in every image transform."""
+    grouped = yaml.safe_load(Path(grouped_path).read_text())
+    for group in grouped.values():
+        for key in ("image_transform_args", "vit_image_transform_args"):
+            if key in group:
+                group[key]["fast_decode"] = True
+    return grouped
+
+
+def _proposed_helpers() -> floor.Patcher:
+    """What-if: the packer runs with the proposed (bit-identical) mask and padding helpers."""
+    patcher = floor.Patcher()
+    pool = fast.PooledPad()
+    patcher.wrap(pack_module, "_pad_images", lambda fn: pool)
+    patcher.wrap(pack_module, "prepare_attention_mask_per_sample", lambda fn: fast.proposed_mask)
+    return patcher
+
+
+def print_report(res: dict) -> None:
+    """The headline numbers as a rich table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    pipe, flo, nest, jl, fd = res["pipeline"], res["floor"], res["nested_mask"], res["jsonl_index"], res["fast_decode"]
+    prop, sj = res["proposals"], fd["simplejpeg"]
+    rows = [
+        ("pipeline, 1 process", (f"{pipe['tokens_per_second']:,.0f} tok/s, {pipe['samples_per_second']:.1f} samples/s, "
+                                 f"first batch {pipe['first_batch_seconds']:.2f} s "
+                                 f"(cold {pipe['cold_first_batch_seconds']:.2f} s)")),
+        ("floor (decode+resize+tensorize)", f"{flo['seconds']:.2f} s vs pipeline {pipe['seconds']:.2f} s"),
+        ("efficiency floor / pipeline", (f"{flo['efficiency']:.3f} (vs all built samples "
+                                         f"{flo['efficiency_vs_all_built']:.3f}; with the proposed packing helpers "
+                                         f"{flo['efficiency_with_proposals']:.3f})")),
+    ]  # fmt: skip
+    rows += [(f"  stage {k}", f"{v['seconds']:.2f} s ({v['share']:.0%}), {v['calls']} calls") for k, v in res["stages"].items()]
+    for run in res["loader"].values():
+        workers = [w.get("VmHWM_mb", 0) for w in run["peak_rss"]["workers"]]
+        main = run["peak_rss"]["main"].get("VmHWM_mb", 0)
+        rows.append((f"DataLoader, {run['workers']} worker(s)",
+                     (f"{run['tokens_per_second']:,.0f} tok/s (x{run['relative_to_in_process']:.2f} of 1 process), "
+                      f"first batch {run['first_batch_seconds']:.2f} s, peak RSS main {main:.0f} MB, workers {workers} MB")))
+    for label, n in (("", nest), (", proposed helpers", nest["with_proposed_helpers"])):
+        m = n["by_group"]["all"]
+        rows.append((f"nested masks{label}", (f"{n['tokens_per_second']:,.0f} tok/s; mask < image work in "
+                                              f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
+                                              f"max ratio {m['max_mask_to_image_ratio']:.2f}")))
+    rows.append(("proposed helpers alone", (f"mask x{prop['mask_alone']['speedup']:.1f}, _pad_images "
+                                            f"x{prop['pad_images_alone']['speedup']:.1f}, "
+                                            f"bit-identical {prop['bit_identical']}")))
+    rows.append(("checkpoint", f"{res['checkpoint']['bytes']:,} bytes"))
+    rows.append(("JSONL index", (f"{jl['bytes_per_line']:.1f} B/line held ({jl['lines']:,} lines), "
+                                 f"peak RSS +{jl['peak_rss_delta_mb']:.0f} MB while building")))
+    fp = fd["pipeline"]
+    rows.append(("pipeline with fast_decode: true", (f"{fp['tokens_per_second']:,.0f} tok/s "
+                                                     f"(x{fp['relative_to_exact']:.2f} of exact), same packs {fp['same_packs']}")))
+    for name, v in fd.items():
+        if name not in ("simplejpeg", "pipeline"):
+            psnr = "identical" if v["psnr_db"] is None else f"PSNR {v['psnr_db']:.1f} dB"
+            rows.append((f"fast_decode, {name}", (f"x{v['speedup']:.2f}, {v['drafted']}/{v['images']} drafted, "
+                                                  f"mean |diff| {v['mean_abs_diff']:.4f}, max {v['max_abs_diff']:.3f}, {psnr}")))
+    if sj["available"]:
+        modes = {m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()}
+        rows.append(("simplejpeg", f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}"))
+    else:
+        rows.append(("simplejpeg", "not installed"))
+    table = Table(title=f"bagel-data benchmark ({res['config']['batches']} packs)", show_header=False)
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)

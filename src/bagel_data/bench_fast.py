@@ -1,0 +1,237 @@
+"""What-if measurements for the benchmark: `fast_decode` and the proposed fixes, each against
+the current code on the same inputs in the same run.
+
+* `measure_fast_decode`: exact vs fast decode + transform, speed and pixel difference;
+* `simplejpeg_check`: whether the optional decoder gives Pillow's pixels, per JPEG mode;
+* `proposed_mask` / `PooledPad`: faster, bit-identical versions of two packing helpers
+  (`packing/layout.py`, `packing/pack.py`) that profiling flagged; they live here, not in
+  the library, until their owners adopt them (see `benchmarks/NOTES.md`).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import time
+
+import numpy as np
+import torch
+from PIL import Image
+
+from . import fast_decode
+from .bench_floor import Patcher
+from .fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
+from .images import ImageTransform, decode_image
+from .packing.layout import prepare_attention_mask_per_sample
+from .packing.pack import _pad_images
+from .synthetic import encode_image, photo_like_image
+
+_now = time.perf_counter
+
+
+def fast_twin(transform: ImageTransform) -> ImageTransform:
+    twin = copy.copy(transform)
+    twin.fast_decode = True
+    return twin
+
+
+class _Diff:
+    """Running pixel difference between exact and fast tensors (normalized and 8-bit units)."""
+
+    def __init__(self):
+        self.abs_sum = self.sq_sum = self.max_abs = 0.0
+        self.count = 0
+        self.same_shapes = True
+
+    def add(self, transform, exact, fast) -> None:
+        if exact.shape != fast.shape:
+            self.same_shapes = False
+            return
+        diff = (exact - fast).abs().double()
+        self.abs_sum += float(diff.sum())
+        self.sq_sum += float((diff * (255 * float(np.mean(transform.image_std)))).pow(2).sum())
+        self.max_abs = max(self.max_abs, float(diff.max()))
+        self.count += diff.numel()
+
+    def report(self) -> dict:
+        mse = self.sq_sum / max(self.count, 1)
+        return {
+            "same_shapes": self.same_shapes,
+            "mean_abs_diff": self.abs_sum / max(self.count, 1),
+            "max_abs_diff": self.max_abs,
+            "psnr_db": None if mse == 0 else 10 * float(np.log10(255.0**2 / mse)),
+        }
+
+
+def measure_fast_decode(items: list[tuple[bytes, list]], rounds: int = 2, simplejpeg: bool = True) -> dict:
+    """Exact vs fast_decode (decode + every transform of each image), best of `rounds`.
+
+    `simplejpeg=False` measures the Pillow-only fast path even when simplejpeg is installed.
+    """
+    best_exact = best_fast = float("inf")
+    diff, drafted = _Diff(), 0
+    with Patcher() as patcher:
+        if not simplejpeg:
+            patcher.wrap(fast_decode, "_simplejpeg", lambda module: None)
+        for round_index in range(rounds):
+            exact_s = fast_s = 0.0
+            for data, calls in items:
+                twins = [(fast_twin(t), n) for t, n in calls]
+                start = _now()
+                image = decode_image(data)
+                exact = [t(image, img_num=n) for t, n in calls]
+                middle = _now()
+                image = decode_image(data, draft_size=joint_draft_size(*(t for t, _ in twins)))
+                fast = [t(image, img_num=n) for t, n in twins]
+                exact_s, fast_s = exact_s + middle - start, fast_s + _now() - middle
+                if round_index == 0:
+                    drafted += ORIGINAL_SIZE_KEY in image.info
+                    for (transform, _), a, b in zip(calls, exact, fast):
+                        diff.add(transform, a, b)
+            best_exact, best_fast = min(best_exact, exact_s), min(best_fast, fast_s)
+    return {
+        "images": len(items),
+        "drafted": drafted,
+        "simplejpeg_used": simplejpeg and fast_decode.has_simplejpeg(),
+        **diff.report(),
+        "exact_seconds": best_exact,
+        "fast_seconds": best_fast,
+        "speedup": best_exact / max(best_fast, 1e-12),
+    }
+
+
+def twice_target_items(transforms: list[ImageTransform], count: int, seed: int = 0) -> list[tuple[bytes, list]]:
+    """`count` photo-like JPEGs per transform at about twice its largest target (4:3 and 3:4)."""
+    rng, items = np.random.default_rng(seed), []
+    for transform in transforms:
+        side = transform.rule.max_size
+        for k in range(count):
+            width, height = (side, side * 3 // 4) if k % 2 == 0 else (side * 3 // 4, side)
+            image = photo_like_image(rng, 2 * width + int(rng.integers(0, 16)), 2 * height + int(rng.integers(0, 16)))
+            items.append((encode_image(image, "JPEG", quality=90), [(transform, 1)]))
+    return items
+
+
+def simplejpeg_check(jpegs: list[bytes]) -> dict:
+    """Pixel identity with Pillow (full and half DCT scale) per JPEG mode, and decode speed."""
+    if not fast_decode.has_simplejpeg():
+        return {"available": False}
+    import simplejpeg
+
+    by_mode: dict[str, dict] = {}
+    pil_s = fast_s = 0.0
+    for data in jpegs:
+        mode = Image.open(io.BytesIO(data)).mode
+        start = _now()
+        exact = np.asarray(decode_image(data))
+        middle = _now()
+        other = np.asarray(Image.fromarray(simplejpeg.decode_jpeg(data, colorspace="RGB")))
+        pil_s, fast_s = pil_s + middle - start, fast_s + _now() - middle
+        image = Image.open(io.BytesIO(data))
+        image.draft(None, (image.size[0] // 2, image.size[1] // 2))
+        half = np.asarray(image.convert("RGB"))
+        small = simplejpeg.decode_jpeg(data, colorspace="RGB", min_width=half.shape[1], min_height=half.shape[0])
+        entry = by_mode.setdefault(mode, {"images": 0, "identical_full_scale": 0, "identical_half_scale": 0})
+        entry["images"] += 1
+        entry["identical_full_scale"] += bool(np.array_equal(exact, other))
+        entry["identical_half_scale"] += bool(np.array_equal(half, small))
+    return {"available": True, "version": simplejpeg.__version__, "by_mode": by_mode,
+            "pillow_decode_seconds": pil_s, "simplejpeg_decode_seconds": fast_s,
+            "decode_speedup": pil_s / max(fast_s, 1e-12)}  # fmt: skip
+
+
+# -- proposed fixes, bit-identical to the current helpers ---------------------------------------
+def proposed_mask(split_lens, attn_modes) -> torch.Tensor:
+    """`prepare_attention_mask_per_sample` from calloc'd zeros, writing only the -inf entries.
+
+    The kernel maps zero pages lazily, so the allowed (0) region costs nothing here, and the
+    bool matrix, the second float matrix and `masked_fill_` of the current version go away.
+    """
+    total = int(sum(split_lens))
+    mask = np.zeros((total, total), dtype=np.float32)
+    start, noise = 0, []
+    for length, mode in zip(split_lens, attn_modes):
+        end = start + length
+        mask[start:end, end:] = -np.inf
+        if mode == "causal":
+            cols = np.arange(length)
+            mask[start:end, start:end][cols[None, :] > cols[:, None]] = -np.inf
+        elif mode == "noise":
+            noise.append((start, end))
+        start = end
+    for start, end in noise:
+        mask[end:, start:end] = -np.inf  # nothing after a noise split sees into it
+    return torch.from_numpy(mask)
+
+
+class PooledPad:
+    """`_pad_images` into a recycled buffer once nothing outside the pool uses it any more.
+
+    Fresh 100 MB buffers cost first-touch page faults on every pack; a small pool keeps the
+    pages mapped. A buffer is reused only when its storage's use count shows no view of it
+    is alive, and never once it has moved to shared memory (a DataLoader worker's sent batch).
+    """
+
+    def __init__(self, size: int = 3):
+        self.size, self.pool, self.calls, self.hits = size, [], 0, 0
+
+    @staticmethod
+    def _idle(buffer: torch.Tensor, numel: int) -> bool:
+        storage = buffer.untyped_storage()  # + this wrapper: 2 uses when idle
+        return buffer.numel() >= numel and not storage.is_shared() and torch._C._storage_Use_Count(storage._cdata) <= 2
+
+    def __call__(self, images: list[torch.Tensor]) -> torch.Tensor:
+        shape = (len(images), max(i.shape[0] for i in images), max(i.shape[1] for i in images),
+                 max(i.shape[2] for i in images))  # fmt: skip
+        numel = int(np.prod(shape))
+        self.calls += 1
+        buffer = next((b for b in self.pool if self._idle(b, numel)), None)
+        if buffer is None:
+            buffer = torch.empty(numel + numel // 4, dtype=torch.float32)
+            self.pool = [b for b in self.pool if b.untyped_storage().is_shared() is False][-(self.size - 1) :] + [buffer]
+        else:
+            self.hits += 1
+        padded = buffer[:numel].view(shape)
+        padded.zero_()
+        for index, image in enumerate(images):
+            padded[index, : image.shape[0], : image.shape[1], : image.shape[2]] = image
+        return padded
+
+
+def _best(fn, *args, rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = _now()
+        result = fn(*args)
+        best = min(best, _now() - start)
+        del result
+    return best
+
+
+def measure_proposals(mask_calls: list, pad_shapes: list, rounds: int = 3) -> dict:
+    """Current vs proposed mask and padding helpers, alone, on the inputs the nested-mask run saw.
+
+    Alone means best case (a pool always hits, no memory pressure): `bench.py` also runs the
+    whole pipeline with them, which is the number that counts.
+    """
+    mask_current = mask_proposed = 0.0
+    identical = True
+    for _, split_lens, attn_modes in mask_calls:
+        identical &= torch.equal(prepare_attention_mask_per_sample(split_lens, attn_modes),
+                                 proposed_mask(split_lens, attn_modes))  # fmt: skip
+        mask_current += _best(prepare_attention_mask_per_sample, split_lens, attn_modes, rounds=rounds)
+        mask_proposed += _best(proposed_mask, split_lens, attn_modes, rounds=rounds)
+    pad_current = pad_proposed = 0.0
+    rng, pooled = torch.Generator().manual_seed(0), PooledPad()
+    for shapes in pad_shapes:
+        images = [torch.rand(shape, generator=rng) for shape in shapes]
+        identical &= torch.equal(_pad_images(images), pooled(images))
+        pad_current += _best(_pad_images, images, rounds=rounds)
+        pad_proposed += _best(pooled, images, rounds=rounds)
+    return {
+        "bit_identical": bool(identical),
+        "mask_alone": {"calls": len(mask_calls), "current_seconds": mask_current, "proposed_seconds": mask_proposed,
+                       "speedup": mask_current / max(mask_proposed, 1e-12)},
+        "pad_images_alone": {"calls": len(pad_shapes), "current_seconds": pad_current, "proposed_seconds": pad_proposed,
+                             "speedup": pad_current / max(pad_proposed, 1e-12)},
+    }  # fmt: skip
