@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from pathlib import Path
 
 import pytest
 

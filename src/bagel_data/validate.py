@@ -14,8 +14,7 @@ import warnings
 
 import numpy as np
 
-from .config import load_mapping, parse_groups
-from .datasets import budget_risks, make_bagel_multimodal_dataset
+from .datasets import make_bagel_multimodal_dataset
 from .errors import BagelDataError, SkipLog, SkipReason
 from .runner import RunConfig
 from .sample import sample_length
