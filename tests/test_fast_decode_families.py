@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
+from PIL import JpegImagePlugin
 
 from bagel_data import ImageTransform, T2IIterableDataset
 from bagel_data.errors import SkipLog
@@ -22,8 +22,10 @@ def test_fast_decode_in_t2i_keeps_shapes_and_stays_close(tmp_path, tokenizer, mo
     big = encode_image(photo_like_image(np.random.default_rng(0), 1024, 768), "JPEG", quality=92)
     write_t2i(tmp_path, [[[{"image": big, "captions": {"c": "a photo"}}]]])
     drafts = []
-    original_draft = Image.Image.draft
-    monkeypatch.setattr(Image.Image, "draft", lambda self, *a, **k: drafts.append(a) or original_draft(self, *a, **k))
+    original_draft = JpegImagePlugin.JpegImageFile.draft
+    monkeypatch.setattr(
+        JpegImagePlugin.JpegImageFile, "draft", lambda self, *a, **k: drafts.append(a) or original_draft(self, *a, **k)
+    )
     exact = first_image(tmp_path, tokenizer, fast=False)
     assert drafts == [], "the exact mode never drafts"
     fast = first_image(tmp_path, tokenizer, fast=True)
