@@ -18,14 +18,11 @@ from .config import load_mapping
 from .datasets import make_bagel_multimodal_dataset
 from .errors import ConfigError
 from .loader import build_dataloader, worker_dataset_states
+from .packing.pack import PackingConfig
 from .tokenizer import add_special_tokens, load_tokenizer
 
-PACKING_KEYS = {
-    "expected_num_tokens", "max_num_tokens_per_sample", "max_num_tokens", "prefer_buffer_before",
-    "max_buffer_size", "interpolate_pos", "use_flex", "data_seed", "text_cond_dropout_prob",
-    "vit_cond_dropout_prob", "vae_cond_dropout_prob", "vae_image_downsample", "max_latent_size",
-    "vit_patch_size", "max_num_patch_per_side", "strict", "max_consecutive_failures",
-}  # fmt: skip
+# Everything PackingConfig holds, plus the dataset-level settings make_bagel_multimodal_dataset takes.
+PACKING_KEYS = set(PackingConfig.__dataclass_fields__) | {"data_seed", "strict", "max_consecutive_failures"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -101,19 +101,20 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             unit_id = int(shard.unit_ids[unit_pos])
             first_row = row_start if unit_pos == unit_start else 0
             for row, images, instructions in self._rows(unit_id, first_row, log):
-                sample = self._sample(images, instructions, unit_id, (pass_index, unit_pos, row), log)
+                sample = self._sample(shard, images, instructions, unit_id, (pass_index, unit_pos, row), log)
                 if sample is not None:
                     yield [unit_pos, row], sample
 
     def sample_at(self, cursor):
         pass_index, unit_pos, row = cursor
-        unit_id = int(self.worker_shard().unit_ids[unit_pos])
+        shard = self.worker_shard()
+        unit_id = int(shard.unit_ids[unit_pos])
         log = self.new_skip_log()
         for _, images, instructions in self._rows(unit_id, row, log, stop_row=row + 1):
-            return self._sample(images, instructions, unit_id, cursor, log)
+            return self._sample(shard, images, instructions, unit_id, cursor, log)
         raise LookupError(f"{self.dataset_name}: no row at {cursor}")
 
-    def _sample(self, images, instructions, unit_id: int, cursor, log) -> dict | None:
+    def _sample(self, shard, images, instructions, unit_id: int, cursor, log) -> dict | None:
         pass_index, unit_pos, row = cursor
         path, row_group = self.epoch_units[unit_id]
         location = f"{path}, row group {row_group}, row {row}"
@@ -121,7 +122,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         builder = self.build_sample(images, instructions, rng, location, log)
         if builder is None:
             return None
-        return builder.build([unit_pos, row], self.worker_shard().worker_id, self.dataset_name)
+        return builder.build([unit_pos, row], shard.worker_id, self.dataset_name)
 
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]

@@ -66,29 +66,30 @@ class T2IIterableDataset(DistributedIterableDataset):
             path = self.epoch_units[unit_id]
             first_group = group_start if file_pos == file_start else 0
             for row_group, row, cells in self._rows(path, first_group, row_start, log):
-                sample = self._sample(cells, unit_id, (pass_index, file_pos, row_group, row), log)
+                sample = self._sample(shard, cells, unit_id, (pass_index, file_pos, row_group, row), log)
                 if sample is not None:
                     yield [file_pos, row_group, row], sample
             row_start = 0
 
     def sample_at(self, cursor):
         pass_index, file_pos, row_group, row = cursor
-        unit_id = int(self.worker_shard().unit_ids[file_pos])
+        shard = self.worker_shard()
+        unit_id = int(shard.unit_ids[file_pos])
         log = self.new_skip_log()
         for found_group, _, cells in self._rows(self.epoch_units[unit_id], row_group, row, log, stop_row=row + 1):
             if found_group == row_group:
-                return self._sample(cells, unit_id, cursor, log)
+                return self._sample(shard, cells, unit_id, cursor, log)
             break
         raise LookupError(f"{self.dataset_name}: no row at {cursor}")
 
-    def _sample(self, cells: dict, unit_id: int, cursor, log) -> dict | None:
+    def _sample(self, shard, cells: dict, unit_id: int, cursor, log) -> dict | None:
         pass_index, file_pos, row_group, row = cursor
         location = f"{self.epoch_units[unit_id]}, row group {row_group}, row {row}"
         rng = self.sample_rng(unit_id, pass_index, row_group, row)
         builder = self.build_sample(cells, rng, location, log)
         if builder is None:
             return None
-        return builder.build([file_pos, row_group, row], self.worker_shard().worker_id, self.dataset_name)
+        return builder.build([file_pos, row_group, row], shard.worker_id, self.dataset_name)
 
     def _rows(self, path: str, group_start: int, row_start: int, log, stop_row: int | None = None):
         """(row group, row, {column: cell}) for every row from the start point on."""
