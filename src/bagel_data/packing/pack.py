@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from .buffers import zeroed_float32
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
 
 
@@ -266,7 +267,7 @@ def _pad_images(images: list[torch.Tensor]) -> torch.Tensor:
     channels = max(image.shape[0] for image in images)
     height = max(image.shape[1] for image in images)
     width = max(image.shape[2] for image in images)
-    padded = torch.zeros((len(images), channels, height, width), dtype=torch.float32)
+    padded = zeroed_float32((len(images), channels, height, width))
     for index, image in enumerate(images):
         padded[index, : image.shape[0], : image.shape[1], : image.shape[2]] = image
     return padded
