@@ -36,13 +36,72 @@ def stable_hash(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
 
 
+def shard_unit_ids(num_units: int, rank: int, world_size: int, worker_id: int, num_workers: int) -> np.ndarray:
+    """The global unit indices one worker iterates, in its order.
+
+    `num_workers == 0` is the main process (no DataLoader workers): the whole rank slice in
+    order. A DataLoader worker takes its contiguous span of the rank slice, reversed.
+    """
+    rank_ids = split_evenly(num_units, world_size, rank)
+    if num_workers == 0:
+        return np.arange(rank_ids.start, rank_ids.stop, dtype=np.int64)
+    span = split_evenly(len(rank_ids), num_workers, worker_id)
+    return np.arange(rank_ids.start + span.start, rank_ids.start + span.stop, dtype=np.int64)[::-1]
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerShard:
-    """The units one DataLoader worker of one rank iterates, as global unit indices."""
+    """The units one worker of one rank iterates, as global unit indices.
 
+    `num_workers` is 0 in the main process (a DataLoader without workers).
+    """
+
+    rank: int
+    world_size: int
     worker_id: int
     num_workers: int
     unit_ids: Sequence[int]
+
+    @property
+    def global_worker(self) -> tuple[int, int]:
+        """(this worker's index among all workers of all ranks, how many there are)."""
+        per_rank = max(self.num_workers, 1)
+        return self.rank * per_rank + self.worker_id, self.world_size * per_rank
+
+
+class PassWork:
+    """One pass over a shard: item i is the whole unit `unit_ids[i]`, read in pass `pass_index`."""
+
+    def __init__(self, unit_ids: Sequence[int], pass_index: int):
+        self.unit_ids, self.pass_index = unit_ids, pass_index
+
+    def __len__(self) -> int:
+        return len(self.unit_ids)
+
+    def item(self, index: int) -> tuple[int, int, tuple]:
+        """(global unit id, pass whose randomness it uses, first row within the unit)."""
+        return int(self.unit_ids[index]), self.pass_index, ()
+
+
+# Cursor phases before the first full pass, used only after an elastic restart (restart.py).
+INHERITED_PHASE = -2  # samples an old topology held in its buffers, drawn again first
+REMAINDER_PHASE = -1  # rows the old workers had not reached in their pass in progress
+
+
+def phase_work(shard: WorkerShard, restart_plan, phase: int):
+    """The work list of one phase of a worker: its remainder share, or a full pass."""
+    if phase == REMAINDER_PHASE:
+        return restart_plan.remainder_for(*shard.global_worker)
+    return PassWork(shard.unit_ids, phase)
+
+
+def row_key_at(shard: WorkerShard, restart_plan, cursor: tuple[int, ...]) -> tuple[int, ...]:
+    """`(global unit id, pass, *row within the unit)` of the row a worker's cursor points at."""
+    phase, index, *row = cursor
+    if phase == INHERITED_PHASE:
+        return tuple(restart_plan.inherited_for(*shard.global_worker)[index])
+    unit_id, pass_index, _ = phase_work(shard, restart_plan, phase).item(index)
+    return (unit_id, pass_index, *row)
 
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset):
@@ -63,6 +122,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.strict = False
         self.max_consecutive_failures = 100
         self.skip_log = SkipLog(dataset_name)
+        self.restart_plan = None  # set by an elastic restart (restart.py)
 
     # -- units -------------------------------------------------------------------------
     def get_data_paths(self, *args, **kwargs):
@@ -102,14 +162,11 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     def worker_shard(self) -> WorkerShard:
         """This process's share: the whole rank list outside a DataLoader worker."""
         info = torch.utils.data.get_worker_info()
-        if info is None:
-            ids = np.arange(self.rank_unit_ids.start, self.rank_unit_ids.stop, dtype=np.int64)
-            return WorkerShard(0, 1, ids)
-        self._check_enough_units(len(self.epoch_units), info.num_workers)
-        span = split_evenly(len(self.rank_unit_ids), info.num_workers, info.id)
-        first = self.rank_unit_ids.start
-        ids = np.arange(first + span.start, first + span.stop, dtype=np.int64)
-        return WorkerShard(info.id, info.num_workers, ids[::-1])
+        worker_id, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
+        if info is not None:
+            self._check_enough_units(len(self.epoch_units), num_workers)
+        ids = shard_unit_ids(len(self.epoch_units), self.local_rank, self.world_size, worker_id, num_workers)
+        return WorkerShard(self.local_rank, self.world_size, worker_id, num_workers, ids)
 
     def get_data_paths_per_worker(self):
         """The reference's view: (this worker's units, worker id)."""
@@ -130,18 +187,80 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.skip_log = SkipLog(self.dataset_name, self.strict, self.max_consecutive_failures)
         return self.skip_log
 
+    # -- what families implement -----------------------------------------------------------
+    # A row is addressed by (global unit id, pass, *row within the unit); the row within is
+    # `(row group, row)` for T2I, `(row,)` for edit and `()` for VLM (a unit is one line).
+    # The per-sample randomness is keyed by exactly that address, so a row gives the same
+    # sample whichever worker reads it.
+
+    def _unit_samples(self, unit_id: int, pass_index: int, start: tuple, log: SkipLog, single: bool = False):
+        """Yield `(row within the unit, SampleBuilder)` for the good rows from `start` on
+        (or, when `single`, for the row at `start` only); bad rows are counted in `log`."""
+        raise NotImplementedError
+
+    def data_index(self, position: list[int]):
+        """The sample's `data_indexes` (the reference's position) for a position in a phase."""
+        return list(position)
+
     # -- iteration -----------------------------------------------------------------------
-    # A *cursor* is `(pass index, *position)`: which pass over this worker's units, and the
-    # sample's position within the pass (its `data_indexes`). Families implement
-    # `_iter_pass` (every sample of one pass from a start position) and `sample_at`.
+    # A *cursor* is `(phase, *position)`: the phase is the pass index (or, after an elastic
+    # restart, INHERITED_PHASE / REMAINDER_PHASE first), the position is
+    # `(item index, *row within the unit)` within that phase's work list.
+
+    def _work(self, shard: WorkerShard, phase: int):
+        return phase_work(shard, self.restart_plan, phase)
+
+    def _first_phase(self) -> int:
+        return INHERITED_PHASE if self.restart_plan is not None else 0
+
+    def _next_phase(self, phase: int) -> int:
+        if phase == REMAINDER_PHASE:
+            return self.restart_plan.first_pass
+        return phase + 1
+
+    def _iter_phase(self, shard: WorkerShard, phase: int, start: list[int] | None, log: SkipLog):
+        """Yield `(position, sample)` for one phase, from `start` (inclusive) or its beginning."""
+        if phase == INHERITED_PHASE:
+            refs = self.restart_plan.inherited_for(*shard.global_worker)
+            for index in range(start[0] if start else 0, len(refs)):
+                sample = self._sample_at_row(shard, refs[index], [index], log)
+                if sample is not None:
+                    yield [index], sample
+            return
+        work = self._work(shard, phase)
+        first = start[0] if start else 0
+        for index in range(first, len(work)):
+            unit_id, pass_index, row_start = work.item(index)
+            if start and index == first and len(start) > 1:
+                row_start = tuple(start[1:])
+            for row, builder in self._unit_samples(unit_id, pass_index, row_start, log):
+                position = [index, *row]
+                yield position, self._build(builder, shard, position, (unit_id, pass_index, *row))
 
     def _iter_pass(self, shard: WorkerShard, pass_index: int, start: list[int] | None, log: SkipLog):
-        """Yield `(position, sample)` for one pass, from `start` (inclusive) or the beginning."""
-        raise NotImplementedError
+        """Yield `(position, sample)` for one full pass over the shard."""
+        return self._iter_phase(shard, pass_index, start, log)
 
-    def sample_at(self, cursor: tuple[int, ...]) -> dict:
-        """Rebuild the sample at `cursor` exactly (same rows, same random choices)."""
-        raise NotImplementedError
+    def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple) -> dict:
+        sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)
+        sample["row_key"] = row_key  # where it came from, whatever the topology
+        return sample
+
+    def _sample_at_row(self, shard: WorkerShard, row_key: tuple, position: list[int], log: SkipLog) -> dict | None:
+        unit_id, pass_index, *row = row_key
+        for found, builder in self._unit_samples(unit_id, pass_index, tuple(row), log, single=True):
+            if list(found) == row:
+                return self._build(builder, shard, position, tuple(row_key))
+        return None
+
+    def row_key(self, cursor: tuple[int, ...]) -> tuple[int, ...]:
+        """`(global unit id, pass, *row within the unit)` of the sample at `cursor`."""
+        return row_key_at(self.worker_shard(), self.restart_plan, cursor)
+
+    def sample_at(self, cursor: tuple[int, ...]) -> dict | None:
+        """Rebuild the sample at `cursor` exactly (same row, same random choices); None when
+        that row no longer gives a sample."""
+        return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
 
     @staticmethod
     def _position_after(position: list[int]) -> list[int]:
@@ -157,15 +276,15 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         if log is None:
             log = self.new_skip_log()
         self.skip_log = log
-        pass_index, start = 0, None
+        phase, start = self._first_phase(), None
         if after is not None:
-            pass_index, start = after[0], self._position_after(list(after[1:]))
+            phase, start = after[0], self._position_after(list(after[1:]))
         while True:
-            for position, sample in self._iter_pass(shard, pass_index, start, log):
+            for position, sample in self._iter_phase(shard, phase, start, log):
                 log.ok()
-                yield (pass_index, *position), sample
+                yield (phase, *position), sample
             start = None
-            pass_index += 1
+            phase = self._next_phase(phase)
 
     def resume_cursor(self, worker_id: int) -> tuple[int, ...] | None:
         """The reference's `data_status` entry of a worker as a cursor in the first pass."""

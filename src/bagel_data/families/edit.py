@@ -95,34 +95,15 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 units.extend((path, group) for group in range(int(info["num_row_groups"])))
         return units
 
-    def _iter_pass(self, shard, pass_index, start, log):
-        unit_start, row_start = start if start is not None else (0, 0)
-        for unit_pos in range(unit_start, len(shard.unit_ids)):
-            unit_id = int(shard.unit_ids[unit_pos])
-            first_row = row_start if unit_pos == unit_start else 0
-            for row, images, instructions in self._rows(unit_id, first_row, log):
-                sample = self._sample(shard, images, instructions, unit_id, (pass_index, unit_pos, row), log)
-                if sample is not None:
-                    yield [unit_pos, row], sample
-
-    def sample_at(self, cursor):
-        pass_index, unit_pos, row = cursor
-        shard = self.worker_shard()
-        unit_id = int(shard.unit_ids[unit_pos])
-        log = self.new_skip_log()
-        for _, images, instructions in self._rows(unit_id, row, log, stop_row=row + 1):
-            return self._sample(shard, images, instructions, unit_id, cursor, log)
-        raise LookupError(f"{self.dataset_name}: no row at {cursor}")
-
-    def _sample(self, shard, images, instructions, unit_id: int, cursor, log) -> dict | None:
-        pass_index, unit_pos, row = cursor
+    def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         path, row_group = self.epoch_units[unit_id]
-        location = f"{path}, row group {row_group}, row {row}"
-        rng = self.sample_rng(unit_id, pass_index, row)
-        builder = self.build_sample(images, instructions, rng, location, log)
-        if builder is None:
-            return None
-        return builder.build([unit_pos, row], shard.worker_id, self.dataset_name)
+        row_start = start[0] if start else 0
+        stop_row = row_start + 1 if single else None
+        for row, images, instructions in self._rows(unit_id, row_start, log, stop_row):
+            location = f"{path}, row group {row_group}, row {row}"
+            builder = self.build_sample(images, instructions, self.sample_rng(unit_id, pass_index, row), location, log)
+            if builder is not None:
+                yield (row,), builder
 
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]

@@ -2,7 +2,8 @@
 
 Units are parquet files; a sample is one caption (text, classifier-free-guidance dropout
 allowed) followed by the image as a VAE generation target. Position of a sample:
-`[file index in this worker's list, row group, row within the group]`.
+`[file index in this worker's list, row group, row within the group]`; its row within the
+unit is `(row group, row)`.
 """
 
 from __future__ import annotations
@@ -59,40 +60,18 @@ class T2IIterableDataset(DistributedIterableDataset):
     def get_data_paths(self, data_dir_list, num_used_data):
         return get_parquet_data_paths(data_dir_list, num_used_data, file_order=self.file_order)
 
-    def _iter_pass(self, shard, pass_index, start, log):
-        file_start, group_start, row_start = start if start is not None else (0, 0, 0)
-        for file_pos in range(file_start, len(shard.unit_ids)):
-            unit_id = int(shard.unit_ids[file_pos])
-            path = self.epoch_units[unit_id]
-            first_group = group_start if file_pos == file_start else 0
-            for row_group, row, cells in self._rows(path, first_group, row_start, log):
-                sample = self._sample(shard, cells, unit_id, (pass_index, file_pos, row_group, row), log)
-                if sample is not None:
-                    yield [file_pos, row_group, row], sample
-            row_start = 0
+    def _unit_samples(self, unit_id, pass_index, start, log, single=False):
+        path = self.epoch_units[unit_id]
+        group_start, row_start = start or (0, 0)
+        for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
+            location = f"{path}, row group {row_group}, row {row}"
+            builder = self.build_sample(cells, self.sample_rng(unit_id, pass_index, row_group, row), location, log)
+            if builder is not None:
+                yield (row_group, row), builder
 
-    def sample_at(self, cursor):
-        pass_index, file_pos, row_group, row = cursor
-        shard = self.worker_shard()
-        unit_id = int(shard.unit_ids[file_pos])
-        log = self.new_skip_log()
-        for found_group, _, cells in self._rows(self.epoch_units[unit_id], row_group, row, log, stop_row=row + 1):
-            if found_group == row_group:
-                return self._sample(shard, cells, unit_id, cursor, log)
-            break
-        raise LookupError(f"{self.dataset_name}: no row at {cursor}")
-
-    def _sample(self, shard, cells: dict, unit_id: int, cursor, log) -> dict | None:
-        pass_index, file_pos, row_group, row = cursor
-        location = f"{self.epoch_units[unit_id]}, row group {row_group}, row {row}"
-        rng = self.sample_rng(unit_id, pass_index, row_group, row)
-        builder = self.build_sample(cells, rng, location, log)
-        if builder is None:
-            return None
-        return builder.build([file_pos, row_group, row], shard.worker_id, self.dataset_name)
-
-    def _rows(self, path: str, group_start: int, row_start: int, log, stop_row: int | None = None):
-        """(row group, row, {column: cell}) for every row from the start point on."""
+    def _rows(self, path: str, group_start: int, row_start: int, log, single: bool = False):
+        """(row group, row, {column: cell}) for every row from the start point on (the
+        first one only when `single`)."""
         try:
             reader = ParquetReader(path)
         except Exception as exc:  # any pyarrow or I/O failure makes the whole unit unreadable
@@ -108,8 +87,10 @@ class T2IIterableDataset(DistributedIterableDataset):
                 images = table.column("image").to_pylist()
                 captions = table.column("captions").to_pylist()
                 first = row_start if row_group == group_start else 0
-                for row in range(first, min(table.num_rows, stop_row or table.num_rows)):
+                for row in range(first, table.num_rows):
                     yield row_group, row, {"image": images[row], "captions": captions[row]}
+                    if single:
+                        return
 
     def build_sample(self, cells: dict, rng, location: str, log) -> SampleBuilder | None:
         captions = parse_captions(cells["captions"])

@@ -69,25 +69,17 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def change_format(self, data, num_images):
         return conversation_to_elements(data["conversations"], num_images)
 
-    def _iter_pass(self, shard, pass_index, start, log):
-        for row in range(start[0] if start is not None else 0, len(shard.unit_ids)):
-            sample = self._sample(shard, (pass_index, row), log)
-            if sample is not None:
-                yield [row], sample
+    def data_index(self, position):
+        return position[0]  # the reference's position is the row's index in the worker's list
 
-    def sample_at(self, cursor):
-        return self._sample(self.worker_shard(), cursor, self.new_skip_log())
-
-    def _sample(self, shard, cursor, log) -> dict | None:
-        pass_index, row = cursor
-        unit_id = int(shard.unit_ids[row])
+    def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         line_id = int(self.epoch_units[unit_id])
         try:
             builder = self.build_sample(line_id, self.sample_rng(unit_id, pass_index))
         except _RowSkipped as skipped:
             log.skip(skipped.reason, self.data_paths.location(line_id), skipped.detail)
-            return None
-        return builder.build(row, shard.worker_id, self.dataset_name)
+            return
+        yield (), builder
 
     def build_sample(self, line_id: int, rng: np.random.Generator) -> SampleBuilder:
         """The sample of one JSONL line; raises `_RowSkipped` with the reason it cannot be used."""

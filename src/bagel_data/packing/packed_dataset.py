@@ -25,7 +25,8 @@ from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder, PackingConfig, SpecialTokens
-from .state import Buffered, PackState, ResumeError, Topology
+from .elastic import apply_restart, is_elastic, merge_worker_states
+from .state import Buffered, PackState, ResumeError, Topology, check_compatible
 
 
 class PackedDataset(torch.utils.data.IterableDataset):
@@ -79,12 +80,13 @@ class PackedDataset(torch.utils.data.IterableDataset):
     # -- state ---------------------------------------------------------------------------
     def _topology(self) -> Topology:
         info = torch.utils.data.get_worker_info()
-        worker_id, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
+        worker_id, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
         return Topology(self.local_rank, self.world_size, worker_id, num_workers)
 
-    def _fresh_state(self) -> PackState:
+    def _fresh_state(self, generation: int = 0) -> PackState:
         topology = self._topology()
         key = [self.data_seed & 0xFFFFFFFF, topology.rank, topology.worker_id, 0x9ACC]
+        key += [generation] if generation else []  # each elastic restart draws afresh
         logs = [
             SkipLog(name, dataset.strict, dataset.max_consecutive_failures)
             for name, dataset in zip(self.group_names, self.grouped_datasets)
@@ -103,28 +105,59 @@ class PackedDataset(torch.utils.data.IterableDataset):
         return self._fresh_state().to_dict(self.group_names)
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Continue from a checkpoint on the next `iter()`; checked against the topology then."""
+        """Continue from a checkpoint on the next `iter()`; checked against the topology then.
+
+        An elastic checkpoint (from `load_elastic_state`) loads into any topology.
+        """
         self._resume = state_dict
+
+    def load_elastic_state(self, worker_states: list[dict]) -> dict:
+        """Continue the checkpoints of *all* workers of all ranks of a run with another world
+        size or worker count; returns the merged checkpoint (the same on every new rank).
+
+        Call it before building the loader, with the dataset states of every old worker
+        (`loader.worker_dataset_states` of each rank's loader state). See docs/elastic.md.
+        """
+        merged = merge_worker_states(self, worker_states)
+        apply_restart(self, merged["restart"])  # checks the units now, not in a worker
+        self._resume = merged
+        return merged
+
+    def _start_state(self) -> PackState:
+        """The state the next iteration starts from: fresh, a checkpoint, or a restart plan."""
+        saved, self._resume = self._resume, None
+        if saved is None:
+            apply_restart(self, None)
+            return self._fresh_state()
+        if not is_elastic(saved):
+            state = self._fresh_state()
+            state.restore(saved, self.group_names)
+            apply_restart(self, state.restart)
+            return state
+        check_compatible(saved, self.data_seed, self.group_names)
+        apply_restart(self, saved["restart"])
+        state = self._fresh_state(saved["restart"]["generation"])
+        state.cursors = [None] * len(self.group_names)  # each group starts with its inherited samples
+        state.restart, state.history = saved["restart"], saved["history"]
+        return state
 
     @property
     def stats(self) -> dict:
         """Packs, tokens and samples emitted, and rows skipped by reason, in this process."""
         state = self._live
         if state is None:
-            return {"packs": 0, "tokens": 0, "samples": {}, "skips": {}}
+            return {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None}
         return {
             "packs": state.packs,
             "tokens": state.tokens,
             "samples": dict(state.samples),
             "skips": {name: log.as_dict() for name, log in zip(self.group_names, state.logs)},
+            "history": state.history,  # totals before the last elastic restart, if any
         }
 
     # -- the mixing loop -------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
-        state = self._fresh_state()
-        if self._resume is not None:
-            state.restore(self._resume, self.group_names)
-            self._resume = None
+        state = self._start_state()
         self._live = state
         cfg = self.config
         cumulative = _cumulative_shares(self.grouped_weights)

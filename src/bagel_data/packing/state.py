@@ -15,11 +15,23 @@ import numpy as np
 
 from ..errors import BagelDataError, SkipLog
 
-STATE_VERSION = 1
+# 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
+STATE_VERSION = 2
 
 
 class ResumeError(BagelDataError):
     """A checkpoint that cannot be loaded into this pipeline."""
+
+
+def check_compatible(saved: dict, data_seed: int, group_names: list[str]) -> None:
+    """Raise ResumeError unless `saved` was made by this library for the same data and groups."""
+    if saved.get("version") != STATE_VERSION:
+        raise ResumeError(f"checkpoint format version {saved.get('version')!r}; this library reads {STATE_VERSION}")
+    if saved["data_seed"] != data_seed:
+        raise ResumeError(f"checkpoint data_seed={saved['data_seed']}, this pipeline's is {data_seed}")
+    saved_groups = sorted(saved["cursors"] if "cursors" in saved else saved["restart"]["groups"])
+    if saved_groups != sorted(group_names):
+        raise ResumeError(f"checkpoint groups {saved_groups} differ from {sorted(group_names)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +62,8 @@ class PackState:
     buffer: collections.deque
     logs: list[SkipLog]
     carry: Buffered | None = None  # the sample that ended the last pack; first in the next
+    restart: dict | None = None  # the elastic-restart plan this stream runs under (restart.py)
+    history: dict | None = None  # totals of the topology before the last elastic restart
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -67,22 +81,21 @@ class PackState:
             "tokens": self.tokens,
             "samples": dict(self.samples),
             "skips": {name: log.as_dict() for name, log in zip(group_names, self.logs)},
+            "restart": self.restart,
+            "history": self.history,
         }
 
     def restore(self, saved: dict, group_names: list[str]) -> None:
         """Load a checkpoint made by `to_dict`, after checking it belongs to this pipeline."""
-        if saved.get("version") != STATE_VERSION:
-            raise ResumeError(f"checkpoint format version {saved.get('version')!r}; this library reads {STATE_VERSION}")
+        check_compatible(saved, self.data_seed, group_names)
         saved_topology = Topology(**saved["topology"])
         if saved_topology != self.topology:
             raise ResumeError(
                 f"checkpoint saved by {saved_topology}, loaded into {self.topology}: restart with the "
-                "same world size, rank and DataLoader worker count, or resume through data_status"
+                "same world size, rank and DataLoader worker count, or merge the checkpoints of all "
+                "workers with PackedDataset.load_elastic_state (see docs/elastic.md)"
             )
-        if saved["data_seed"] != self.data_seed:
-            raise ResumeError(f"checkpoint data_seed={saved['data_seed']}, this pipeline's is {self.data_seed}")
-        if sorted(saved["cursors"]) != sorted(group_names):
-            raise ResumeError(f"checkpoint groups {sorted(saved['cursors'])} differ from {sorted(group_names)}")
+        self.restart, self.history = saved["restart"], saved["history"]
         self.rng.bit_generator.state = saved["rng"]
         self.cursors = [_tuple(saved["cursors"][name]) for name in group_names]
         self.buffer = collections.deque(Buffered(group_names.index(name), _tuple(c)) for name, c in saved["buffer"])

@@ -1,0 +1,80 @@
+"""Merging the checkpoints of every old worker into one elastic-restart checkpoint.
+
+`merge_worker_states` turns the per-worker checkpoints of a W x K run into one dict that any
+W' x K' pipeline loads (`PackedDataset.load_elastic_state`); each new worker derives its own
+share from it. What is guaranteed is written in `bagel_data.restart` and docs/elastic.md.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from ..restart import GroupRestart, check_complete, group_plan
+from .state import ResumeError, check_compatible
+
+ELASTIC_KIND = "elastic"
+
+
+def is_elastic(saved: dict) -> bool:
+    return saved.get("kind") == ELASTIC_KIND
+
+
+def merge_worker_states(packed, worker_states: list[dict]) -> dict:
+    """One elastic checkpoint from the checkpoints of all workers of all old ranks."""
+    if not worker_states:
+        raise ResumeError("an elastic restart needs the checkpoints of the old workers; none were given")
+    for saved in worker_states:
+        if is_elastic(saved):
+            raise ResumeError("merge the checkpoints taken by the workers, not an elastic checkpoint")
+        check_compatible(saved, packed.data_seed, packed.group_names)
+    try:
+        world_size, num_workers = check_complete([saved["topology"] for saved in worker_states])
+    except ValueError as exc:
+        raise ResumeError(str(exc)) from None
+    ordered = sorted(worker_states, key=lambda saved: (saved["topology"]["rank"], saved["topology"]["worker_id"]))
+    restarts = [saved["restart"] for saved in ordered]
+    generations = {0 if restart is None else restart["generation"] for restart in restarts}
+    if len(generations) != 1:
+        raise ResumeError(f"the checkpoints come from different restarts (generations {sorted(generations)})")
+    groups = {}
+    for name, dataset in zip(packed.group_names, packed.grouped_datasets):
+        old = [None if restart is None else GroupRestart.from_dict(restart["groups"][name]) for restart in restarts]
+        try:
+            groups[name] = group_plan(dataset, name, ordered, old).to_dict()
+        except ValueError as exc:
+            raise ResumeError(str(exc)) from None
+    return {
+        "version": ordered[0]["version"],
+        "kind": ELASTIC_KIND,
+        "data_seed": packed.data_seed,
+        "from_topology": {"world_size": world_size, "num_workers": num_workers},
+        "restart": {"generation": generations.pop() + 1, "groups": groups},
+        "history": _totals(ordered),
+    }
+
+
+def _totals(states: list[dict]) -> dict:
+    """Packs, tokens, samples and skips of all old workers, added to the older history."""
+    packs = tokens = 0
+    samples: collections.Counter = collections.Counter()
+    skips: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    # Workers that ran after the same restart share one history: count it once.
+    for part in [states[0]["history"] or {}, *states]:
+        packs += part.get("packs", 0)
+        tokens += part.get("tokens", 0)
+        samples.update(part.get("samples", {}))
+        for group, counts in part.get("skips", {}).items():
+            skips[group].update(counts)
+    return {"packs": packs, "tokens": tokens, "samples": dict(samples), "skips": {g: dict(c) for g, c in skips.items()}}
+
+
+def apply_restart(packed, restart: dict | None) -> None:
+    """Give every group's dataset its restart plan (or none), checking the units still match."""
+    for name, dataset in zip(packed.group_names, packed.grouped_datasets):
+        plan = None if restart is None else GroupRestart.from_dict(restart["groups"][name])
+        if plan is not None and plan.num_units != len(dataset.epoch_units):
+            raise ResumeError(
+                f"{name}: the restart plan covers {plan.num_units} units, the dataset has "
+                f"{len(dataset.epoch_units)}; restart with the same data, num_used_data and data_seed"
+            )
+        dataset.restart_plan = plan
