@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from bagel_data import ConfigError, make_bagel_multimodal_dataset
+from bagel_data.sources import storage
 from golden import GOLDEN_CASES, absolute_dataset_info, load_case
 
 moto_server = pytest.importorskip("moto.server")
@@ -91,3 +92,35 @@ def test_missing_bucket_or_key_is_a_clear_error(s3, golden_root, tokenizer, spec
     info["t2i_pretrain"]["t2i"]["data_dir"] = "s3://no-such-bucket/t2i"
     with pytest.raises(ConfigError, match="no-such-bucket"):
         packs(case, info, tokenizer, special_tokens, 1)
+
+
+def test_storage_options_in_dataset_info_replace_the_environment(s3, s3_endpoint, golden_root, tokenizer,
+                                                                  special_tokens, monkeypatch):
+    case, _, _ = load_case("packed_three_groups_flex")
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key)
+    monkeypatch.setattr(storage, "_OPTIONS", {})  # this test's options only
+    scheme, host = s3_endpoint.split("://")
+    options = {"endpoint_override": host, "scheme": scheme, "access_key": "testing", "secret_key": "testing",
+               "region": "us-east-1"}
+    info = s3_info(case)
+    for datasets in info.values():
+        for meta in datasets.values():
+            meta["storage_options"] = options
+    local, _ = packs(case, absolute_dataset_info(case), tokenizer, special_tokens, 2)
+    remote, dataset = packs(case, info, tokenizer, special_tokens, 2)
+    for a, b in zip(local, remote):
+        assert a["batch_data_indexes"] == b["batch_data_indexes"]
+        assert a["padded_images"].equal(b["padded_images"])
+    assert set(dataset.storage_options) == {f"s3://{BUCKET}"}
+
+
+def test_bad_storage_options_name_the_key_not_the_secret(s3, golden_root, tokenizer, special_tokens, monkeypatch):
+    case, _, _ = load_case("packed_three_groups_flex")
+    monkeypatch.setattr(storage, "_OPTIONS", {})
+    info = s3_info(case)
+    info["t2i_pretrain"]["t2i"]["storage_options"] = {"secret_key": "hunter2", "no_such_option": 1}
+    with pytest.raises(ConfigError, match=r"dataset_info\.t2i_pretrain\.t2i\.storage_options") as error:
+        packs(case, info, tokenizer, special_tokens, 1)
+    assert "hunter2" not in str(error.value)
+    assert "no_such_option" in str(error.value)

@@ -98,6 +98,30 @@ def _meta(dataset_info: dict, group: str, name: str, key: str, base: str | None,
     return value
 
 
+_URI_KEYS = ("data_dir", "jsonl_path", "parquet_info_path")
+
+
+def _register_storage_options(dataset_info: dict, group: str, name: str) -> None:
+    """Give the buckets of one dataset's URIs the filesystem options of its entry."""
+    entry = dataset_info.get(group, {}).get(name, {})
+    options = entry.get("storage_options")
+    if options is None:
+        return
+    key = f"dataset_info.{group}.{name}.storage_options"
+    if not isinstance(options, Mapping):
+        raise ConfigError(key, type(options).__name__, "must be a mapping of filesystem options")
+    uris = [str(entry[k]) for k in _URI_KEYS if entry.get(k) is not None and storage.is_uri(str(entry[k]))]
+    if not uris:
+        raise ConfigError(key, sorted(options), "storage options apply to s3://, gs:// or hdfs:// paths; this entry has none")
+    for uri in uris:
+        try:
+            storage.register_options(uri, dict(options))
+        except storage.StorageOptionsError as exc:
+            # Only the option names are shown: the values may be secrets.
+            raise ConfigError(key, sorted(options), f"{exc}; see pyarrow.fs's S3FileSystem / GcsFileSystem / "
+                              "HadoopFileSystem for the accepted keyword arguments") from None
+
+
 def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | None) -> GroupSpec:
     """Check one group's config and gather what its family's constructor needs."""
     family = DATASET_REGISTRY.get(name)
@@ -124,6 +148,8 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
         raise ConfigError(f"{name}.num_used_data", num_used, f"give one positive int per dataset name ({len(names)})")
     if "image_transform_args" not in args:
         raise ConfigError(f"{name}.image_transform_args", None, "required: the image transform sizes")
+    for dataset in names:
+        _register_storage_options(dataset_info, name, dataset)
     kwargs: dict[str, Any] = {
         "num_used_data": list(num_used),
         "transform": ImageTransform(**_check_transform_args(name, "image_transform_args", args["image_transform_args"])),

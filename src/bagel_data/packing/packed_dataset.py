@@ -23,6 +23,7 @@ import torch
 
 from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
+from ..sources import storage
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder, PackingConfig, SpecialTokens
 from .elastic import apply_restart, is_elastic, merge_worker_states
@@ -58,6 +59,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
         self.data_seed = data_seed
         self.tokenizer = tokenizer
+        self.storage_options = storage.registered()  # travels to spawned workers with the dataset
         self._live: PackState | None = None  # the state of the running iteration
         self._resume: dict | None = None  # a checkpoint to continue from on the next iter()
         if config.interpolate_pos:
@@ -157,6 +159,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
 
     # -- the mixing loop -------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
+        storage.register_all(self.storage_options)
         state = self._start_state()
         self._live = state
         cfg = self.config

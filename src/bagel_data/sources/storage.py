@@ -13,26 +13,87 @@ def is_uri(path: str) -> bool:
     return "://" in path
 
 
+# Filesystem options per URI root (`scheme://bucket`), from dataset_info's `storage_options`.
+# Kept by value (sorted item tuples) so they can key the filesystem cache and travel to
+# DataLoader workers with the dataset (`registered` / `register_all`).
+_OPTIONS: dict[str, tuple] = {}
+_FILESYSTEMS = {"s3": pafs.S3FileSystem, "gs": pafs.GcsFileSystem, "gcs": pafs.GcsFileSystem}
+
+
+class StorageOptionsError(ValueError):
+    """Options that do not fit the filesystem, or that clash with options given before."""
+
+
+def _root(uri: str) -> str:
+    scheme, rest = uri.split("://", 1)
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
+def register_options(uri: str, options: dict) -> None:
+    """Use `options` (keyword arguments of pyarrow's S3FileSystem / GcsFileSystem /
+    HadoopFileSystem) for every path in the bucket (or HDFS host) of `uri`.
+
+    The filesystem is built at once, so a wrong option fails here, not inside a worker.
+    """
+    root = _root(uri)
+    frozen = tuple(sorted(options.items()))
+    if _OPTIONS.get(root, frozen) != frozen:
+        raise StorageOptionsError(f"{root} already has different storage options ({sorted(dict(_OPTIONS[root]))})")
+    try:
+        _filesystem_for(root, frozen, None)
+    except (TypeError, ValueError) as exc:
+        raise StorageOptionsError(str(exc)) from None
+    _OPTIONS[root] = frozen
+
+
+def registered() -> dict[str, tuple]:
+    return dict(_OPTIONS)
+
+
+def register_all(saved: dict[str, tuple]) -> None:
+    """Re-register options in a process that did not build the dataset (a spawned worker)."""
+    for root, frozen in saved.items():
+        _OPTIONS.setdefault(root, frozen)
+
+
 @functools.lru_cache(maxsize=32)
-def _filesystem_for(uri_root: str, endpoint: str | None) -> pafs.FileSystem:
-    # Credentials, region and endpoint come from the usual environment variables
-    # (AWS_ACCESS_KEY_ID, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS,
-    # HADOOP_HOME...), which pyarrow reads; the endpoint is part of the cache key so that a
-    # changed endpoint is not served by a stale client.
+def _filesystem_for(uri_root: str, options: tuple, endpoint: str | None) -> pafs.FileSystem:
+    # Without options, credentials, region and endpoint come from the usual environment
+    # variables (AWS_ACCESS_KEY_ID, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL,
+    # GOOGLE_APPLICATION_CREDENTIALS, HADOOP_HOME...), which pyarrow reads; the endpoint is
+    # part of the cache key so that a changed endpoint is not served by a stale client.
     del endpoint
-    filesystem, _ = pafs.FileSystem.from_uri(uri_root)
-    return filesystem
+    if not options:
+        filesystem, _ = pafs.FileSystem.from_uri(uri_root)
+        return filesystem
+    scheme, host = uri_root.split("://", 1)
+    if scheme == "hdfs":
+        name, _, port = host.partition(":")
+        return pafs.HadoopFileSystem(name, int(port or 8020), **dict(options))
+    if scheme not in _FILESYSTEMS:
+        raise ValueError(f"storage_options are supported for s3://, gs:// and hdfs:// URIs, not {scheme}://")
+    return _FILESYSTEMS[scheme](**dict(options))
 
 
 def resolve(path: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem holding `path` and the path inside it."""
     if not is_uri(path):
         return pafs.LocalFileSystem(), os.path.abspath(path)
-    scheme, rest = path.split("://", 1)
-    bucket = rest.split("/", 1)[0]
-    filesystem = _filesystem_for(f"{scheme}://{bucket}", os.environ.get("AWS_ENDPOINT_URL"))
-    _, inner = pafs.FileSystem.from_uri(path)
-    return filesystem, inner
+    root = _root(path)
+    filesystem = _filesystem_for(root, _OPTIONS.get(root, ()), os.environ.get("AWS_ENDPOINT_URL"))
+    return filesystem, _inner_path(path)
+
+
+def _inner_path(uri: str) -> str:
+    # Parsed here: FileSystem.from_uri would build an S3 client (and ask AWS for the
+    # bucket's region) just to split the string.
+    scheme, rest = uri.split("://", 1)
+    if scheme in _FILESYSTEMS:
+        return rest.split("?", 1)[0].rstrip("/")
+    if scheme == "hdfs":
+        return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+    _, inner = pafs.FileSystem.from_uri(uri)
+    return inner
 
 
 def open_input(path: str) -> BinaryIO:
