@@ -3,9 +3,10 @@ the current code on the same inputs in the same run.
 
 * `measure_fast_decode`: exact vs fast decode + transform, speed and pixel difference;
 * `simplejpeg_check`: whether the optional decoder gives Pillow's pixels, per JPEG mode;
-* `proposed_mask` / `PooledPad`: faster, bit-identical versions of two packing helpers
-  (`packing/layout.py`, `packing/pack.py`) that profiling flagged; they live here, not in
-  the library, until their owners adopt them (see `benchmarks/NOTES.md`).
+* `proposed_mask`: a faster, bit-identical version of the nested-mask helper
+  (`packing/layout.py`) that profiling flagged (see `benchmarks/NOTES.md`);
+* `fresh_zero_pad`: `padded_images` as it was before the buffer pool (a fresh
+  `torch.zeros` per pack), the same-run baseline for `packing/buffers.py`.
 """
 
 from __future__ import annotations
@@ -164,38 +165,14 @@ def proposed_mask(split_lens, attn_modes) -> torch.Tensor:
     return torch.from_numpy(mask)
 
 
-class PooledPad:
-    """`_pad_images` into a recycled buffer once nothing outside the pool uses it any more.
-
-    Fresh 100 MB buffers cost first-touch page faults on every pack; a small pool keeps the
-    pages mapped. A buffer is reused only when its storage's use count shows no view of it
-    is alive, and never once it has moved to shared memory (a DataLoader worker's sent batch).
-    """
-
-    def __init__(self, size: int = 3):
-        self.size, self.pool, self.calls, self.hits = size, [], 0, 0
-
-    @staticmethod
-    def _idle(buffer: torch.Tensor, numel: int) -> bool:
-        storage = buffer.untyped_storage()  # + this wrapper: 2 uses when idle
-        return buffer.numel() >= numel and not storage.is_shared() and torch._C._storage_Use_Count(storage._cdata) <= 2
-
-    def __call__(self, images: list[torch.Tensor]) -> torch.Tensor:
-        shape = (len(images), max(i.shape[0] for i in images), max(i.shape[1] for i in images),
-                 max(i.shape[2] for i in images))  # fmt: skip
-        numel = int(np.prod(shape))
-        self.calls += 1
-        buffer = next((b for b in self.pool if self._idle(b, numel)), None)
-        if buffer is None:
-            buffer = torch.empty(numel + numel // 4, dtype=torch.float32)
-            self.pool = [b for b in self.pool if b.untyped_storage().is_shared() is False][-(self.size - 1) :] + [buffer]
-        else:
-            self.hits += 1
-        padded = buffer[:numel].view(shape)
-        padded.zero_()
-        for index, image in enumerate(images):
-            padded[index, : image.shape[0], : image.shape[1], : image.shape[2]] = image
-        return padded
+def fresh_zero_pad(images: list[torch.Tensor], pool=None) -> torch.Tensor:
+    """`_pad_images` without the buffer pool or huge pages: a fresh zero-filled tensor."""
+    shape = (len(images), max(i.shape[0] for i in images), max(i.shape[1] for i in images),
+             max(i.shape[2] for i in images))  # fmt: skip
+    padded = torch.zeros(shape, dtype=torch.float32)
+    for index, image in enumerate(images):
+        padded[index, : image.shape[0], : image.shape[1], : image.shape[2]] = image
+    return padded
 
 
 def _best(fn, *args, rounds: int) -> float:
@@ -208,11 +185,10 @@ def _best(fn, *args, rounds: int) -> float:
     return best
 
 
-def measure_proposals(mask_calls: list, pad_shapes: list, rounds: int = 3) -> dict:
-    """Current vs proposed mask and padding helpers, alone, on the inputs the nested-mask run saw.
+def measure_proposals(mask_calls: list, rounds: int = 3) -> dict:
+    """Current vs proposed mask helper, alone, on the inputs the nested-mask run saw.
 
-    Alone means best case (a pool always hits, no memory pressure): `bench.py` also runs the
-    whole pipeline with them, which is the number that counts.
+    Alone means best case: `bench.py` also runs the whole nested-mask pipeline with it.
     """
     mask_current = mask_proposed = 0.0
     identical = True
@@ -221,17 +197,8 @@ def measure_proposals(mask_calls: list, pad_shapes: list, rounds: int = 3) -> di
                                  proposed_mask(split_lens, attn_modes))  # fmt: skip
         mask_current += _best(prepare_attention_mask_per_sample, split_lens, attn_modes, rounds=rounds)
         mask_proposed += _best(proposed_mask, split_lens, attn_modes, rounds=rounds)
-    pad_current = pad_proposed = 0.0
-    rng, pooled = torch.Generator().manual_seed(0), PooledPad()
-    for shapes in pad_shapes:
-        images = [torch.rand(shape, generator=rng) for shape in shapes]
-        identical &= torch.equal(_pad_images(images), pooled(images))
-        pad_current += _best(_pad_images, images, rounds=rounds)
-        pad_proposed += _best(pooled, images, rounds=rounds)
     return {
         "bit_identical": bool(identical),
         "mask_alone": {"calls": len(mask_calls), "current_seconds": mask_current, "proposed_seconds": mask_proposed,
                        "speedup": mask_current / max(mask_proposed, 1e-12)},
-        "pad_images_alone": {"calls": len(pad_shapes), "current_seconds": pad_current, "proposed_seconds": pad_proposed,
-                             "speedup": pad_current / max(pad_proposed, 1e-12)},
     }  # fmt: skip

@@ -124,7 +124,6 @@ class WorkRecorder:
         self.samples: dict[int, tuple[dict, list[tuple[int, int]]]] = {}
         self.mask_seconds: collections.Counter = collections.Counter()
         self.mask_calls: list[tuple[int, list, list]] = []  # (sample key, split_lens, attn_modes)
-        self.pad_shapes: list[list[tuple]] = []  # VAE image shapes of each padded batch
         self._image_ids: dict[int, tuple] = {}
         self._tensor_ids: dict[int, tuple] = {}
         self._current: int | None = None
@@ -217,13 +216,6 @@ class WorkRecorder:
 
         return mask
 
-    def _wrap_pad(self, fn):
-        def pad(images):
-            self.pad_shapes.append([tuple(image.shape) for image in images])
-            return fn(images)
-
-        return pad
-
     def __enter__(self):
         self._patcher = Patcher()
         for owner, name in DECODERS:
@@ -234,7 +226,6 @@ class WorkRecorder:
         self._patcher.wrap(SampleBuilder, "build", self._wrap_build)
         self._patcher.wrap(pack_module.PackBuilder, "add", self._wrap_add)
         self._patcher.wrap(pack_module, "prepare_attention_mask_per_sample", self._wrap_mask)
-        self._patcher.wrap(pack_module, "_pad_images", self._wrap_pad)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,11 +1,18 @@
-"""Large, zeroed, short-lived batch buffers, allocated so that first touch is cheap.
+"""Large, short-lived batch buffers (`padded_images`), allocated so that first touch is cheap.
 
-Every pack gets a fresh `padded_images` tensor of ~100 MB. glibc serves such sizes with a
-fresh `mmap`, so each pack pays one page fault per 4 KiB page on first write: about half of
-`to_batch` on the benchmark (see benchmarks/NOTES.md). Mapping the buffer ourselves and
-asking for transparent huge pages (`MADV_HUGEPAGE`, honoured when the kernel's THP mode is
-`madvise` or `always`) makes that one fault per 2 MiB. The kernel hands out zeroed pages, so
-no fill is needed. Nothing global changes: only this mapping is advised.
+Every pack needs a ~100 MB `padded_images`. A fresh allocation of that size is a fresh
+`mmap`, so each pack would pay one page fault per 4 KiB page on first write: about half of
+`to_batch` on the benchmark (benchmarks/NOTES.md). Two remedies, both without touching any
+global setting:
+
+* the buffer is an anonymous mapping advised `MADV_HUGEPAGE` (honoured when the kernel's
+  transparent-huge-page mode is `madvise` or `always`): one fault per 2 MiB, and the kernel
+  hands the pages out zeroed;
+* a `PadBufferPool` (one per iteration of a packed dataset) reuses a mapping once no tensor
+  uses it any more. The test is exact: `torch.frombuffer` keeps a reference to the mapping
+  for as long as any tensor, view or storage of it lives (and drops it when the storage
+  moves to shared memory on its way out of a DataLoader worker), so a mapping that only the
+  pool references is free.
 
 Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.zeros` is used.
 """
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import sys
 
 import torch
 
@@ -22,15 +30,57 @@ HUGE_PAGE_MIN_BYTES = 8 << 20
 _CAN_ADVISE = hasattr(mmap, "MADV_HUGEPAGE")
 
 
-def zeroed_float32(shape: tuple[int, ...]) -> torch.Tensor:
-    """A float32 tensor of zeros that owns its memory, backed by huge pages when large."""
-    nbytes = math.prod(shape) * 4
-    if not _CAN_ADVISE or nbytes < HUGE_PAGE_MIN_BYTES:
-        return torch.zeros(shape, dtype=torch.float32)
+def _huge_mapping(nbytes: int) -> mmap.mmap:
     mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
         mapping.madvise(mmap.MADV_HUGEPAGE)
     except OSError:  # THP disabled for this process: still correct, just 4 KiB pages
         pass
+    return mapping
+
+
+def _view(mapping: mmap.mmap, shape: tuple[int, ...]) -> torch.Tensor:
     # The tensor keeps the mapping alive; it is unmapped when the last view goes.
-    return torch.frombuffer(mapping, dtype=torch.float32).view(shape)
+    return torch.frombuffer(mapping, dtype=torch.float32, count=math.prod(shape)).view(shape)
+
+
+def zeroed_float32(shape: tuple[int, ...]) -> torch.Tensor:
+    """A float32 tensor of zeros that owns its memory, backed by huge pages when large."""
+    if not _CAN_ADVISE or math.prod(shape) * 4 < HUGE_PAGE_MIN_BYTES:
+        return torch.zeros(shape, dtype=torch.float32)
+    return _view(_huge_mapping(math.prod(shape) * 4), shape)
+
+
+class PadBufferPool:
+    """Up to `capacity` huge-page mappings, handed out again once nothing uses them.
+
+    Two by default: a training loop usually still holds the previous batch while the next
+    one is built. Resident memory is what packs have touched: at most `capacity` x the
+    largest pack's `padded_images`.
+    """
+
+    def __init__(self, capacity: int = 2):
+        self.capacity = capacity
+        self.mappings: list[mmap.mmap] = []
+
+    def _is_free(self, index: int) -> bool:
+        # Only the pool's list (and getrefcount's own argument) refer to a free mapping.
+        return sys.getrefcount(self.mappings[index]) == 2
+
+    def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
+        """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
+        nbytes = math.prod(shape) * 4
+        if not _CAN_ADVISE or nbytes < HUGE_PAGE_MIN_BYTES:
+            return torch.zeros(shape, dtype=torch.float32), True
+        free = [i for i in range(len(self.mappings)) if self._is_free(i)]
+        for index in free:
+            if len(self.mappings[index]) >= nbytes:
+                return _view(self.mappings[index], shape), False
+        # Twice the size asked for: packs vary, and untouched pages of a private anonymous
+        # mapping cost address space only, so a later, larger pack can still reuse it.
+        mapping = _huge_mapping(2 * nbytes)
+        if len(self.mappings) < self.capacity:
+            self.mappings.append(mapping)
+        elif free:  # a free mapping too small for this pack: keep the larger one instead
+            self.mappings[free[0]] = mapping
+        return _view(mapping, shape), True

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .buffers import zeroed_float32
+from .buffers import PadBufferPool, zeroed_float32
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
 
 
@@ -82,8 +82,10 @@ class PackBuilder:
         tokens: SpecialTokens,
         rng: np.random.Generator,
         position_ids: Callable,
+        pad_pool: PadBufferPool | None = None,
     ):
         self.config, self.tokens, self.rng, self.position_ids = config, tokens, rng, position_ids
+        self.pad_pool = pad_pool
         self.curr = 0
         self.sample_lens: list[int] = []
         self.split_lens: list[int] = []
@@ -242,7 +244,7 @@ class PackBuilder:
         else:
             batch["nested_attention_masks"] = self.nested_attention_masks
         if self.vae_images:
-            batch["padded_images"] = _pad_images(self.vae_images)
+            batch["padded_images"] = _pad_images(self.vae_images, self.pad_pool)
             batch["patchified_vae_latent_shapes"] = list(self.latent_shapes)
             batch["packed_latent_position_ids"] = torch.cat(self.latent_position_ids)
             batch["packed_vae_token_indexes"] = self.vae_indexes.tensor()
@@ -262,12 +264,18 @@ class PackBuilder:
         return batch
 
 
-def _pad_images(images: list[torch.Tensor]) -> torch.Tensor:
+def _pad_images(images: list[torch.Tensor], pool: PadBufferPool | None = None) -> torch.Tensor:
     """Stack images zero-padded (bottom/right) to the largest height and width."""
     channels = max(image.shape[0] for image in images)
     height = max(image.shape[1] for image in images)
     width = max(image.shape[2] for image in images)
-    padded = zeroed_float32((len(images), channels, height, width))
+    shape = (len(images), channels, height, width)
+    padded, zeroed = pool.float32(shape) if pool is not None else (zeroed_float32(shape), True)
     for index, image in enumerate(images):
-        padded[index, : image.shape[0], : image.shape[1], : image.shape[2]] = image
+        c, h, w = image.shape
+        padded[index, :c, :h, :w] = image
+        if not zeroed:  # a reused buffer: clear only what the image does not cover
+            padded[index, :c, :h, w:] = 0
+            padded[index, :c, h:, :] = 0
+            padded[index, c:] = 0
     return padded

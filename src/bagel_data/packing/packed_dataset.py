@@ -26,6 +26,7 @@ from ..sample import sample_length
 from ..sources import storage
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder, PackingConfig, SpecialTokens
+from .buffers import PadBufferPool
 from .elastic import apply_restart, is_elastic, merge_worker_states
 from .state import Buffered, PackState, ResumeError, Topology, check_compatible
 
@@ -174,8 +175,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
             state.cursors[group] = cursor
             return Buffered(group, cursor, sample)
 
+        pad_pool = PadBufferPool()  # this iteration's padded_images buffers, reused once freed
+
         def new_pack() -> PackBuilder:
-            return PackBuilder(cfg, self.special_tokens, state.rng, self.get_flattened_position_ids)
+            return PackBuilder(cfg, self.special_tokens, state.rng, self.get_flattened_position_ids, pad_pool)
 
         def emit(pack: PackBuilder) -> dict:
             state.packs += 1

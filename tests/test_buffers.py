@@ -1,0 +1,75 @@
+"""The padded_images buffers: reused only when nothing uses them, and always padded with zeros."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+from bagel_data.packing import buffers
+from bagel_data.packing.pack import _pad_images
+
+pytestmark = pytest.mark.skipif(not buffers._CAN_ADVISE, reason="huge-page mappings need Linux's MADV_HUGEPAGE")
+BIG = (4, 3, 512, 1024)  # 24 MiB: above HUGE_PAGE_MIN_BYTES
+
+
+def test_zeroed_float32_is_zeros_and_writable():
+    tensor = buffers.zeroed_float32(BIG)
+    assert tensor.shape == BIG and tensor.dtype == torch.float32
+    assert not tensor.any()
+    tensor[1, 2, 3, 4] = 5.0
+    assert tensor.sum().item() == 5.0
+
+
+def test_a_buffer_in_use_is_never_handed_out_again():
+    pool = buffers.PadBufferPool(capacity=2)
+    first, zeroed = pool.float32(BIG)
+    assert zeroed
+    view = first[1:2]  # a view alone keeps the memory in use
+    del first
+    gc.collect()
+    second, _ = pool.float32(BIG)
+    assert second.data_ptr() != view.data_ptr() - view.storage_offset() * 4
+    address = second.data_ptr()
+    del second
+    reused, zeroed = pool.float32(BIG)
+    assert reused.data_ptr() == address and not zeroed
+
+
+def test_a_buffer_moved_to_shared_memory_is_free_again():
+    pool = buffers.PadBufferPool(capacity=1)
+    batch, _ = pool.float32(BIG)
+    address = batch.data_ptr()
+    batch.share_memory_()  # what a DataLoader worker does when it sends the batch
+    assert batch.data_ptr() != address
+    again, zeroed = pool.float32(BIG)
+    assert again.data_ptr() == address and not zeroed
+    assert not batch.any(), "the shared copy must not change when the pool reuses the old memory"
+
+
+def test_a_larger_pack_fits_a_freed_buffer():
+    pool = buffers.PadBufferPool(capacity=1)
+    small, _ = pool.float32(BIG)
+    address = small.data_ptr()
+    del small
+    larger, zeroed = pool.float32((6, 3, 512, 1024))  # within the 2x head room
+    assert larger.data_ptr() == address and not zeroed
+
+
+def test_padding_from_a_dirty_buffer_equals_fresh_zero_padding():
+    rng = np.random.default_rng(0)
+    pool = buffers.PadBufferPool(capacity=1)
+    for _ in range(6):
+        dirty, _ = pool.float32((8, 3, 1024, 1024))
+        dirty.fill_(float("nan"))
+        del dirty
+        shapes = [(3, int(rng.integers(64, 1025)), int(rng.integers(64, 1025))) for _ in range(int(rng.integers(1, 9)))]
+        images = [torch.from_numpy(rng.random(shape, dtype=np.float32)) for shape in shapes]
+        expected = torch.zeros((len(images), 3, max(s[1] for s in shapes), max(s[2] for s in shapes)))
+        for index, image in enumerate(images):
+            expected[index, :, : image.shape[1], : image.shape[2]] = image
+        got = _pad_images(images, pool)
+        assert torch.equal(got, expected)
+        del got
