@@ -35,7 +35,7 @@ PACKING = dict(
     expected_num_tokens=150,
     max_num_tokens=165,
     max_num_tokens_per_sample=120,
-    prefer_buffer_before=70,
+    prefer_buffer_before=40,
     max_buffer_size=3,
     text_cond_dropout_prob=0.2,
     vit_cond_dropout_prob=0.2,
@@ -315,3 +315,15 @@ def test_plain_checkpoint_into_another_topology_points_to_the_elastic_path(elast
     other.load_state_dict(state)
     with pytest.raises(ResumeError, match="load_elastic_state"):
         next(iter(other))
+
+
+def test_an_inherited_row_that_no_longer_exists_is_a_clear_error(elastic_data, tokenizer, special_tokens, packed_rows):
+    states, _ = run_old(elastic_data, tokenizer, special_tokens, 2, 0, packed_rows)
+    dataset = build(elastic_data, tokenizer, special_tokens, 0, 1, 0)
+    merged = dataset.load_elastic_state(states)
+    group, plan = next((name, plan) for name, plan in merged["restart"]["groups"].items() if plan["inherited"])
+    unit, pass_index, *row = plan["inherited"][0]
+    plan["inherited"][0] = [unit, pass_index, *row[:-1], 999]  # a row past the end of its unit
+    dataset.load_state_dict(merged)
+    with pytest.raises(ResumeError, match=f"{group}: the buffered row"):
+        list(itertools.islice(iter(dataset), 5))

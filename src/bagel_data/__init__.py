@@ -13,7 +13,7 @@ from .datasets import (
     UnifiedEditIterableDataset,
     make_bagel_multimodal_dataset,
 )
-from .errors import BadSampleError, BagelDataError, ConfigError, SkipReason, TooManyFailuresError
+from .errors import BadSampleError, BagelDataError, ConfigError, ResumeError, SkipReason, TooManyFailuresError
 from .images import ImageTransform, pil_img2rgb
 from .loader import build_dataloader
 from .packing.layout import (
@@ -25,7 +25,6 @@ from .packing.layout import (
 )
 from .packing.pack import PackingConfig
 from .packing.packed_dataset import PackedDataset
-from .packing.state import ResumeError
 from .sharding import DistributedIterableDataset
 from .sources.parquet import get_parquet_data_paths
 from .tokenizer import QwenTokenizer, add_special_tokens, load_tokenizer

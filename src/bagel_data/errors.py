@@ -57,6 +57,10 @@ class SkipReason(str, enum.Enum):
     NO_ROOM_BESIDE_MANDATORY = "no_room_beside_mandatory_samples"
 
 
+class ResumeError(BagelDataError):
+    """A checkpoint that cannot be loaded into this pipeline."""
+
+
 class BadSampleError(BagelDataError):
     """Raised in strict mode on the first bad row, with where it lives."""
 

@@ -6,6 +6,10 @@ with `random.Random(seed)`, and gives each rank a contiguous slice; each worker 
 contiguous slice of its rank's list, reversed (the reference's order). Unlike the reference,
 a count that does not divide evenly gives the remainder to the first ranks/workers instead
 of dropping it; when it divides, the slices are the reference's.
+
+Iteration goes by *phases* of a work list: full passes over the worker's units, preceded
+after an elastic restart by the inherited samples and the old workers' remainder
+(`restart.py`). Families only read the rows of one unit (`_unit_samples`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .errors import ConfigError, SkipLog
+from .errors import ConfigError, ResumeError, SkipLog
 
 
 def split_evenly(count: int, parts: int, index: int) -> range:
@@ -224,8 +228,12 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
             refs = self.restart_plan.inherited_for(*shard.global_worker)
             for index in range(start[0] if start else 0, len(refs)):
                 sample = self._sample_at_row(shard, refs[index], [index], log)
-                if sample is not None:
-                    yield [index], sample
+                if sample is None:  # it was a good sample when the old worker buffered it
+                    raise ResumeError(
+                        f"{self.dataset_name}: the buffered row {refs[index]} (unit, pass, row) no longer gives "
+                        "a sample; the data changed since the checkpoint"
+                    )
+                yield [index], sample
             return
         work = self._work(shard, phase)
         first = start[0] if start else 0

@@ -13,14 +13,10 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import BagelDataError, SkipLog
+from ..errors import ResumeError, SkipLog
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
 STATE_VERSION = 2
-
-
-class ResumeError(BagelDataError):
-    """A checkpoint that cannot be loaded into this pipeline."""
 
 
 def check_compatible(saved: dict, data_seed: int, group_names: list[str]) -> None:
