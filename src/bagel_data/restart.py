@@ -2,8 +2,8 @@
 
 An exact resume needs the same topology, because a worker's cursor is a position in *its*
 share of the units. To change the topology, the checkpoints of all old workers are merged
-into one restart plan per group (`plan_elastic_restart`). Every new worker then reads, in
-order:
+into one restart plan per group (`packing/elastic.py`, called by
+`PackedDataset.load_elastic_state`). Every new worker then reads, in order:
 
 1. **inherited** (`INHERITED_PHASE`): its round-robin share of the samples the old workers
    held in their overflow buffers or carried to their next pack. They are drawn again
@@ -15,8 +15,10 @@ order:
    any old worker had begun, so no new pass repeats an old pass's random choices.
 
 Guarantee, per group: every row an old worker had not yet drawn in its pass in progress is
-drawn exactly once in phase 2, and every buffered or carried sample exactly once in phase 1,
-before any worker starts phase 3. Rows already drawn are not drawn again before phase 3.
+drawn exactly once in phase 2, and every buffered or carried sample exactly once in phase 1;
+each new worker reads its whole share of both before its own phase 3, so rows already drawn
+are not drawn again until then. Workers run independently, as in any run: a worker that
+finishes its (equal-sized) share early may start phase 3 while another is still in phase 2.
 The packer's generator starts afresh (per new rank and worker, and per restart), counters
 restart at zero and the old totals are kept under `history`. A plan is a few hundred bytes
 per old worker, and checkpoints taken after the restart carry it, so they resume exactly
@@ -179,7 +181,7 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
         cursor = state["cursors"][group]
         left, left_inherited, next_pass = worker_leftover(shard, plan, None if cursor is None else tuple(cursor))
         held = ([state["carry"]] if state["carry"] else []) + list(state["buffer"])
-        held_keys = [row_key_at(shard, plan, tuple(cursor)) for name, cursor in held if name == group]
+        held_keys = [row_key_at(shard, plan, tuple(where)) for name, where in held if name == group]
         segments += left
         inherited += list(left_inherited) + held_keys
         first_pass = max(first_pass, next_pass)
