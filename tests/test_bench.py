@@ -34,6 +34,8 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert 0 < pipeline["first_batch_seconds"] <= pipeline["seconds"]
     assert floor["images"] > 0 and floor["transform_calls"] >= floor["images"]
     assert 0 < floor["seconds"] and 0 < floor["efficiency"] < 5
+    assert 0 < floor["efficiency_without_pad_pool"] < 5  # the same-run baseline ran
+    assert saved["config"]["warm_memory"]["megabytes"] == 256 and saved["config"]["warm_memory"]["seconds"] > 0
     assert {"read", "decode", "resize", "tensorize", "tokenize", "pack", "to_batch", "collate", "other"} <= set(
         saved["stages"]
     )

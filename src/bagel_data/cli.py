@@ -181,11 +181,12 @@ def bench(
     out: Path = typer.Option(Path("benchmarks/results.json"), help="Where to write the results JSON."),
     batches: int = typer.Option(8, min=1, help="Packs per measured run."),
     quick: bool = typer.Option(False, help="Tiny sizes: a smoke test in about 15 s."),
+    warm_mb: int = typer.Option(None, help="MiB touched and freed before measuring (default 3072, 256 with --quick)."),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
     from .bench import run_benchmark
 
-    run_benchmark(root, out, batches=batches, quick=quick)
+    run_benchmark(root, out, batches=batches, quick=quick, warm_mb=warm_mb)
 
 
 def main() -> None:
