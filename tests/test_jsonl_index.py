@@ -1,0 +1,167 @@
+"""JsonlIndex builds the same arrays as the straightforward splitlines + sorted-tuples build."""
+
+from __future__ import annotations
+
+import random
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bagel_data.sources import jsonl
+from bagel_data.sources.jsonl import JsonlIndex
+
+
+def _canonical(line: bytes) -> bytes:
+    if line.endswith(b"\r\n"):
+        return line[:-2] + b"\n"
+    if line.endswith(b"\r"):
+        return line[:-1] + b"\n"
+    return line
+
+
+def reference(paths, image_dirs, num_used, shuffle_lines=False, shuffle_seed=0):
+    """The old build: every line as bytes, sorted as (canonical bytes, folder) tuples."""
+    keys, offsets, line_numbers, file_ids = [], [], [], []
+    for file_id, (path, image_dir, count) in enumerate(zip(paths, image_dirs, num_used)):
+        with open(path, "rb") as handle:
+            lines = handle.read().splitlines(keepends=True)
+        starts = [0]
+        for line in lines:
+            starts.append(starts[-1] + len(line))
+        order = list(range(len(lines)))
+        if shuffle_lines:
+            random.Random(shuffle_seed).shuffle(order)
+        for line_no in order[:count]:
+            keys.append((_canonical(lines[line_no]), image_dir))
+            offsets.append(starts[line_no])
+            line_numbers.append(line_no)
+            file_ids.append(file_id)
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return (
+        np.asarray(offsets, dtype=np.int64)[order],
+        np.asarray(line_numbers, dtype=np.int32)[order],
+        np.asarray(file_ids, dtype=np.int32)[order],
+        [(keys[i][0].decode("utf-8", "replace"), keys[i][1]) for i in order],
+    )
+
+
+def check(paths, image_dirs, num_used, shuffle_lines=False, shuffle_seed=0, texts=True):
+    index = JsonlIndex(paths, image_dirs, num_used, shuffle_lines, shuffle_seed)
+    offsets, line_numbers, file_ids, entries = reference(paths, image_dirs, num_used, shuffle_lines, shuffle_seed)
+    for got, want in ((index.offsets, offsets), (index.line_numbers, line_numbers), (index.file_ids, file_ids)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    if texts:
+        assert [index[i] for i in range(len(index))] == entries
+    close(index)
+    return index
+
+
+def close(index: JsonlIndex) -> None:
+    for handle in index._handles.values():
+        handle.close()
+    index._handles.clear()
+
+
+def write(tmp_path, name: str, data: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+CASES = {
+    "lf": b'{"a": 2}\n{"a": 1}\n{"a": 3}\n',
+    "crlf": b'{"a": 2}\r\n{"a": 1}\r\n{"a": 3}\r\n',
+    "cr": b'{"a": 2}\r{"a": 1}\r{"a": 3}\r',
+    "mixed": b'{"b": 1}\r\n{"a": 1}\r{"a": 1}\n{"c": 0}\r\r\n\n{"a": 1}\r\n',
+    "no_final_terminator": b'{"z": 1}\n{"a": 1}\n{"a": 1}',
+    "empty_lines": b"\n\n{}\n\r\n\r\n\r\r{}\n",
+    "duplicates": b"{}\n{}\r\n{}\r{}\n{}",
+    "utf8": '{"t": "é"}\n{"t": "zß"}\r\n{"t": "日本"}\n{"t": "e"}\n'.encode(),
+    "empty": b"",
+    "only_cr": b"\r",
+}
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_single_file_matches_reference(tmp_path, name, shuffle):
+    path = write(tmp_path, "data.jsonl", CASES[name])
+    for count in (0, 1, 2, 3, 100, -1):
+        check([path], ["images"], [count], shuffle, shuffle_seed=7)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64])
+def test_tiny_blocks_cut_lines_like_splitlines(tmp_path, block):
+    # Every terminator, including a "\r\n" split across two reads, lands on a block edge.
+    paths = [write(tmp_path, f"{name}.jsonl", data) for name, data in sorted(CASES.items())]
+    with mock.patch.object(jsonl, "_BLOCK", block):
+        for shuffle in (False, True):
+            check(paths, [f"dir{i % 3}" for i in range(len(paths))], [100] * len(paths), shuffle, 3)
+            check(paths, ["d"] * len(paths), [2] * len(paths), shuffle, 3)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_equal_lines_in_two_files_order_by_folder(tmp_path, shuffle):
+    first = write(tmp_path, "a.jsonl", b'{"x": 1}\n{"same": 1}\n{"same": 1}\r\n{"y": 2}\n')
+    second = write(tmp_path, "b.jsonl", b'{"same": 1}\n{"x": 1}\r\n{"w": 0}\n')
+    # The later file has the smaller folder: its copies of the shared lines come first.
+    index = check([first, second], ["zeta", "alpha"], [4, 3], shuffle, 1)
+    same = [i for i in range(len(index)) if index[i][0] == '{"same": 1}\n']
+    assert [index.image_dir(i) for i in same] == ["alpha", "zeta", "zeta"]
+    close(index)
+    check([first, second], ["alpha", "zeta"], [4, 3], shuffle, 1)
+    check([first, second], ["same", "same"], [4, 3], shuffle, 1)
+    check([first, second, first], ["b", "a", "a"], [3, 2, 4], shuffle, 5)
+
+
+def test_num_used_smaller_than_file(tmp_path):
+    lines = [f'{{"n": {i % 17}}}\n'.encode() for i in range(200)]
+    path = write(tmp_path, "data.jsonl", b"".join(lines))
+    other = write(tmp_path, "other.jsonl", b"".join(reversed(lines)))
+    for shuffle in (False, True):
+        for seed in (0, 1, 42):
+            check([path, other], ["p", "o"], [50, 120], shuffle, seed)
+
+
+def test_more_folders_than_files_and_missing_counts(tmp_path):
+    path = write(tmp_path, "data.jsonl", CASES["mixed"])
+    check([path], ["b", "a"], [10])
+    check([path, path], ["b", "a"], [10])
+    check([], [], [])
+
+
+def test_release_free_heap_skips_without_glibc():
+    jsonl._release_free_heap()
+    with mock.patch.object(jsonl.ctypes, "CDLL", side_effect=OSError("no libc.so.6")):
+        assert jsonl._libc_malloc_trim() is None
+    with mock.patch.object(jsonl.ctypes, "CDLL", return_value=object()):  # a libc without malloc_trim
+        assert jsonl._libc_malloc_trim() is None
+    with mock.patch.object(jsonl, "_MALLOC_TRIM", None):
+        jsonl._release_free_heap()
+
+
+ALPHABET = [b"{", b"}", b"a", b"\r", b"\n", b" ", "é".encode()]
+LINES = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(ALPHABET), max_size=6).map(b"".join),
+        st.sampled_from([b"\n", b"\r\n", b"\r", b""]),
+    ).map(b"".join),
+    max_size=12,
+).map(b"".join)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.tuples(LINES, st.sampled_from(["a", "b", "c"]), st.integers(-2, 14)), min_size=1, max_size=3),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 3),
+    block=st.sampled_from([1, 2, 3, 7, 1 << 20]),
+)
+def test_random_bytes_match_reference(tmp_path, files, shuffle, seed, block):
+    paths = [write(tmp_path, f"f{i}.jsonl", data) for i, (data, _, _) in enumerate(files)]
+    with mock.patch.object(jsonl, "_BLOCK", block):
+        check(paths, [folder for _, folder, _ in files], [count for _, _, count in files], shuffle, seed, texts=False)
