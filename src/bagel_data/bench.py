@@ -13,9 +13,6 @@ import gc
 import json
 import os
 import pickle
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,11 +22,10 @@ import yaml
 
 from . import bench_fast as fast
 from . import bench_floor as floor
+from . import bench_runs as running
 from .batch import collate_wrapper
-from .datasets import make_bagel_multimodal_dataset
 from .packing import pack as pack_module
 from .synthetic import DemoSizes, write_demo_dataset
-from .tokenizer import add_special_tokens, load_tokenizer
 
 PACKING = {
     "expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num_tokens_per_sample": 16384,
@@ -41,19 +37,6 @@ QUICK_PACKING = {**PACKING, "expected_num_tokens": 7680, "max_num_tokens": 8192,
 SECTIONS = ("config", "pipeline", "floor", "stages", "loader", "nested_mask", "proposals", "checkpoint", "jsonl_index",
             "fast_decode")
 _now = time.perf_counter
-
-
-def _tokenizer():
-    tok, special, _ = add_special_tokens(load_tokenizer(None))
-    tok.encode("warm up")  # builds the BPE tables once (about 1 s), outside every timing
-    return tok, special
-
-
-def _build(paths: dict, tok, special, packing: dict, num_workers: int = 1, **override):
-    return make_bagel_multimodal_dataset(
-        tokenizer=tok, special_tokens=special, grouped_datasets=paths["grouped"], dataset_info=paths["info"],
-        num_workers=num_workers, **{**packing, **override},
-    )  # fmt: skip
 
 
 def _run_packs(dataset, batches: int) -> dict:
@@ -81,149 +64,6 @@ def _plain(packs) -> list:
     return [[(w["dataset_name"], w["worker_id"], json.dumps(w["data_indexes"])) for w in pack] for pack in packs]
 
 
-# -- process memory ------------------------------------------------------------------------------
-def _status(pid: int) -> dict[str, int]:
-    """VmRSS, VmHWM, RssAnon of a process in bytes (empty if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return {}
-    fields = (line.split(":", 1) for line in lines)
-    return {k: int(v.split()[0]) * 1024 for k, v in fields if k in ("VmRSS", "VmHWM", "RssAnon")}
-
-
-def _reset_peak(pid: int | None = None) -> bool:
-    try:  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
-        with open(f"/proc/{pid or os.getpid()}/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as handle:
-                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-class RssSampler(threading.Thread):
-    """Samples the peak RSS of a process and of its children (DataLoader workers) every 50 ms."""
-
-    def __init__(self, pid: int):
-        super().__init__(daemon=True)
-        self.pid, self.peaks, self._stop_event = pid, {}, threading.Event()
-
-    def sample(self) -> None:
-        for pid in [self.pid, *_children(self.pid)]:
-            status = _status(pid)
-            if status:
-                old = self.peaks.get(pid, {})
-                self.peaks[pid] = {k: max(v, old.get(k, 0)) for k, v in status.items()}
-
-    def run(self) -> None:
-        while not self._stop_event.wait(0.05):
-            self.sample()
-
-    def stop(self) -> dict:
-        self._stop_event.set()
-        self.join()
-        self.sample()
-        def mb(peaks: dict) -> dict:
-            return {f"{k}_mb": round(v / 2**20, 1) for k, v in peaks.items()}
-
-        return {"main": mb(self.peaks.get(self.pid, {})),
-                "workers": [mb(v) for pid, v in sorted(self.peaks.items()) if pid != self.pid]}  # fmt: skip
-
-
-# -- children: fresh interpreters for the loader and the JSONL index -------------------------------
-def _child(kind: str, args: dict) -> dict:
-    code = "from bagel_data.bench import _child_main; _child_main()"
-    proc = subprocess.run([sys.executable, "-c", code, kind, json.dumps(args)], capture_output=True, text=True,
-                          timeout=900, check=False)  # fmt: skip
-    if proc.returncode:
-        raise RuntimeError(f"benchmark child {kind} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _child_main() -> None:
-    kind, args = sys.argv[1], json.loads(sys.argv[2])
-    print(json.dumps(_loader_child(**args) if kind == "loader" else _jsonl_child(**args)))
-
-
-def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dict:
-    from .loader import build_dataloader, worker_dataset_states
-
-    tok, special = _tokenizer()
-    dataset = _build(paths, tok, special, packing, num_workers=workers)
-    loader = build_dataloader(dataset, num_workers=workers)
-    _reset_peak()
-    sampler = RssSampler(os.getpid())
-    sampler.start()
-    tokens, first, start = 0, 0.0, _now()
-    iterator = iter(loader)
-    for index in range(batches):
-        batch = next(iterator)
-        first = _now() - start if index == 0 else first
-        tokens += batch.sequence_length
-        del batch
-    seconds = _now() - start
-    memory = sampler.stop()
-    states = worker_dataset_states(loader.state_dict())
-    del iterator
-    return {"workers": workers, "batches": batches, "tokens": tokens, "seconds": seconds,
-            "tokens_per_second": tokens / seconds, "first_batch_seconds": first, "peak_rss": memory,
-            "checkpoint_bytes": max(len(pickle.dumps(s)) for s in states)}  # fmt: skip
-
-
-def _jsonl_child(path: str, lines: int) -> dict:
-    from .sources.jsonl import JsonlIndex
-
-    gc.collect()
-    reset = _reset_peak()
-    before = _status(os.getpid())["VmRSS"]
-    start = _now()
-    index = JsonlIndex([path], [os.path.dirname(path)], [lines])
-    seconds = _now() - start
-    peak = _status(os.getpid())["VmHWM"]
-    gc.collect()
-    retained = _status(os.getpid())["VmRSS"] - before
-    try:  # hand freed heap pages back to the kernel, as a long-lived worker would want
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        trimmed = _status(os.getpid())["VmRSS"] - before
-    except (OSError, AttributeError):
-        trimmed = retained
-    held = index.offsets.nbytes + index.line_numbers.nbytes + index.file_ids.nbytes
-    return {"lines": len(index), "bytes_per_line": held / len(index), "build_seconds": seconds,
-            "retained_rss_bytes_per_line": retained / len(index),
-            "retained_after_malloc_trim_bytes_per_line": trimmed / len(index),
-            "pickled_bytes_per_line": len(pickle.dumps(index)) / len(index),
-            "peak_rss_delta_mb": (peak - before) / 2**20, "peak_reset_ok": reset,
-            "file_mb": os.path.getsize(path) / 2**20}  # fmt: skip
-
-
-def _write_jsonl(path: Path, lines: int) -> Path:
-    if path.exists() and sum(1 for _ in path.open("rb")) == lines:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    row = '{"id": "r%07d", "conversations": [{"from": "human", "value": "What is item %d?"}, {"from": "gpt", "value": "It is %d."}]}\n'
-    with path.open("w") as out:
-        for first in range(0, lines, 100_000):
-            out.write("".join(row % (i, i, i * 7919 % 100_003) for i in range(first, min(lines, first + 100_000))))
-    return path
-
-
-# -- the benchmark -----------------------------------------------------------------------------------
 def warm_memory(megabytes: int) -> dict:
     """Touch, then free, `megabytes` of memory before anything is measured.
 
@@ -265,7 +105,7 @@ def run_benchmark(root: Path, out_json: Path, *, batches: int, quick: bool = Fal
     loader: dict = {1: [], 2: []}  # (c) through the DataLoader, each run in a fresh interpreter
     for _ in range(min(repeats, 2)):
         for workers, runs in loader.items():
-            runs.append(_child("loader", {"paths": paths, "packing": packing, "workers": workers, "batches": batches}))
+            runs.append(running.run_child("loader", {"paths": paths, "packing": packing, "workers": workers, "batches": batches}))
     res["loader"] = {}
     for workers, runs in loader.items():
         run = max(runs, key=lambda r: r["tokens_per_second"])
@@ -273,8 +113,8 @@ def run_benchmark(root: Path, out_json: Path, *, batches: int, quick: bool = Fal
         run["relative_to_in_process"] = run["tokens_per_second"] / res["pipeline"]["tokens_per_second"]
         res["loader"][f"workers_{workers}"] = run
     lines = 10_000 if quick else 1_000_000
-    jsonl = _write_jsonl(root / "jsonl_index" / f"rows_{lines}.jsonl", lines)
-    res["jsonl_index"] = _child("jsonl", {"path": str(jsonl), "lines": lines})
+    jsonl = running.write_jsonl(root / "jsonl_index" / f"rows_{lines}.jsonl", lines)
+    res["jsonl_index"] = running.run_child("jsonl", {"path": str(jsonl), "lines": lines})
     res["total_seconds"] = _now() - started
     Path(out_json).parent.mkdir(parents=True, exist_ok=True)
     Path(out_json).write_text(json.dumps(res, indent=2, default=float))
@@ -283,12 +123,12 @@ def run_benchmark(root: Path, out_json: Path, *, batches: int, quick: bool = Fal
 
 
 def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: bool) -> dict:
-    tok, special = _tokenizer()
+    tok, special = running.load_tokenizer_once()
     res: dict = {}
     # (b) one cold pack (first-use costs), one profiled + recorded run, then plain runs
     # interleaved with (a) the floor: the same images decoded + transformed alone.
-    cold = _run_packs(_build(paths, tok, special, packing), 1)["first_batch_seconds"]
-    dataset = _build(paths, tok, special, packing)
+    cold = _run_packs(running.build(paths, tok, special, packing), 1)["first_batch_seconds"]
+    dataset = running.build(paths, tok, special, packing)
     with floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
         profiled = _run_packs(dataset, batches)
     res["checkpoint"] = {"bytes": len(pickle.dumps(dataset.state_dict()))}
@@ -298,13 +138,13 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
     runs, floors, no_pool, fast_runs = [], [], [], []
     for _ in range(repeats):
         gc.collect()
-        _reset_peak()
-        runs.append(_run_packs(_build(paths, tok, special, packing), batches))
-        res.setdefault("process_peak_rss_mb", _status(os.getpid()).get("VmHWM", 0) / 2**20)
+        running.reset_peak()
+        runs.append(_run_packs(running.build(paths, tok, special, packing), batches))
+        res.setdefault("process_peak_rss_mb", running.process_status(os.getpid()).get("VmHWM", 0) / 2**20)
         floors.append(floor.replay_floor(recorder, work))
         with _without_pad_pool():  # baseline: padded_images as before packing/buffers.py
-            no_pool.append(_run_packs(_build(paths, tok, special, packing), batches)["seconds"])
-        fast_runs.append(_run_packs(_build(fast_paths, tok, special, packing), batches))  # fast_decode: true
+            no_pool.append(_run_packs(running.build(paths, tok, special, packing), batches)["seconds"])
+        fast_runs.append(_run_packs(running.build(fast_paths, tok, special, packing), batches))  # fast_decode: true
     best = min(runs, key=lambda r: r["seconds"])
     res["pipeline"] = {k: v for k, v in best.items() if k != "packs"}
     res["pipeline"].update(deterministic=all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in runs),
@@ -344,7 +184,7 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
         for name, runs in nested.items():
             helpers = _proposed_helpers() if name == "proposed" else floor.Patcher()
             with helpers, floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
-                run = _run_packs(_build(paths, tok, special, packing, use_flex=False), batches)
+                run = _run_packs(running.build(paths, tok, special, packing, use_flex=False), batches)
             runs.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))
             if name == "current" and warm_rebuild is None:
                 warm_rebuild = floor.mask_report([recorder.warm_mask_rows(run["packs"], rounds=repeats)])
