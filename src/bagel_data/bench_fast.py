@@ -24,7 +24,6 @@ from .bench_floor import Patcher
 from .fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
 from .images import ImageTransform, decode_image
 from .packing.layout import prepare_attention_mask_per_sample
-from .packing.pack import _pad_images
 from .synthetic import encode_image, photo_like_image
 
 _now = time.perf_counter

@@ -119,7 +119,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         size or worker count; returns the merged checkpoint (the same on every new rank).
 
         Call it before building the loader, with the dataset states of every old worker
-        (`loader.worker_dataset_states` of each rank's loader state). See docs/elastic.md.
+        (`bagel_data.loader.worker_dataset_states` of each rank's loader state); see
+        docs/elastic.md.
         """
         merged = merge_worker_states(self, worker_states)
         apply_restart(self, merged["restart"])  # checks the units now, not in a worker
