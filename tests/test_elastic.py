@@ -303,7 +303,7 @@ def test_incomplete_or_mixed_checkpoints_are_refused(elastic_data, tokenizer, sp
         data_seed=11,
         **PACKING,
     )
-    with pytest.raises(ResumeError, match="vlm_sft: the restart plan covers 30 units, the dataset has 20"):
+    with pytest.raises(ResumeError, match="vlm_sft: the checkpoint was taken with 30 units, the dataset now has 20"):
         smaller.load_state_dict(merged)
         next(iter(smaller))
 

@@ -255,3 +255,21 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
 def test_too_few_units_for_the_workers_is_a_construction_error(dataset_info, tokenizer, special_tokens):
     with pytest.raises(ConfigError, match="at least"):
         make(dataset_info, tokenizer, special_tokens, 5)
+
+
+def test_checkpoint_of_other_data_is_a_clear_error(dataset_info, tokenizer, special_tokens):
+    dataset = make(dataset_info, tokenizer, special_tokens, 0)
+    next(iter(dataset))
+    state = dataset.state_dict()
+    fewer = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets=dict(GROUPS, vlm_sft=dict(GROUPS["vlm_sft"], num_used_data=[5])),
+        dataset_info=dataset_info,
+        num_workers=1,
+        data_seed=7,
+        **PACKING,
+    )
+    fewer.load_state_dict(state)
+    with pytest.raises(ResumeError, match="vlm_sft: the checkpoint was taken with .* units, the dataset now has"):
+        next(iter(fewer))

@@ -97,7 +97,11 @@ class PackedDataset(torch.utils.data.IterableDataset):
         # Without a checkpoint, each group starts where the reference's data_status says.
         cursors = [dataset.resume_cursor(topology.worker_id) for dataset in self.grouped_datasets]
         rng = np.random.default_rng(np.random.SeedSequence(key))
-        return PackState(topology, self.data_seed, rng, cursors, collections.deque(), logs)
+        return PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
+
+    def group_unit_counts(self) -> list[int]:
+        """How many units (files, row groups or lines) each group shards."""
+        return [len(getattr(dataset, "epoch_units", ())) for dataset in self.grouped_datasets]
 
     def state_dict(self) -> dict:
         """Checkpoint of this worker's stream (torchdata's Stateful protocol)."""
@@ -138,7 +142,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             state.restore(saved, self.group_names)
             apply_restart(self, state.restart)
             return state
-        check_compatible(saved, self.data_seed, self.group_names)
+        check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts())
         apply_restart(self, saved["restart"])
         state = self._fresh_state(saved["restart"]["generation"])
         state.cursors = [None] * len(self.group_names)  # each group starts with its inherited samples

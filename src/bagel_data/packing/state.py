@@ -19,15 +19,22 @@ from ..errors import ResumeError, SkipLog
 STATE_VERSION = 2
 
 
-def check_compatible(saved: dict, data_seed: int, group_names: list[str]) -> None:
-    """Raise ResumeError unless `saved` was made by this library for the same data and groups."""
+def check_compatible(saved: dict, data_seed: int, group_names: list[str], units: list[int]) -> None:
+    """Raise ResumeError unless `saved` was made by this library for the same data and groups
+    (`units`: how many units each group has now)."""
     if saved.get("version") != STATE_VERSION:
         raise ResumeError(f"checkpoint format version {saved.get('version')!r}; this library reads {STATE_VERSION}")
     if saved["data_seed"] != data_seed:
         raise ResumeError(f"checkpoint data_seed={saved['data_seed']}, this pipeline's is {data_seed}")
-    saved_groups = sorted(saved["cursors"] if "cursors" in saved else saved["restart"]["groups"])
+    saved_groups = sorted(saved["units"])
     if saved_groups != sorted(group_names):
         raise ResumeError(f"checkpoint groups {saved_groups} differ from {sorted(group_names)}")
+    for name, count in zip(group_names, units):
+        if saved["units"][name] != count:
+            raise ResumeError(
+                f"{name}: the checkpoint was taken with {saved['units'][name]} units, the dataset now has {count}; "
+                "resume with the same data, num_used_data and data_seed"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +60,7 @@ class PackState:
 
     topology: Topology
     data_seed: int
+    units: list[int]  # units per group: a checkpoint only fits the same data
     rng: np.random.Generator
     cursors: list[tuple | None]
     buffer: collections.deque
@@ -69,6 +77,7 @@ class PackState:
             "version": STATE_VERSION,
             "topology": dataclasses.asdict(self.topology),
             "data_seed": self.data_seed,
+            "units": dict(zip(group_names, self.units)),
             "rng": self.rng.bit_generator.state,
             "cursors": {name: _plain(cursor) for name, cursor in zip(group_names, self.cursors)},
             "buffer": [[group_names[item.group], _plain(item.cursor)] for item in self.buffer],
@@ -83,7 +92,7 @@ class PackState:
 
     def restore(self, saved: dict, group_names: list[str]) -> None:
         """Load a checkpoint made by `to_dict`, after checking it belongs to this pipeline."""
-        check_compatible(saved, self.data_seed, group_names)
+        check_compatible(saved, self.data_seed, group_names, self.units)
         saved_topology = Topology(**saved["topology"])
         if saved_topology != self.topology:
             raise ResumeError(
