@@ -55,3 +55,10 @@ def test_ranks_under_torchrun(config, tmp_path, world_size):
     # The collective listing gives every rank the same, complete list.
     assert all(r["parquet_paths"] == records[0]["parquet_paths"] for r in records)
     assert len(records[0]["parquet_paths"]) == 3 * world_size
+    # Every rank gathered every rank's checkpoint; that set restarts on another world size.
+    for record in records:
+        assert [s["topology"]["rank"] for s in record["gathered_states"]] == list(range(world_size))
+    other = 3 if world_size == 2 else 2
+    merged = build(config, local_rank=0, world_size=other).load_elastic_state(records[0]["gathered_states"])
+    assert merged["from_topology"] == {"world_size": world_size, "num_workers": 0}
+

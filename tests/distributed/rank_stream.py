@@ -13,7 +13,13 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from bagel_data import add_special_tokens, get_parquet_data_paths, load_tokenizer, make_bagel_multimodal_dataset
+from bagel_data import (
+    add_special_tokens,
+    get_parquet_data_paths,
+    load_tokenizer,
+    make_bagel_multimodal_dataset,
+)
+from bagel_data.distributed import gather_worker_states
 
 
 def describe(dataset, count: int) -> dict:
@@ -58,6 +64,7 @@ def main() -> None:
     record["rank"], record["world_size"] = rank, world
     t2i_dir = config["dataset_info"]["t2i_pretrain"]["t2i"]["data_dir"]
     record["parquet_paths"] = get_parquet_data_paths([t2i_dir] * world, [3] * world, rank=rank, world_size=world)
+    record["gathered_states"] = gather_worker_states([dataset.state_dict()])
     (out / f"rank{rank}.json").write_text(json.dumps(record))
     dist.barrier()
     dist.destroy_process_group()
