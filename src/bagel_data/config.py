@@ -93,7 +93,11 @@ def _meta(dataset_info: dict, group: str, name: str, key: str, base: str | None,
             raise ConfigError(f"dataset_info.{group}.{name}.{key}", None, f"add the {key} of dataset {name!r}")
         return None
     value = _resolve(str(value), base)
-    if not storage.exists(value):
+    try:
+        found = storage.exists(value)
+    except storage.StorageOptionsError as exc:  # a scheme no filesystem handles
+        raise ConfigError(f"dataset_info.{group}.{name}.{key}", value, str(exc)) from None
+    if not found:
         raise ConfigError(f"dataset_info.{group}.{name}.{key}", value, "this path does not exist")
     return value
 

@@ -1,4 +1,9 @@
-"""Open and list files on local disk or any filesystem `pyarrow.fs` understands by URI."""
+"""Open and list files on local disk or any filesystem `pyarrow.fs` understands by URI.
+
+`s3://`, `gs://` and `hdfs://` go through pyarrow's own filesystems; any other scheme that
+fsspec knows (`memory://`, `http(s)://`, `az://`, ... with the matching fsspec package
+installed) through fsspec, wrapped as a pyarrow filesystem.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ def is_uri(path: str) -> bool:
 # DataLoader workers with the dataset (`registered` / `register_all`).
 _OPTIONS: dict[str, tuple] = {}
 _FILESYSTEMS = {"s3": pafs.S3FileSystem, "gs": pafs.GcsFileSystem, "gcs": pafs.GcsFileSystem}
+_PYARROW_SCHEMES = {*_FILESYSTEMS, "hdfs", "viewfs", "file"}
 
 
 class StorageOptionsError(ValueError):
@@ -31,7 +37,8 @@ def _root(uri: str) -> str:
 
 def register_options(uri: str, options: dict) -> None:
     """Use `options` (keyword arguments of pyarrow's S3FileSystem / GcsFileSystem /
-    HadoopFileSystem) for every path in the bucket (or HDFS host) of `uri`.
+    HadoopFileSystem, or of the fsspec filesystem for other schemes) for every path in the
+    bucket (or host) of `uri`.
 
     The filesystem is built at once, so a wrong option fails here, not inside a worker.
     """
@@ -63,16 +70,26 @@ def _filesystem_for(uri_root: str, options: tuple, endpoint: str | None) -> pafs
     # GOOGLE_APPLICATION_CREDENTIALS, HADOOP_HOME...), which pyarrow reads; the endpoint is
     # part of the cache key so that a changed endpoint is not served by a stale client.
     del endpoint
+    scheme, host = uri_root.split("://", 1)
+    if scheme not in _PYARROW_SCHEMES:
+        return pafs.PyFileSystem(pafs.FSSpecHandler(_fsspec_url(uri_root, options)[0]))
     if not options:
         filesystem, _ = pafs.FileSystem.from_uri(uri_root)
         return filesystem
-    scheme, host = uri_root.split("://", 1)
     if scheme == "hdfs":
         name, _, port = host.partition(":")
         return pafs.HadoopFileSystem(name, int(port or 8020), **dict(options))
-    if scheme not in _FILESYSTEMS:
-        raise ValueError(f"storage_options are supported for s3://, gs:// and hdfs:// URIs, not {scheme}://")
     return _FILESYSTEMS[scheme](**dict(options))
+
+
+def _fsspec_url(uri: str, options: tuple):
+    """(fsspec filesystem, path inside it) for a scheme pyarrow has no filesystem for."""
+    import fsspec  # a dependency of torch
+
+    try:
+        return fsspec.core.url_to_fs(uri, **dict(options))
+    except (ValueError, ImportError) as exc:  # unknown protocol, or its package is missing
+        raise StorageOptionsError(f"no filesystem for {uri}: neither pyarrow nor fsspec can open it ({exc})") from None
 
 
 def resolve(path: str) -> tuple[pafs.FileSystem, str]:
@@ -92,6 +109,8 @@ def _inner_path(uri: str) -> str:
         return rest.split("?", 1)[0].rstrip("/")
     if scheme == "hdfs":
         return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+    if scheme not in _PYARROW_SCHEMES:
+        return _fsspec_url(uri, _OPTIONS.get(_root(uri), ()))[1]
     _, inner = pafs.FileSystem.from_uri(uri)
     return inner
 
