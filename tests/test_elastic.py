@@ -201,13 +201,18 @@ def run_new(data, tokenizer, special_tokens, states, world_size: int, num_worker
 
 
 @pytest.mark.parametrize(
-    "old, new",
-    [((2, 0), (3, 0)), ((3, 0), (2, 0)), ((1, 2), (1, 1)), ((2, 2), (3, 1))],
+    "old, new, passes_differ",
+    [((2, 0), (3, 0), False), ((3, 0), (2, 0), True), ((1, 2), (1, 1), True), ((2, 2), (3, 1), True)],
     ids=["W2to3", "W3to2", "K2to1", "W2K2toW3K1"],
 )
-def test_every_unread_row_and_buffered_sample_is_packed_once(elastic_data, tokenizer, special_tokens, packed_rows, old, new):
+def test_every_unread_row_and_buffered_sample_is_packed_once(
+    elastic_data, tokenizer, special_tokens, packed_rows, old, new, passes_differ
+):
     states, packed_before = run_old(elastic_data, tokenizer, special_tokens, *old, packed_rows)
     assert any(state["buffer"] or state["carry"] for state in states), "no old worker held a sample"
+    # Workers with fewer units wrap sooner: old workers in different passes are covered too.
+    passes = {cursor[0] for state in states for cursor in state["cursors"].values() if cursor}
+    assert (len(passes) > 1) == passes_differ
     expected = collections.Counter()
     for state in states:
         expected += leftover_rows(elastic_data, tokenizer, special_tokens, state)
