@@ -43,7 +43,7 @@ def test_quick_benchmark_writes_every_section(tmp_path):
 
     for workers in (1, 2):
         run = saved["loader"][f"workers_{workers}"]
-        assert run["workers"] == workers and run["tokens"] > 0
+        assert run["workers"] == workers and run["tokens"] > 0 and run["samples_per_second"] > 0
         assert run["peak_rss"]["main"]["VmHWM_mb"] > 0
         assert len(run["peak_rss"]["workers"]) >= workers
         assert all(w["VmHWM_mb"] > 0 for w in run["peak_rss"]["workers"])

@@ -246,7 +246,8 @@ def print_report(res: dict) -> None:
         workers = [w.get("VmHWM_mb", 0) for w in run["peak_rss"]["workers"]]
         main = run["peak_rss"]["main"].get("VmHWM_mb", 0)
         rows.append((f"DataLoader, {run['workers']} worker(s)",
-                     (f"{run['tokens_per_second']:,.0f} tok/s (x{run['relative_to_in_process']:.2f} of 1 process), "
+                     (f"{run['tokens_per_second']:,.0f} tok/s, {run['samples_per_second']:.1f} samples/s "
+                      f"(x{run['relative_to_in_process']:.2f} of 1 process), "
                       f"first batch {run['first_batch_seconds']:.2f} s, peak RSS main {main:.0f} MB, workers {workers} MB")))
     for label, n in (("", nest), (", proposed helpers", nest["with_proposed_helpers"])):
         m = n["by_group"]["all"]

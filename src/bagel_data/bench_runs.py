@@ -124,19 +124,21 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
     reset_peak()
     sampler = RssSampler(os.getpid())
     sampler.start()
-    tokens, first, start = 0, 0.0, _now()
+    tokens, samples, first, start = 0, 0, 0.0, _now()
     iterator = iter(loader)
     for index in range(batches):
         batch = next(iterator)
         first = _now() - start if index == 0 else first
         tokens += batch.sequence_length
+        samples += len(batch.batch_data_indexes)
         del batch
     seconds = _now() - start
     memory = sampler.stop()
     states = worker_dataset_states(loader.state_dict())
     del iterator
-    return {"workers": workers, "batches": batches, "tokens": tokens, "seconds": seconds,
-            "tokens_per_second": tokens / seconds, "first_batch_seconds": first, "peak_rss": memory,
+    return {"workers": workers, "batches": batches, "tokens": tokens, "samples": samples, "seconds": seconds,
+            "tokens_per_second": tokens / seconds, "samples_per_second": samples / seconds,
+            "first_batch_seconds": first, "peak_rss": memory,
             "checkpoint_bytes": max(len(pickle.dumps(s)) for s in states)}  # fmt: skip
 
 
