@@ -73,3 +73,14 @@ def test_padding_from_a_dirty_buffer_equals_fresh_zero_padding():
         got = _pad_images(images, pool)
         assert torch.equal(got, expected)
         del got
+
+
+def test_when_every_buffer_is_in_use_a_new_one_is_lent_and_not_kept():
+    pool = buffers.PadBufferPool(capacity=2)
+    live = [pool.float32(BIG)[0] for _ in range(3)]
+    assert len({tensor.data_ptr() for tensor in live}) == 3
+    assert len(pool.mappings) == 2
+    kept = {live[0].data_ptr(), live[1].data_ptr()}
+    del live
+    again = [pool.float32(BIG)[0] for _ in range(2)]
+    assert {tensor.data_ptr() for tensor in again} == kept

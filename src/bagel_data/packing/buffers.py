@@ -62,10 +62,10 @@ class PadBufferPool:
     def __init__(self, capacity: int = 2):
         self.capacity = capacity
         self.mappings: list[mmap.mmap] = []
+        self._idle_counts: list[int] = []  # each mapping's reference count when nothing uses it
 
     def _is_free(self, index: int) -> bool:
-        # Only the pool's list (and getrefcount's own argument) refer to a free mapping.
-        return sys.getrefcount(self.mappings[index]) == 2
+        return sys.getrefcount(self.mappings[index]) == self._idle_counts[index]
 
     def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
         """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
@@ -76,11 +76,17 @@ class PadBufferPool:
         for index in free:
             if len(self.mappings[index]) >= nbytes:
                 return _view(self.mappings[index], shape), False
+        if len(self.mappings) < self.capacity:
+            self.mappings.append(None)
+            self._idle_counts.append(0)
+            index = len(self.mappings) - 1
+        elif free:  # a free mapping too small for this pack: keep a larger one instead
+            index = free[0]
+        else:  # every pooled mapping is in use: this one is not pooled
+            return _view(_huge_mapping(2 * nbytes), shape), True
         # Twice the size asked for: packs vary, and untouched pages of a private anonymous
         # mapping cost address space only, so a later, larger pack can still reuse it.
-        mapping = _huge_mapping(2 * nbytes)
-        if len(self.mappings) < self.capacity:
-            self.mappings.append(mapping)
-        elif free:  # a free mapping too small for this pack: keep the larger one instead
-            self.mappings[free[0]] = mapping
-        return _view(mapping, shape), True
+        self.mappings[index] = _huge_mapping(2 * nbytes)
+        # Measured, not assumed, while only the list refers to it: what "free" looks like.
+        self._idle_counts[index] = sys.getrefcount(self.mappings[index])
+        return _view(self.mappings[index], shape), True
