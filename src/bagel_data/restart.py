@@ -84,7 +84,6 @@ class RemainderWork:
 class GroupRestart:
     """One group's restart plan: what every new worker reads before its full passes."""
 
-    num_units: int
     first_pass: int
     segments: tuple[Segment, ...]
     inherited: tuple[tuple[int, ...], ...]
@@ -99,7 +98,6 @@ class GroupRestart:
 
     def to_dict(self) -> dict:
         return {
-            "num_units": self.num_units,
             "first_pass": self.first_pass,
             "segments": [[s.first, s.count, s.step, s.pass_index, list(s.start)] for s in self.segments],
             "inherited": [list(key) for key in self.inherited],
@@ -109,7 +107,7 @@ class GroupRestart:
     def from_dict(cls, saved: dict) -> GroupRestart:
         segments = tuple(Segment(a, b, c, d, tuple(e)) for a, b, c, d, e in saved["segments"])
         inherited = tuple(tuple(key) for key in saved["inherited"])
-        return cls(saved["num_units"], saved["first_pass"], segments, inherited)
+        return cls(saved["first_pass"], segments, inherited)
 
 
 def _after(row: list[int]) -> tuple:
@@ -117,15 +115,17 @@ def _after(row: list[int]) -> tuple:
 
 
 def _pass_segments(unit_ids, from_index: int, pass_index: int, row_start: tuple) -> list[Segment]:
-    """The rest of a full pass over `unit_ids` from item `from_index`, as segments."""
-    ids = [int(unit) for unit in unit_ids[from_index:]]
-    if not ids:
+    """The rest of a full pass over a worker's `unit_ids` (consecutive ids, up or down, as
+    `shard_unit_ids` makes them) from item `from_index`, as segments."""
+    count = len(unit_ids) - from_index
+    if count <= 0:
         return []
-    step = -1 if len(ids) > 1 and ids[1] < ids[0] else 1
+    first = int(unit_ids[from_index])
+    step = -1 if count > 1 and int(unit_ids[from_index + 1]) < first else 1
     if not row_start:
-        return [Segment(ids[0], len(ids), step, pass_index)]
-    head = [Segment(ids[0], 1, step, pass_index, row_start)]
-    return head + ([Segment(ids[1], len(ids) - 1, step, pass_index)] if len(ids) > 1 else [])
+        return [Segment(first, count, step, pass_index)]
+    head = [Segment(first, 1, step, pass_index, row_start)]
+    return head + ([Segment(first + step, count - 1, step, pass_index)] if count > 1 else [])
 
 
 def worker_leftover(shard: WorkerShard, plan: GroupRestart | None, cursor) -> tuple[list, list, int]:
@@ -174,8 +174,6 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
     segments, inherited, first_pass = [], [], 0
     for state, plan in zip(states, old_plans):
         top = state["topology"]
-        if plan is not None and plan.num_units != num_units:
-            raise ValueError(f"{group}: the checkpoint planned {plan.num_units} units, the dataset has {num_units}")
         ids = shard_unit_ids(num_units, top["rank"], top["world_size"], top["worker_id"], top["num_workers"])
         shard = WorkerShard(top["rank"], top["world_size"], top["worker_id"], top["num_workers"], ids)
         cursor = state["cursors"][group]
@@ -185,4 +183,4 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
         segments += left
         inherited += list(left_inherited) + held_keys
         first_pass = max(first_pass, next_pass)
-    return GroupRestart(num_units, first_pass, tuple(segments), tuple(tuple(key) for key in inherited))
+    return GroupRestart(first_pass, tuple(segments), tuple(tuple(key) for key in inherited))

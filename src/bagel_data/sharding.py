@@ -211,9 +211,6 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     # restart, INHERITED_PHASE / REMAINDER_PHASE first), the position is
     # `(item index, *row within the unit)` within that phase's work list.
 
-    def _work(self, shard: WorkerShard, phase: int):
-        return phase_work(shard, self.restart_plan, phase)
-
     def _first_phase(self) -> int:
         return INHERITED_PHASE if self.restart_plan is not None else 0
 
@@ -235,7 +232,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
                     )
                 yield [index], sample
             return
-        work = self._work(shard, phase)
+        work = phase_work(shard, self.restart_plan, phase)
         first = start[0] if start else 0
         for index in range(first, len(work)):
             unit_id, pass_index, row_start = work.item(index)

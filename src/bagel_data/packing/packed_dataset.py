@@ -126,10 +126,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         (`bagel_data.loader.worker_dataset_states` of each rank's loader state); see
         docs/elastic.md.
         """
-        merged = merge_worker_states(self, worker_states)
-        apply_restart(self, merged["restart"])  # checks the units now, not in a worker
-        self._resume = merged
-        return merged
+        self._resume = merge_worker_states(self, worker_states)  # checked here, not in a worker
+        return self._resume
 
     def _start_state(self) -> PackState:
         """The state the next iteration starts from: fresh, a checkpoint, or a restart plan."""
