@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data._utils import worker as worker_module
+
+from bagel_data import make_bagel_multimodal_dataset
 
 GOLDEN_CASES = Path(__file__).resolve().parents[2] / "shared" / "golden" / "cases"
 
@@ -94,3 +97,17 @@ def check_tensor(field: str, got: torch.Tensor, summary: dict, reference: np.nda
         assert worst <= 1e-6, f"{field}: max |a - b| = {worst}"
     else:
         np.testing.assert_array_equal(got.numpy(), reference, err_msg=field)
+
+
+def first_packs(case, info, tokenizer, special_tokens, count):
+    """(the first `count` packs, the dataset) of a case's packed config over `info`."""
+    dataset = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets=case["grouped_datasets"],
+        dataset_info=info,
+        num_workers=1,
+        data_seed=case["data_seed"],
+        **case["packing"],
+    )
+    return list(itertools.islice(iter(dataset), count)), dataset

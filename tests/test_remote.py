@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 
 import pytest
 
-from bagel_data import ConfigError, make_bagel_multimodal_dataset
+from bagel_data import ConfigError
 from bagel_data.sources import storage
-from golden import GOLDEN_CASES, absolute_dataset_info, load_case
+from golden import GOLDEN_CASES, absolute_dataset_info, first_packs, load_case
 
 moto_server = pytest.importorskip("moto.server")
 boto3 = pytest.importorskip("boto3")
@@ -57,23 +56,10 @@ def s3_info(case: dict) -> dict:
     return info
 
 
-def packs(case, info, tokenizer, special_tokens, count):
-    dataset = make_bagel_multimodal_dataset(
-        tokenizer=tokenizer,
-        special_tokens=special_tokens,
-        grouped_datasets=case["grouped_datasets"],
-        dataset_info=info,
-        num_workers=1,
-        data_seed=case["data_seed"],
-        **case["packing"],
-    )
-    return list(itertools.islice(iter(dataset), count)), dataset
-
-
 def test_s3_matches_local(s3, golden_root, tokenizer, special_tokens):
     case, _, _ = load_case("packed_three_groups_flex")
-    local, local_dataset = packs(case, absolute_dataset_info(case), tokenizer, special_tokens, 3)
-    remote, dataset = packs(case, s3_info(case), tokenizer, special_tokens, 3)
+    local, local_dataset = first_packs(case, absolute_dataset_info(case), tokenizer, special_tokens, 3)
+    remote, dataset = first_packs(case, s3_info(case), tokenizer, special_tokens, 3)
     for a, b in zip(local, remote):
         assert a["batch_data_indexes"] == b["batch_data_indexes"]
         for key in ("packed_text_ids", "packed_position_ids", "padded_images", "packed_vit_tokens"):
@@ -87,11 +73,11 @@ def test_missing_bucket_or_key_is_a_clear_error(s3, golden_root, tokenizer, spec
     info = s3_info(case)
     info["vlm_sft"]["vlm"]["jsonl_path"] = f"s3://{BUCKET}/data/vlm/nope.jsonl"
     with pytest.raises(ConfigError, match="nope.jsonl.*does not exist"):
-        packs(case, info, tokenizer, special_tokens, 1)
+        first_packs(case, info, tokenizer, special_tokens, 1)
     info = s3_info(case)
     info["t2i_pretrain"]["t2i"]["data_dir"] = "s3://no-such-bucket/t2i"
     with pytest.raises(ConfigError, match="no-such-bucket"):
-        packs(case, info, tokenizer, special_tokens, 1)
+        first_packs(case, info, tokenizer, special_tokens, 1)
 
 
 def test_storage_options_in_dataset_info_replace_the_environment(s3, s3_endpoint, golden_root, tokenizer,
@@ -107,8 +93,8 @@ def test_storage_options_in_dataset_info_replace_the_environment(s3, s3_endpoint
     for datasets in info.values():
         for meta in datasets.values():
             meta["storage_options"] = options
-    local, _ = packs(case, absolute_dataset_info(case), tokenizer, special_tokens, 2)
-    remote, dataset = packs(case, info, tokenizer, special_tokens, 2)
+    local, _ = first_packs(case, absolute_dataset_info(case), tokenizer, special_tokens, 2)
+    remote, dataset = first_packs(case, info, tokenizer, special_tokens, 2)
     for a, b in zip(local, remote):
         assert a["batch_data_indexes"] == b["batch_data_indexes"]
         assert a["padded_images"].equal(b["padded_images"])
@@ -121,6 +107,6 @@ def test_bad_storage_options_name_the_key_not_the_secret(s3, golden_root, tokeni
     info = s3_info(case)
     info["t2i_pretrain"]["t2i"]["storage_options"] = {"secret_key": "hunter2", "no_such_option": 1}
     with pytest.raises(ConfigError, match=r"dataset_info\.t2i_pretrain\.t2i\.storage_options") as error:
-        packs(case, info, tokenizer, special_tokens, 1)
+        first_packs(case, info, tokenizer, special_tokens, 1)
     assert "hunter2" not in str(error.value)
     assert "no_such_option" in str(error.value)

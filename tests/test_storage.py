@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
-
 import fsspec
 import pytest
 
-from bagel_data import ConfigError, make_bagel_multimodal_dataset
+from bagel_data import ConfigError
 from bagel_data.sources import storage
-from golden import GOLDEN_CASES, absolute_dataset_info, load_case
+from golden import GOLDEN_CASES, absolute_dataset_info, first_packs, load_case
 
 
 @pytest.fixture()
@@ -22,19 +20,6 @@ def memory_copy(golden_root):
     memory.rm("/golden-data", recursive=True)
 
 
-def packs(case, info, tokenizer, special_tokens, count):
-    dataset = make_bagel_multimodal_dataset(
-        tokenizer=tokenizer,
-        special_tokens=special_tokens,
-        grouped_datasets=case["grouped_datasets"],
-        dataset_info=info,
-        num_workers=1,
-        data_seed=case["data_seed"],
-        **case["packing"],
-    )
-    return list(itertools.islice(iter(dataset), count))
-
-
 def test_fsspec_memory_filesystem_matches_local(memory_copy, tokenizer, special_tokens):
     local_root, memory_root = memory_copy
     case, _, _ = load_case("packed_three_groups_flex")
@@ -42,7 +27,9 @@ def test_fsspec_memory_filesystem_matches_local(memory_copy, tokenizer, special_
     remote = {g: {n: {k: (v.replace(local_root, memory_root) if isinstance(v, str) else v) for k, v in meta.items()}
                   for n, meta in datasets.items()} for g, datasets in info.items()}  # fmt: skip
     assert remote["vlm_sft"]["vlm"]["jsonl_path"].startswith("memory://")
-    for a, b in zip(packs(case, info, tokenizer, special_tokens, 2), packs(case, remote, tokenizer, special_tokens, 2)):
+    local, _ = first_packs(case, info, tokenizer, special_tokens, 2)
+    remote_packs, _ = first_packs(case, remote, tokenizer, special_tokens, 2)
+    for a, b in zip(local, remote_packs):
         assert a["batch_data_indexes"] == b["batch_data_indexes"]
         for key in ("packed_text_ids", "padded_images", "packed_vit_tokens"):
             assert a[key].equal(b[key]), key
@@ -53,7 +40,7 @@ def test_a_scheme_no_filesystem_handles_is_a_config_error(golden_root, tokenizer
     info = absolute_dataset_info(case)
     info["t2i_pretrain"]["t2i"]["data_dir"] = "nosuchfs://bucket/t2i"
     with pytest.raises(ConfigError, match=r"dataset_info\.t2i_pretrain\.t2i\.data_dir.*nosuchfs://bucket/t2i"):
-        packs(case, info, tokenizer, special_tokens, 1)
+        first_packs(case, info, tokenizer, special_tokens, 1)
 
 
 def test_inner_paths_are_parsed_without_contacting_a_store():

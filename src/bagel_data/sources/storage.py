@@ -72,7 +72,7 @@ def _filesystem_for(uri_root: str, options: tuple, endpoint: str | None) -> pafs
     del endpoint
     scheme, host = uri_root.split("://", 1)
     if scheme not in _PYARROW_SCHEMES:
-        return pafs.PyFileSystem(pafs.FSSpecHandler(_fsspec_url(uri_root, options)[0]))
+        return pafs.PyFileSystem(pafs.FSSpecHandler(_fsspec_filesystem(uri_root, options)))
     if not options:
         filesystem, _ = pafs.FileSystem.from_uri(uri_root)
         return filesystem
@@ -82,14 +82,16 @@ def _filesystem_for(uri_root: str, options: tuple, endpoint: str | None) -> pafs
     return _FILESYSTEMS[scheme](**dict(options))
 
 
-def _fsspec_url(uri: str, options: tuple):
-    """(fsspec filesystem, path inside it) for a scheme pyarrow has no filesystem for."""
+@functools.lru_cache(maxsize=32)
+def _fsspec_filesystem(uri_root: str, options: tuple):
+    """The fsspec filesystem for a scheme pyarrow has no filesystem for."""
     import fsspec  # a dependency of torch
 
     try:
-        return fsspec.core.url_to_fs(uri, **dict(options))
+        filesystem, _ = fsspec.core.url_to_fs(uri_root, **dict(options))
     except (ValueError, ImportError) as exc:  # unknown protocol, or its package is missing
-        raise StorageOptionsError(f"no filesystem for {uri}: neither pyarrow nor fsspec can open it ({exc})") from None
+        raise StorageOptionsError(f"no filesystem for {uri_root}: neither pyarrow nor fsspec can open it ({exc})") from None
+    return filesystem
 
 
 def resolve(path: str) -> tuple[pafs.FileSystem, str]:
@@ -110,7 +112,8 @@ def _inner_path(uri: str) -> str:
     if scheme == "hdfs":
         return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
     if scheme not in _PYARROW_SCHEMES:
-        return _fsspec_url(uri, _OPTIONS.get(_root(uri), ()))[1]
+        root = _root(uri)
+        return _fsspec_filesystem(root, _OPTIONS.get(root, ()))._strip_protocol(uri)
     _, inner = pafs.FileSystem.from_uri(uri)
     return inner
 
