@@ -134,14 +134,14 @@ def test_more_folders_than_files_and_missing_counts(tmp_path):
     check([], [], [])
 
 
-def test_release_free_heap_skips_without_glibc():
-    jsonl._release_free_heap()
+def testrelease_free_heap_skips_without_glibc():
+    jsonl.release_free_heap()
     with mock.patch.object(jsonl.ctypes, "CDLL", side_effect=OSError("no libc.so.6")):
         assert jsonl._libc_malloc_trim() is None
     with mock.patch.object(jsonl.ctypes, "CDLL", return_value=object()):  # a libc without malloc_trim
         assert jsonl._libc_malloc_trim() is None
     with mock.patch.object(jsonl, "_MALLOC_TRIM", None):
-        jsonl._release_free_heap()
+        jsonl.release_free_heap()
 
 
 ALPHABET = [b"{", b"}", b"a", b"\r", b"\n", b" ", "é".encode()]

@@ -143,7 +143,7 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
 
 
 def _jsonl_child(path: str, lines: int) -> dict:
-    from .sources.jsonl import JsonlIndex
+    from .sources.jsonl import JsonlIndex, release_free_heap
 
     gc.collect()
     reset = reset_peak()
@@ -154,13 +154,8 @@ def _jsonl_child(path: str, lines: int) -> dict:
     peak = process_status(os.getpid())["VmHWM"]
     gc.collect()
     retained = process_status(os.getpid())["VmRSS"] - before
-    try:  # hand freed heap pages back to the kernel, as a long-lived worker would want
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        trimmed = process_status(os.getpid())["VmRSS"] - before
-    except (OSError, AttributeError):
-        trimmed = retained
+    release_free_heap()  # the build trims already; this shows whether anything was left
+    trimmed = process_status(os.getpid())["VmRSS"] - before
     held = index.offsets.nbytes + index.line_numbers.nbytes + index.file_ids.nbytes
     return {"lines": len(index), "bytes_per_line": held / len(index), "build_seconds": seconds,
             "retained_rss_bytes_per_line": retained / len(index),

@@ -109,7 +109,7 @@ def _index_file(path: str, file_id: int, count: int, shuffle: bool, seed: int) -
         offsets[slots[done:stop]] = base + starts[local]
         first_line, base, done = first_line + len(starts), base + len(block), stop
         del block, starts
-        _release_free_heap()  # so the keys reuse the freed block's pages
+        release_free_heap()  # so the keys reuse the freed block's pages
     return keys, offsets, kept.astype(np.int32), np.full(len(kept), file_id, dtype=np.int32)
 
 
@@ -146,7 +146,7 @@ def _libc_malloc_trim():
 _MALLOC_TRIM = _libc_malloc_trim()  # once: each CDLL() makes a class that can pin pymalloc arenas
 
 
-def _release_free_heap() -> None:
+def release_free_heap() -> None:
     # glibc keeps freed heap resident (here and in every forked DataLoader worker) until trimmed.
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
@@ -179,7 +179,7 @@ class JsonlIndex(Sequence):
         del keys
         self.offsets, self.line_numbers, self.file_ids = offsets[order], line_numbers[order], file_ids[order]
         del order, offsets, line_numbers, file_ids
-        _release_free_heap()
+        release_free_heap()
         self._handles: dict[int, object] = {}
 
     def __len__(self) -> int:
