@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 
 from . import fast_decode
-from .bench_floor import Patcher
+from .bench_floor import Patcher, best_seconds
 from .fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
 from .images import ImageTransform, decode_image
 from .packing.layout import prepare_attention_mask_per_sample
@@ -174,16 +174,6 @@ def fresh_zero_pad(images: list[torch.Tensor], pool=None) -> torch.Tensor:
     return padded
 
 
-def _best(fn, *args, rounds: int) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        start = _now()
-        result = fn(*args)
-        best = min(best, _now() - start)
-        del result
-    return best
-
-
 def measure_proposals(mask_calls: list, rounds: int = 3) -> dict:
     """Current vs proposed mask helper, alone, on the inputs the nested-mask run saw.
 
@@ -194,8 +184,8 @@ def measure_proposals(mask_calls: list, rounds: int = 3) -> dict:
     for _, split_lens, attn_modes in mask_calls:
         identical &= torch.equal(prepare_attention_mask_per_sample(split_lens, attn_modes),
                                  proposed_mask(split_lens, attn_modes))  # fmt: skip
-        mask_current += _best(prepare_attention_mask_per_sample, split_lens, attn_modes, rounds=rounds)
-        mask_proposed += _best(proposed_mask, split_lens, attn_modes, rounds=rounds)
+        mask_current += best_seconds(prepare_attention_mask_per_sample, split_lens, attn_modes, rounds=rounds)
+        mask_proposed += best_seconds(proposed_mask, split_lens, attn_modes, rounds=rounds)
     return {
         "bit_identical": bool(identical),
         "mask_alone": {"calls": len(mask_calls), "current_seconds": mask_current, "proposed_seconds": mask_proposed,

@@ -264,12 +264,7 @@ class WorkRecorder:
         rows = []
         for where in (w for pack in packs for w in pack):
             key = id(where)
-            best = float("inf")
-            for _ in range(rounds):
-                start = _now()
-                mask = build_mask(*calls[key])
-                best = min(best, _now() - start)
-                del mask
+            best = best_seconds(build_mask, *calls[key], rounds=rounds)
             rows.append((where["dataset_name"], bool(self.samples[key][1]), best, self.image_seconds(key)))
         return rows
 
@@ -282,6 +277,17 @@ class WorkRecorder:
                 calls = self.images[index].calls
                 out.append((data, [calls[c][:2] for c in sorted(work[index])]))
         return out
+
+
+def best_seconds(fn, *args, rounds: int) -> float:
+    """The fastest of `rounds` calls of `fn(*args)`; each result is dropped before the next."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = _now()
+        result = fn(*args)
+        best = min(best, _now() - start)
+        del result
+    return best
 
 
 def mask_report(runs: list[list[tuple]]) -> dict:
