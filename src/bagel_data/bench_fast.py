@@ -24,6 +24,7 @@ from .bench_floor import Patcher, best_seconds
 from .fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
 from .images import ImageTransform, decode_image
 from .packing.layout import prepare_attention_mask_per_sample
+from .packing.pack import _pad_images
 from .synthetic import encode_image, photo_like_image
 
 _now = time.perf_counter
@@ -164,14 +165,17 @@ def proposed_mask(split_lens, attn_modes) -> torch.Tensor:
     return torch.from_numpy(mask)
 
 
+class _FreshZeros:
+    """A stand-in buffer pool that always lends a fresh `torch.zeros` (the code before it)."""
+
+    @staticmethod
+    def float32(shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
+        return torch.zeros(shape, dtype=torch.float32), True
+
+
 def fresh_zero_pad(images: list[torch.Tensor], pool=None) -> torch.Tensor:
     """`_pad_images` without the buffer pool or huge pages: a fresh zero-filled tensor."""
-    shape = (len(images), max(i.shape[0] for i in images), max(i.shape[1] for i in images),
-             max(i.shape[2] for i in images))  # fmt: skip
-    padded = torch.zeros(shape, dtype=torch.float32)
-    for index, image in enumerate(images):
-        padded[index, : image.shape[0], : image.shape[1], : image.shape[2]] = image
-    return padded
+    return _pad_images(images, _FreshZeros())
 
 
 def measure_proposals(mask_calls: list, rounds: int = 3) -> dict:
