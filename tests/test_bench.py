@@ -6,8 +6,8 @@ import json
 
 import torch
 
-from bagel_data import images
-from bagel_data.bench import SECTIONS, run_benchmark
+from bagel_data.media import images
+from bagel_data.bench.main import SECTIONS, run_benchmark
 from bagel_data.families import edit, t2i, vlm
 from bagel_data.packing import pack
 from bagel_data.sample import SampleBuilder

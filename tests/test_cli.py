@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bagel_data.cli import app
+from bagel_data.cli.main import app
 from golden import absolute_dataset_info, load_case
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ import pytest
 import bagel_data.families.edit as edit_module
 from bagel_data.errors import BadSampleError, ConfigError, SkipReason
 from bagel_data.families.edit import UnifiedEditIterableDataset
-from bagel_data.images import ImageTransform
+from bagel_data.media.images import ImageTransform
 from builders import png_bytes, write_edit
 
 VAE = ImageTransform(32, 16, 16)  # 32 x 32 sources stay 32 x 32: 4 tokens

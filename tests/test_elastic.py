@@ -1,6 +1,6 @@
 """Elastic restart: checkpoints of W ranks x K workers continued on W' x K'.
 
-The guarantee checked (see `bagel_data.restart`): after the restart, the rows every old
+The guarantee checked (see `bagel_data.checkpoint.restart`): after the restart, the rows every old
 worker had not yet drawn in its pass in progress, and the samples the old workers held in
 their buffers, are each packed exactly once before any new full pass begins; rows already
 packed are not packed again before then.
@@ -23,7 +23,7 @@ from bagel_data.batch import SimpleCustomBatch
 from bagel_data.errors import SkipReason
 from bagel_data.loader import worker_dataset_states
 from bagel_data.packing import packed_dataset
-from bagel_data.packing.elastic import apply_restart
+from bagel_data.checkpoint.merge import apply_restart
 from bagel_data.packing.invariants import check_batch
 from builders import solid_jpeg, write_edit, write_t2i, write_vlm
 from golden import as_worker

@@ -9,11 +9,11 @@ import pytest
 import torch
 from PIL import Image
 
-from bagel_data import fast_decode
+from bagel_data.media import fast_decode
 from bagel_data.config import _check_transform_args
-from bagel_data.fast_decode import ORIGINAL_SIZE_KEY, draft_scale, joint_draft_size
-from bagel_data.images import ImageDecodeError, ImageTransform, decode_image
-from bagel_data.synthetic import encode_image, photo_like_image
+from bagel_data.media.fast_decode import ORIGINAL_SIZE_KEY, draft_scale, joint_draft_size
+from bagel_data.media.images import ImageDecodeError, ImageTransform, decode_image
+from bagel_data.synthetic.dataset import encode_image, photo_like_image
 
 # Measured on photo-like JPEGs at twice the target (benchmarks/NOTES.md): mean |diff| about
 # 0.005 in normalized units (0.6 of an 8-bit level), PSNR 48-50 dB; the bounds leave 3x margin.

@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageFile
 
-from bagel_data.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, pil_img2rgb
+from bagel_data.media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, pil_img2rgb
 from builders import encode, png_bytes, solid_jpeg
 
 PILLOW_DEFAULT_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)
@@ -278,12 +278,12 @@ def test_pillow_globals_unchanged_by_import_and_decode(tmp_path):
 import io
 from PIL import Image, ImageFile, PngImagePlugin
 before = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES, PngImagePlugin.MAX_TEXT_CHUNK)
-import bagel_data, bagel_data.datasets, bagel_data.images
+import bagel_data, bagel_data.datasets, bagel_data.media.images
 buf = io.BytesIO(); Image.new("RGB", (8, 8)).save(buf, "PNG")
-bagel_data.images.decode_image(buf.getvalue())
+bagel_data.media.images.decode_image(buf.getvalue())
 try:
-    bagel_data.images.decode_image(buf.getvalue()[:40])
-except bagel_data.images.ImageDecodeError:
+    bagel_data.media.images.decode_image(buf.getvalue()[:40])
+except bagel_data.media.images.ImageDecodeError:
     pass
 after = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES, PngImagePlugin.MAX_TEXT_CHUNK)
 print(before == after, before, after)

@@ -1,4 +1,4 @@
-"""`bagel_data.tools.inspect`: position kinds, attention pictures and the text rendering."""
+"""`bagel_data.tools.inspect.packs`: position kinds, attention pictures and the text rendering."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from bagel_data import add_special_tokens, make_bagel_multimodal_dataset
 from bagel_data.packing.layout import attention_allowed, get_flattened_position_ids_extrapolate
 from bagel_data.packing.pack import PackBuilder, PackingConfig, SpecialTokens
-from bagel_data.runner import load_run_config
+from bagel_data.tools.run import load_run_config
 from bagel_data.sample import SampleBuilder
-from bagel_data.synthetic import write_demo_dataset
-from bagel_data.tools.commands import inspect_command
-from bagel_data.tools.inspect import (
+from bagel_data.synthetic.dataset import write_demo_dataset
+from bagel_data.cli.tools import inspect_command
+from bagel_data.tools.inspect.packs import (
     KIND_STYLE,
     PositionKind,
     attention_fraction,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bagel_data.errors import ConfigError
 from bagel_data.families.t2i import T2IIterableDataset
-from bagel_data.images import ImageTransform
+from bagel_data.media.images import ImageTransform
 from bagel_data.sharding import split_evenly
 from builders import solid_jpeg, write_t2i
 from golden import as_worker

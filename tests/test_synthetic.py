@@ -16,7 +16,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from bagel_data.synthetic import (
+from bagel_data.synthetic.dataset import (
     EDIT_SCHEMA,
     T2I_SCHEMA,
     DemoPaths,

@@ -11,7 +11,7 @@ import torch
 
 from bagel_data.errors import BadSampleError, SkipReason
 from bagel_data.families.t2i import T2IIterableDataset
-from bagel_data.images import ImageTransform
+from bagel_data.media.images import ImageTransform
 from builders import png_bytes, solid_jpeg, write_t2i
 
 TRANSFORM = ImageTransform(32, 16, 16)

@@ -1,4 +1,4 @@
-"""Frame sampling from video files and frame folders (bagel_data.video)."""
+"""Frame sampling from video files and frame folders (bagel_data.media.video)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from bagel_data.video import FrameSampler, VideoDecodeError, frame_indices, sort_frame_names
+from bagel_data.media.video import FrameSampler, VideoDecodeError, frame_indices, sort_frame_names
 
 NUM_FRAMES, RATE, STEP = 24, 4, 10  # frame i is solid grey of intensity STEP * i
 

@@ -11,8 +11,8 @@ import pytest
 
 from bagel_data.errors import BadSampleError, SkipReason
 from bagel_data.families.vlm import SftJSONLIterableDataset
-from bagel_data.images import ImageTransform
-from bagel_data.video import FrameSampler
+from bagel_data.media.images import ImageTransform
+from bagel_data.media.video import FrameSampler
 from builders import png_bytes, write_video, write_vlm
 
 # 64 x 64 images stay 64 x 64 alone, but two share max_pixels and become 32 x 32.

@@ -14,7 +14,7 @@ from .datasets import (
     make_bagel_multimodal_dataset,
 )
 from .errors import BadSampleError, BagelDataError, ConfigError, ResumeError, SkipReason, TooManyFailuresError
-from .images import ImageTransform, pil_img2rgb
+from .media.images import ImageTransform, pil_img2rgb
 from .loader import build_dataloader
 from .packing.layout import (
     get_flattened_position_ids_extrapolate,
@@ -28,7 +28,7 @@ from .packing.packed_dataset import PackedDataset
 from .sharding import DistributedIterableDataset
 from .sources.parquet import get_parquet_data_paths
 from .tokenizer import QwenTokenizer, add_special_tokens, load_tokenizer
-from .video import FrameSampler
+from .media.video import FrameSampler
 
 __all__ = [
     "DATASET_REGISTRY",

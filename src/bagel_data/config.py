@@ -20,9 +20,9 @@ from .errors import ConfigError
 from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
-from .images import ImageTransform
+from .media.images import ImageTransform
 from .sources import storage
-from .video import FrameSampler
+from .media.video import FrameSampler
 
 DATASET_REGISTRY = {
     "t2i_pretrain": T2IIterableDataset,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..errors import SkipReason
-from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sharding import DistributedIterableDataset
 from ..sources.parquet import ParquetReader, get_parquet_data_paths

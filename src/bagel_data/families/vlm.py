@@ -13,12 +13,12 @@ import json
 import numpy as np
 
 from ..errors import SkipReason
-from ..images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sharding import DistributedIterableDataset
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
-from ..video import VideoDecodeError
+from ..media.video import VideoDecodeError
 from .conversation import check_conversations, conversation_to_elements, count_image_tags, expand_video_tag
 
 

@@ -27,8 +27,8 @@ from ..sources import storage
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder, PackingConfig, SpecialTokens
 from .buffers import PadBufferPool
-from .elastic import apply_restart, is_elastic, merge_worker_states
-from .state import Buffered, PackState, ResumeError, Topology, check_compatible
+from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
+from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
 
 
 class PackedDataset(torch.utils.data.IterableDataset):

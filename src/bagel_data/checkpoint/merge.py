@@ -2,14 +2,14 @@
 
 `merge_worker_states` turns the per-worker checkpoints of a W x K run into one dict that any
 W' x K' pipeline loads (`PackedDataset.load_elastic_state`); each new worker derives its own
-share from it. What is guaranteed is written in `bagel_data.restart` and docs/elastic.md.
+share from it. What is guaranteed is written in `bagel_data.checkpoint.restart` and docs/elastic.md.
 """
 
 from __future__ import annotations
 
 import collections
 
-from ..restart import GroupRestart, check_complete, group_plan
+from .restart import GroupRestart, check_complete, group_plan
 from .state import ResumeError, check_compatible
 
 ELASTIC_KIND = "elastic"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ConfigError
-from ._prepare_common import (
+from ...errors import ConfigError
+from .common import (
     _CAPTION_COLUMN,
     IMAGE_SUFFIXES,
     T2I_SCHEMA,

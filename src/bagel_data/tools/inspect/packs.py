@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..datasets import make_bagel_multimodal_dataset
-from ..packing.layout import attention_allowed
-from ..runner import RunConfig, load_run_config
-from ..tokenizer import add_special_tokens, load_tokenizer
-from ._inspect_plots import (
+from ...datasets import make_bagel_multimodal_dataset
+from ...packing.layout import attention_allowed
+from ..run import RunConfig, load_run_config
+from ...tokenizer import add_special_tokens, load_tokenizer
+from .plots import (
     KIND_STYLE,
     UNKNOWN_KIND,
     PositionKind,

@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from .datasets import make_bagel_multimodal_dataset
-from .tokenizer import add_special_tokens, load_tokenizer
+from ..datasets import make_bagel_multimodal_dataset
+from ..tokenizer import add_special_tokens, load_tokenizer
 
 _now = time.perf_counter
 
@@ -102,7 +102,7 @@ class RssSampler(threading.Thread):
 
 # -- children: fresh interpreters for the loader and the JSONL index -------------------------------
 def run_child(kind: str, args: dict) -> dict:
-    code = "from bagel_data.bench_runs import child_main; child_main()"
+    code = "from bagel_data.bench.runs import child_main; child_main()"
     proc = subprocess.run([sys.executable, "-c", code, kind, json.dumps(args)], capture_output=True, text=True,
                           timeout=900, check=False)  # fmt: skip
     if proc.returncode:
@@ -116,7 +116,7 @@ def child_main() -> None:
 
 
 def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dict:
-    from .loader import build_dataloader, worker_dataset_states
+    from ..loader import build_dataloader, worker_dataset_states
 
     tok, special = load_tokenizer_once()
     dataset = build(paths, tok, special, packing, num_workers=workers)
@@ -143,7 +143,7 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
 
 
 def _jsonl_child(path: str, lines: int) -> dict:
-    from .sources.jsonl import JsonlIndex, release_free_heap
+    from ..sources.jsonl import JsonlIndex, release_free_heap
 
     gc.collect()
     reset = reset_peak()

@@ -6,14 +6,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..families.conversation import (
+from ...errors import ConfigError
+from ...families.conversation import (
     IMAGE_TAG,
     VIDEO_TAG,
     check_conversations,
     count_image_tags,
 )
-from ._prepare_common import (
+from .common import (
     _ROLE_NAMES,
     DropReason,
     Fix,

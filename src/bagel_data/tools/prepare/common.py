@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from ..errors import ConfigError
-from ..images import ImageDecodeError, ImageTooLargeError, decode_image
+from ...errors import ConfigError
+from ...media.images import ImageDecodeError, ImageTooLargeError, decode_image
 
 Progress = Callable[[int, int], None]  # (rows done, rows in total)
 

@@ -20,12 +20,12 @@ import numpy as np
 import torch
 import yaml
 
-from . import bench_fast as fast
-from . import bench_floor as floor
-from . import bench_runs as running
-from .batch import collate_wrapper
-from .packing import pack as pack_module
-from .synthetic import DemoSizes, write_demo_dataset
+from . import fast as fast
+from . import floor as floor
+from . import runs as running
+from ..batch import collate_wrapper
+from ..packing import pack as pack_module
+from ..synthetic.dataset import DemoSizes, write_demo_dataset
 
 PACKING = {
     "expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num_tokens_per_sample": 16384,

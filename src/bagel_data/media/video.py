@@ -18,8 +18,8 @@ import av
 import numpy as np
 from PIL import Image
 
-from bagel_data.errors import ConfigError
-from bagel_data.sources import storage
+from ..errors import ConfigError
+from ..sources import storage
 
 _SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
 # Same pattern as the reference (the dot is unescaped there too), so the order is identical.

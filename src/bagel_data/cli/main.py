@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .errors import BagelDataError
-from .runner import RunConfig, RunSummary, load_run_config, run_pipeline
-from .tools.commands import inspect_command, prepare_app
+from ..errors import BagelDataError
+from ..tools.run import RunConfig, RunSummary, load_run_config, run_pipeline
+from .tools import inspect_command, prepare_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Read, pack and check BAGEL training data.")
 app.add_typer(prepare_app, name="prepare", help="Turn your own data into the BAGEL formats.")
@@ -84,7 +84,7 @@ def demo(
     seed: int = typer.Option(0, help="Seed of the generated dataset."),
 ) -> None:
     """Generate a small dataset of all three families and run the packed pipeline on it."""
-    from .synthetic import write_demo_dataset
+    from ..synthetic.dataset import write_demo_dataset
 
     with console.status("writing the demo dataset"):
         paths = write_demo_dataset(root, seed=seed)
@@ -139,7 +139,7 @@ def validate(
     """Preflight a config: schemas, decodes, placeholders, lengths vs budgets, shard split."""
     import json
 
-    from .validate import validate_config
+    from ..tools.validate import validate_config
 
     try:
         run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
@@ -184,7 +184,7 @@ def bench(
     warm_mb: int = typer.Option(None, help="MiB touched and freed before measuring (default 3072, 256 with --quick)."),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
-    from .bench import run_benchmark
+    from ..bench.main import run_benchmark
 
     run_benchmark(root, out, batches=batches, quick=quick, warm_mb=warm_mb)
 

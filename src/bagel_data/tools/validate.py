@@ -14,12 +14,12 @@ import warnings
 
 import numpy as np
 
-from .datasets import make_bagel_multimodal_dataset
-from .errors import BagelDataError, SkipLog, SkipReason
-from .runner import RunConfig
-from .sample import sample_length
-from .sharding import split_evenly
-from .tokenizer import add_special_tokens, load_tokenizer
+from ..datasets import make_bagel_multimodal_dataset
+from ..errors import BagelDataError, SkipLog, SkipReason
+from .run import RunConfig
+from ..sample import sample_length
+from ..sharding import split_evenly
+from ..tokenizer import add_special_tokens, load_tokenizer
 
 
 @dataclasses.dataclass

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import batch as batch_module
-from . import video
-from .families import edit, t2i, vlm
-from .images import ImageTransform, decode_image
-from .packing import pack as pack_module
-from .packing.layout import prepare_attention_mask_per_sample as build_mask
-from .sample import SampleBuilder
-from .sources import storage
-from .sources.jsonl import JsonlIndex
-from .sources.parquet import ParquetReader
+from .. import batch as batch_module
+from ..media import video
+from ..families import edit, t2i, vlm
+from ..media.images import ImageTransform, decode_image
+from ..packing import pack as pack_module
+from ..packing.layout import prepare_attention_mask_per_sample as build_mask
+from ..sample import SampleBuilder
+from ..sources import storage
+from ..sources.jsonl import JsonlIndex
+from ..sources.parquet import ParquetReader
 
 _now = time.perf_counter
 DECODERS = [(t2i, "decode_image"), (edit, "decode_image"), (vlm, "decode_image")]

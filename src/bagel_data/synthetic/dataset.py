@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import yaml
 from PIL import Image
 
-from bagel_data import synthetic_text as text
-from bagel_data.synthetic_images import (
+from . import text
+from .images import (
     encode_image,
     finish_picture,
     paint_shape,

@@ -5,10 +5,10 @@ naming every dropped (or, for VLM, repaired) row with its location and reason, s
 dataset is never silently smaller than its source.
 """
 
-from ._prepare_common import DropReason, Fix, PrepareReport, RowNote
-from ._prepare_edit import prepare_edit, write_parquet_info
-from ._prepare_t2i import prepare_t2i
-from ._prepare_vlm import prepare_vlm
+from .common import DropReason, Fix, PrepareReport, RowNote
+from .edit import prepare_edit, write_parquet_info
+from .t2i import prepare_t2i
+from .vlm import prepare_vlm
 
 __all__ = [
     "DropReason",

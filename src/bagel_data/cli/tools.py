@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..errors import BagelDataError
-from .prepare import PrepareReport, prepare_edit, prepare_t2i, prepare_vlm
+from ..tools.prepare import PrepareReport, prepare_edit, prepare_t2i, prepare_vlm
 
 prepare_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Write raw data in the BAGEL formats (T2I, edit, VLM SFT)."
@@ -141,7 +141,7 @@ def inspect_command(
     tokenizer: Annotated[Optional[str], typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
 ) -> None:
     """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering."""
-    from .inspect import (
+    from ..tools.inspect.packs import (
         inspect_packs,  # keeps matplotlib off the import path of `prepare`
     )
 

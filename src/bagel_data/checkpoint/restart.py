@@ -31,7 +31,7 @@ import bisect
 import collections
 import dataclasses
 
-from .sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, row_key_at, shard_unit_ids, split_evenly
+from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, row_key_at, shard_unit_ids, split_evenly
 
 
 @dataclasses.dataclass(frozen=True)

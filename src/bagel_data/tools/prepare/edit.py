@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ..errors import ConfigError
-from ._prepare_common import (
+from ...errors import ConfigError
+from .common import (
     EDIT_SCHEMA,
     DropReason,
     PrepareReport,

@@ -1,0 +1,1 @@
+"""`bagel-data inspect`: packs as pictures (`plots`) and text (`packs`)."""
