@@ -22,8 +22,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results.json"), help="results JSON")
     parser.add_argument("--batches", type=int, default=8, help="packs per measured run")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test in about 15 s")
-    parser.add_argument("--warm-mb", type=int, default=None,
-                        help="MiB touched and freed before measuring (default 3072, 256 with --quick; 0: none)")
+    parser.add_argument(
+        "--warm-mb",
+        type=int,
+        default=None,
+        help="MiB touched and freed before measuring (default 3072, 256 with --quick; 0: none)",
+    )
     args = parser.parse_args()
     if args.batches < 1:
         parser.error("--batches must be at least 1")

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from bagel_data.packing.pack import PackingConfig, SpecialTokens
+from bagel_data.packing.config import PackingConfig, SpecialTokens
 from bagel_data.sample import sample_length
 
 TOKENS = SpecialTokens(bos_token_id=151644, eos_token_id=151645, start_of_image=151652, end_of_image=151653)
@@ -50,8 +50,9 @@ def text_item(ids, loss: bool = False, cfg: bool = False, special_token_label: i
 
 
 def vit_item(h: int, w: int, cfg: bool = False, special_token_label: int | None = None, tensor=None) -> Item:
-    return Item(_plan("vit_image", loss=False, cfg=cfg, special_token_label=special_token_label), size=(h, w),
-                tensor=tensor)
+    return Item(
+        _plan("vit_image", loss=False, cfg=cfg, special_token_label=special_token_label), size=(h, w), tensor=tensor
+    )
 
 
 def vae_item(

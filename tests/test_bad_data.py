@@ -81,7 +81,10 @@ def test_empty_folder_is_a_construction_error(tmp_path, tokenizer):
 
 def test_unreadable_video_is_named(tmp_path, tokenizer):
     rows = [
-        {"video": "broken.mp4", "conversations": [{"from": "human", "value": "<video> what?"}, {"from": "gpt", "value": "x"}]},
+        {
+            "video": "broken.mp4",
+            "conversations": [{"from": "human", "value": "<video> what?"}, {"from": "gpt", "value": "x"}],
+        },
         {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]},
     ]
     jsonl, images = write_vlm(tmp_path, rows, {"broken.mp4": b"not a video at all"})

@@ -56,7 +56,9 @@ def golden_run_config(golden_root, tmp_path):
 
 
 def test_validate_fails_and_names_bad_rows(golden_run_config):
-    result = runner.invoke(app, ["validate", str(golden_run_config), "--json", "--world-size", "2", "--num-workers", "2"])
+    result = runner.invoke(
+        app, ["validate", str(golden_run_config), "--json", "--world-size", "2", "--num-workers", "2"]
+    )
     assert result.exit_code == 1
     report = json.loads(result.output[result.output.index("{") :])
     problems = "\n".join(report["errors"])

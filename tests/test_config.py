@@ -133,7 +133,9 @@ def test_configs_from_yaml_and_json_files_with_relative_paths(base, tokenizer, s
     info = absolute_dataset_info(base)
     (tmp_path / "info.json").write_text(json.dumps(info))
     (tmp_path / "groups.yaml").write_text(yaml.safe_dump(base["grouped_datasets"]))
-    dataset = build(base, tokenizer, special_tokens, grouped=str(tmp_path / "groups.yaml"), info=str(tmp_path / "info.json"))
+    dataset = build(
+        base, tokenizer, special_tokens, grouped=str(tmp_path / "groups.yaml"), info=str(tmp_path / "info.json")
+    )
     assert dataset.group_names == list(base["grouped_datasets"])
     # Relative paths in a dataset_info file are relative to that file.
     relative = copy.deepcopy(base["dataset_info"])

@@ -14,7 +14,7 @@ import pytest
 from golden import absolute_dataset_info, load_case
 
 sys.path.insert(0, str(Path(__file__).parent / "distributed"))
-from rank_stream import build, describe  # noqa: E402
+from rank_stream import build, describe
 
 COUNT = 3
 
@@ -27,7 +27,12 @@ def config(golden_root):
     grouped["vlm_sft"]["is_mandatory"] = False
     grouped["vlm_sft"]["weight"] = 1
     packing = {k: v for k, v in case["packing"].items()}
-    return {"grouped_datasets": grouped, "dataset_info": absolute_dataset_info(case), "packing": packing, "count": COUNT}
+    return {
+        "grouped_datasets": grouped,
+        "dataset_info": absolute_dataset_info(case),
+        "packing": packing,
+        "count": COUNT,
+    }
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -61,4 +66,3 @@ def test_ranks_under_torchrun(config, tmp_path, world_size):
     other = 3 if world_size == 2 else 2
     merged = build(config, local_rank=0, world_size=other).load_elastic_state(records[0]["gathered_states"])
     assert merged["from_topology"] == {"world_size": world_size, "num_workers": 0}
-

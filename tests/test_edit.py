@@ -173,7 +173,7 @@ def test_strict_mode_names_the_row(tmp_path, tokenizer):
 
 
 def test_file_missing_from_parquet_info_is_a_config_error(tmp_path, tokenizer):
-    paths, info = write_edit(tmp_path, [[[_chain(2)]], [[_chain(2)]]], names=["a.parquet", "b.parquet"])
+    _paths, info = write_edit(tmp_path, [[[_chain(2)]], [[_chain(2)]]], names=["a.parquet", "b.parquet"])
     del info["b.parquet"]
     with pytest.raises(ConfigError, match="b.parquet"):
         _dataset(tmp_path, tokenizer, info, num_used=2)

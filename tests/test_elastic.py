@@ -20,10 +20,10 @@ import pytest
 
 from bagel_data import ResumeError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.batch import SimpleCustomBatch
-from bagel_data.errors import SkipReason
-from bagel_data.loader import worker_dataset_states
-from bagel_data.packing import packed_dataset
+from bagel_data.checkpoint.collect import worker_dataset_states
 from bagel_data.checkpoint.merge import apply_restart
+from bagel_data.errors import SkipReason
+from bagel_data.packing import packed_dataset
 from bagel_data.packing.invariants import check_batch
 from builders import solid_jpeg, write_edit, write_t2i, write_vlm
 from golden import as_worker
@@ -52,7 +52,10 @@ def elastic_data(tmp_path_factory) -> tuple[dict, dict]:
     root = tmp_path_factory.mktemp("elastic")
     image = solid_jpeg(40, 48)
     t2i_files = [
-        [[{"image": image, "captions": {"a": f"file {f} group {g} row {r}", "b": "x"}} for r in range(3)] for g in range(2)]
+        [
+            [{"image": image, "captions": {"a": f"file {f} group {g} row {r}", "b": "x"}} for r in range(3)]
+            for g in range(2)
+        ]
         for f in range(6)
     ]
     t2i_files[2][1][1]["captions"] = "not json"  # one bad row: skipped the same way by every topology
@@ -60,7 +63,13 @@ def elastic_data(tmp_path_factory) -> tuple[dict, dict]:
     chain = {"image_list": [image, solid_jpeg(48, 40), image], "instruction_list": [["turn"], ["undo", "revert"]]}
     write_edit(root / "edit", [[[chain, chain], [chain]] for _ in range(4)])
     rows = [
-        {"image": "a.jpg", "conversations": [{"from": "human", "value": f"<image>q{i}"}, {"from": "gpt", "value": f"a{i}" + " more" * (i % 7 * 9)}]}
+        {
+            "image": "a.jpg",
+            "conversations": [
+                {"from": "human", "value": f"<image>q{i}"},
+                {"from": "gpt", "value": f"a{i}" + " more" * (i % 7 * 9)},
+            ],
+        }
         for i in range(30)
     ]
     jsonl, images = write_vlm(root / "vlm", rows, {"a.jpg": image})

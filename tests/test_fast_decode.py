@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from bagel_data.media import fast_decode
 from bagel_data.config import _check_transform_args
+from bagel_data.media import fast_decode
 from bagel_data.media.fast_decode import ORIGINAL_SIZE_KEY, draft_scale, joint_draft_size
 from bagel_data.media.images import ImageDecodeError, ImageTransform, decode_image
 from bagel_data.synthetic.dataset import encode_image, photo_like_image

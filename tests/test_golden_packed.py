@@ -16,8 +16,10 @@ PLAIN_FIELDS = ("sequence_length", "sample_lens", "split_lens", "attn_modes", "b
 
 
 def build_packed(case: dict, tokenizer, special_tokens):
-    grouped = {name: dict(args, **reference_file_order(case)) if name != "vlm_sft" else dict(args)
-               for name, args in case["grouped_datasets"].items()}
+    grouped = {
+        name: dict(args, **reference_file_order(case)) if name != "vlm_sft" else dict(args)
+        for name, args in case["grouped_datasets"].items()
+    }
     return make_bagel_multimodal_dataset(
         tokenizer=tokenizer,
         special_tokens=special_tokens,

@@ -18,7 +18,7 @@ from PIL import Image, ImageFile
 from bagel_data.media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, pil_img2rgb
 from builders import encode, png_bytes, solid_jpeg
 
-PILLOW_DEFAULT_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)
+PILLOW_DEFAULT_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3
 
 
 # -- resize geometry ------------------------------------------------------------------------
@@ -65,8 +65,13 @@ def test_target_size_matches_spec_formula(W, H, geometry, img_num):
 
 
 @settings(max_examples=200, deadline=None)
-@given(W=st.integers(1, 5000), H=st.integers(1, 5000), stride=st.sampled_from([14, 16]), k=st.integers(1, 100),
-       img_num=st.integers(1, 4))
+@given(
+    W=st.integers(1, 5000),
+    H=st.integers(1, 5000),
+    stride=st.sampled_from([14, 16]),
+    k=st.integers(1, 100),
+    img_num=st.integers(1, 4),
+)
 def test_long_side_bounded_when_max_size_is_a_stride_multiple(W, H, stride, k, img_num):
     max_size = stride * k
     w, h = ImageTransform(max_size, max_size // 2 or 1, stride).target_size(W, H, img_num)

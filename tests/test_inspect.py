@@ -14,12 +14,12 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from bagel_data import add_special_tokens, make_bagel_multimodal_dataset
+from bagel_data.cli.tools import inspect_command
+from bagel_data.packing.config import PackingConfig, SpecialTokens
 from bagel_data.packing.layout import attention_allowed, get_flattened_position_ids_extrapolate
-from bagel_data.packing.pack import PackBuilder, PackingConfig, SpecialTokens
-from bagel_data.tools.run import load_run_config
+from bagel_data.packing.pack import PackBuilder
 from bagel_data.sample import SampleBuilder
 from bagel_data.synthetic.dataset import write_demo_dataset
-from bagel_data.cli.tools import inspect_command
 from bagel_data.tools.inspect.packs import (
     KIND_STYLE,
     PositionKind,
@@ -30,6 +30,7 @@ from bagel_data.tools.inspect.packs import (
     render_pack_text,
     sample_spans,
 )
+from bagel_data.tools.run import load_run_config
 
 # Small budgets keep packing quick; the demo's largest edit samples are skipped as too long.
 PACKING = {"expected_num_tokens": 3584, "max_num_tokens": 4096, "max_num_tokens_per_sample": 2048,

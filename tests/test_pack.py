@@ -19,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bagel_data.errors import SkipReason
+from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.invariants import InvariantError, check_batch
 from bagel_data.packing.layout import (
     attention_allowed,
@@ -28,7 +29,7 @@ from bagel_data.packing.layout import (
     patchify,
     prepare_attention_mask_per_sample,
 )
-from bagel_data.packing.pack import PackBuilder, PackingConfig
+from bagel_data.packing.pack import PackBuilder
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.sample import sample_length
 from plans import TOKENS, TOKENS_DICT, make_sample, text_item, text_sample, vae_item, video_items, vit_item
@@ -187,7 +188,7 @@ def test_interpolate_many_sizes(arange_lanes):
         h, w = rows * p + rng.randrange(p), cols * p + rng.randrange(p)
         ids = get_flattened_position_ids_interpolate(h, w, p, m)
         assert ints(ids) == expected_interpolate(h, w, p, m, arange_lanes), (h, w, p, m)
-        assert 0 <= min(ints(ids)) and max(ints(ids)) < m * m
+        assert min(ints(ids)) >= 0 and max(ints(ids)) < m * m
 
 
 # ----------------------------------------------------------------------------------------
@@ -339,8 +340,14 @@ def test_special_token_loss():
 
 def test_text_without_loss_has_no_label_fields():
     batch = pack([make_sample([text_item([1, 2])], CFG)])
-    for key in ("packed_label_ids", "ce_loss_indexes", "ce_loss_weights", "packed_timesteps", "packed_vit_tokens",
-                "padded_images"):
+    for key in (
+        "packed_label_ids",
+        "ce_loss_indexes",
+        "ce_loss_weights",
+        "packed_timesteps",
+        "packed_vit_tokens",
+        "padded_images",
+    ):
         assert key not in batch
     assert ints(batch["packed_position_ids"]) == [0, 1, 2, 3]
 
@@ -382,8 +389,10 @@ def test_one_timestep_draw_per_generation_split():
 def test_frames_inside_a_multi_frame_split_are_never_dropped():
     """The reference keeps cfg frames of a multi-frame split (its FIXME); the SPEC text
     does not say so. A single-frame split is still dropped."""
-    frames = [vae_item(1, 1, loss=False, cfg=True, split_end=False, frame_delta=1),
-              vae_item(1, 1, loss=False, cfg=True, split_start=False)]
+    frames = [
+        vae_item(1, 1, loss=False, cfg=True, split_end=False, frame_delta=1),
+        vae_item(1, 1, loss=False, cfg=True, split_start=False),
+    ]
     batch = pack([make_sample([*frames, text_item([5], loss=True)], CFG)], config(vae_cond_dropout_prob=1.0))
     assert batch["patchified_vae_latent_shapes"] == [(1, 1), (1, 1)]
     single = make_sample([vae_item(1, 1, loss=False, cfg=True), text_item([5], loss=True)], CFG)
@@ -453,8 +462,9 @@ def test_vit_dropout_rate_and_alignment():
 
 def test_vae_dropout_rate_and_alignment():
     cfg = config(vae_cond_dropout_prob=0.1)
-    sample = make_sample([vae_item(1, 2, loss=False, cfg=True), vae_item(2, 1, loss=True), text_item([5], loss=True)],
-                         cfg)
+    sample = make_sample(
+        [vae_item(1, 2, loss=False, cfg=True), vae_item(2, 1, loss=True), text_item([5], loss=True)], cfg
+    )
     second = sample["image_tensor_list"][1]
     rng, dropped = np.random.default_rng(13), 0
     for _ in range(TRIALS):
@@ -574,8 +584,11 @@ def take(dataset: PackedDataset, count: int) -> list[dict]:
 
 
 def ids_of(batch, name=None) -> list:
-    return [(d["dataset_name"], d["data_indexes"]) if name is None else d["data_indexes"]
-            for d in batch["batch_data_indexes"] if name is None or d["dataset_name"] == name]
+    return [
+        (d["dataset_name"], d["data_indexes"]) if name is None else d["data_indexes"]
+        for d in batch["batch_data_indexes"]
+        if name is None or d["dataset_name"] == name
+    ]
 
 
 def over_budget_count(dataset: PackedDataset, group: str) -> int:
@@ -699,8 +712,13 @@ def test_overflow_sample_comes_first_in_a_later_pack():
 def test_full_buffer_emits_and_keeps_the_triggering_sample():
     """The reference would lose sample 2 here; we pack it first in the next pack."""
     lengths = [30, 30, 30] + [5] * 100
-    cfg = config(expected_num_tokens=45, max_num_tokens=50, max_num_tokens_per_sample=40, prefer_buffer_before=20,
-                 max_buffer_size=1)
+    cfg = config(
+        expected_num_tokens=45,
+        max_num_tokens=50,
+        max_num_tokens_per_sample=40,
+        prefer_buffer_before=20,
+        max_buffer_size=1,
+    )
     batches = take(packed({"g": FakeGroup("g", text_of(lengths.__getitem__))}, cfg), 3)
     assert [ids_of(b, "g") for b in batches] == [[0], [2, 3, 4, 5], [1, 6, 7, 8]]
 
@@ -709,8 +727,14 @@ def test_full_buffer_emits_and_keeps_the_triggering_sample():
 def test_mixing_loop_matches_model_and_conserves_samples(seed):
     rng = random.Random(seed)
     table = [rng.choice([rng.randint(2, 12), rng.randint(20, 40), rng.randint(41, 45)]) for _ in range(5000)]
-    cfg = config(expected_num_tokens=50, max_num_tokens=64, max_num_tokens_per_sample=40, prefer_buffer_before=24,
-                 max_buffer_size=2, use_flex=bool(seed % 2))
+    cfg = config(
+        expected_num_tokens=50,
+        max_num_tokens=64,
+        max_num_tokens_per_sample=40,
+        prefer_buffer_before=24,
+        max_buffer_size=2,
+        use_flex=bool(seed % 2),
+    )
     group = FakeGroup("g", text_of(table.__getitem__))
     dataset = packed({"g": group}, cfg)
     batches = take(dataset, 150)
@@ -728,10 +752,17 @@ def test_mixing_loop_matches_model_and_conserves_samples(seed):
 
 
 def test_mixing_loop_with_images_dropout_and_mandatory_group():
-    cfg = config(expected_num_tokens=48, max_num_tokens=64, max_num_tokens_per_sample=32, prefer_buffer_before=16,
-                 max_buffer_size=3, text_cond_dropout_prob=0.3, vit_cond_dropout_prob=0.4, vae_cond_dropout_prob=0.1)
-    groups = {"m": FakeGroup("m", text_of(lambda i: 4 + i % 3)), "x": FakeGroup("x", mixed),
-              "y": FakeGroup("y", mixed)}
+    cfg = config(
+        expected_num_tokens=48,
+        max_num_tokens=64,
+        max_num_tokens_per_sample=32,
+        prefer_buffer_before=16,
+        max_buffer_size=3,
+        text_cond_dropout_prob=0.3,
+        vit_cond_dropout_prob=0.4,
+        vae_cond_dropout_prob=0.1,
+    )
+    groups = {"m": FakeGroup("m", text_of(lambda i: 4 + i % 3)), "x": FakeGroup("x", mixed), "y": FakeGroup("y", mixed)}
     dataset = packed(groups, cfg, weights={"m": 1, "x": 2, "y": 3}, mandatory={"m": True, "x": False, "y": False})
     batches = take(dataset, 80)  # check_batch on every one
     for name, group in groups.items():
@@ -743,8 +774,13 @@ def test_mixing_loop_with_images_dropout_and_mandatory_group():
 
 
 def test_model_check_with_mandatory_group():
-    cfg = config(expected_num_tokens=50, max_num_tokens=64, max_num_tokens_per_sample=40, prefer_buffer_before=24,
-                 max_buffer_size=2)
+    cfg = config(
+        expected_num_tokens=50,
+        max_num_tokens=64,
+        max_num_tokens_per_sample=40,
+        prefer_buffer_before=24,
+        max_buffer_size=2,
+    )
     rng = random.Random(3)
     table = [rng.randint(2, 30) for _ in range(3000)]
     m_len = lambda i: 4 + i % 9  # noqa: E731
@@ -755,8 +791,13 @@ def test_model_check_with_mandatory_group():
 
 
 def test_sample_that_never_fits_beside_mandatory_does_not_stall():
-    cfg = config(expected_num_tokens=90, max_num_tokens=100, max_num_tokens_per_sample=80, prefer_buffer_before=50,
-                 max_buffer_size=2)
+    cfg = config(
+        expected_num_tokens=90,
+        max_num_tokens=100,
+        max_num_tokens_per_sample=80,
+        prefer_buffer_before=50,
+        max_buffer_size=2,
+    )
     groups = {"m": FakeGroup("m", text_of(lambda i: 30)), "g": FakeGroup("g", text_of(lambda i: 80 if i == 0 else 10))}
     dataset = packed(groups, cfg, weights={"m": 0.0, "g": 1.0}, mandatory={"m": True, "g": False})
     batches = take(dataset, 10)
@@ -764,8 +805,13 @@ def test_sample_that_never_fits_beside_mandatory_does_not_stall():
 
 
 def test_buffer_stays_bounded_when_mandatory_samples_fill_prefer_buffer_before():
-    cfg = config(expected_num_tokens=90, max_num_tokens=100, max_num_tokens_per_sample=80, prefer_buffer_before=50,
-                 max_buffer_size=2)
+    cfg = config(
+        expected_num_tokens=90,
+        max_num_tokens=100,
+        max_num_tokens_per_sample=80,
+        prefer_buffer_before=50,
+        max_buffer_size=2,
+    )
     long_every_10th = lambda i: 80 if i % 10 == 0 else 10  # noqa: E731
     groups = {"m": FakeGroup("m", text_of(lambda i: 60)), "g": FakeGroup("g", text_of(long_every_10th))}
     dataset = packed(groups, cfg, weights={"m": 0.0, "g": 1.0}, mandatory={"m": True, "g": False})
@@ -794,6 +840,7 @@ def set_(key, index, value):
     def corrupt(b):
         b[key] = b[key].clone()
         b[key][index] = value
+
     return corrupt
 
 
@@ -830,6 +877,7 @@ CORRUPTIONS = {
     "vit group partly missing": lambda b: b.pop("packed_vit_position_ids"),
     "data index missing": lambda b: b["batch_data_indexes"].pop(),
 }
+
 
 def shift_boundary(splits: list, i: int) -> list:
     """Move the boundary after split `i` one token later (the sums stay the same)."""

@@ -14,9 +14,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from bagel_data import ImageTransform, SftJSONLIterableDataset, T2IIterableDataset, UnifiedEditIterableDataset
+from bagel_data.cli.tools import prepare_app
 from bagel_data.errors import ConfigError
 from bagel_data.synthetic.dataset import encode_image, photo_like_image
-from bagel_data.cli.tools import prepare_app
 from bagel_data.tools.prepare import prepare_edit, prepare_t2i, prepare_vlm
 
 TRANSFORM = ImageTransform(64, 32, 16)

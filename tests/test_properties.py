@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from bagel_data import FrameSampler, ImageTransform, SftJSONLIterableDataset
 from bagel_data.errors import SkipLog, SkipReason
 from bagel_data.families.conversation import IMAGE_TAG, conversation_to_elements
+from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.invariants import check_batch
 from bagel_data.packing.layout import get_flattened_position_ids_extrapolate
-from bagel_data.packing.pack import PackBuilder, PackingConfig
+from bagel_data.packing.pack import PackBuilder
 from builders import solid_jpeg
 from plans import TOKENS, make_sample, text_item, vae_item, video_items, vit_item
 
@@ -40,6 +41,8 @@ videos = st.builds(
     lambda h, w, gaps: video_items(h, w, list(np.cumsum([0, *gaps]))), st.integers(1, 2), st.integers(1, 2),
     st.lists(st.integers(1, 3), min_size=1, max_size=3),
 )  # fmt: skip
+
+
 def flatten(plan) -> list:
     items = []
     for entry in plan:
@@ -83,7 +86,9 @@ def test_random_plans_keep_every_pack_invariant(samples, use_flex, dropout, seed
 # ---------------------------------------------------------------------------------------
 # Random conversations through the VLM family
 # ---------------------------------------------------------------------------------------
-turn_text = st.lists(st.sampled_from(["hello", " ", "\n", IMAGE_TAG, "<video>", "what?", "猫"]), max_size=5).map("".join)
+turn_text = st.lists(st.sampled_from(["hello", " ", "\n", IMAGE_TAG, "<video>", "what?", "猫"]), max_size=5).map(
+    "".join
+)
 turns = st.fixed_dictionaries({"from": st.sampled_from(["human", "gpt", "system"]), "value": turn_text})
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),

@@ -80,15 +80,21 @@ def test_missing_bucket_or_key_is_a_clear_error(s3, golden_root, tokenizer, spec
         first_packs(case, info, tokenizer, special_tokens, 1)
 
 
-def test_storage_options_in_dataset_info_replace_the_environment(s3, s3_endpoint, golden_root, tokenizer,
-                                                                  special_tokens, monkeypatch):
+def test_storage_options_in_dataset_info_replace_the_environment(
+    s3, s3_endpoint, golden_root, tokenizer, special_tokens, monkeypatch
+):
     case, _, _ = load_case("packed_three_groups_flex")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(key)
     monkeypatch.setattr(storage, "_OPTIONS", {})  # this test's options only
     scheme, host = s3_endpoint.split("://")
-    options = {"endpoint_override": host, "scheme": scheme, "access_key": "testing", "secret_key": "testing",
-               "region": "us-east-1"}
+    options = {
+        "endpoint_override": host,
+        "scheme": scheme,
+        "access_key": "testing",
+        "secret_key": "testing",
+        "region": "us-east-1",
+    }
     info = s3_info(case)
     for datasets in info.values():
         for meta in datasets.values():

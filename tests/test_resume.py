@@ -113,7 +113,7 @@ def check_save_load(build, num_workers: int, total: int, cuts: list[int]) -> lis
 
 
 def worker_states(checkpoint: dict) -> list[dict]:
-    from bagel_data.loader import worker_dataset_states
+    from bagel_data.checkpoint.collect import worker_dataset_states
 
     return worker_dataset_states(checkpoint)
 

@@ -58,8 +58,17 @@ class _NoTokenizer:
 
 
 def _dataset(folder, num_used, rank=0, world=1, workers=1, tokenizer=None, **kwargs) -> T2IIterableDataset:
-    return T2IIterableDataset("t2i", TRANSFORM, tokenizer or _NoTokenizer(), [str(folder)], [num_used],
-                              local_rank=rank, world_size=world, num_workers=workers, **kwargs)
+    return T2IIterableDataset(
+        "t2i",
+        TRANSFORM,
+        tokenizer or _NoTokenizer(),
+        [str(folder)],
+        [num_used],
+        local_rank=rank,
+        world_size=world,
+        num_workers=workers,
+        **kwargs,
+    )
 
 
 def _shards(folder, num_used, world, workers):
@@ -106,13 +115,13 @@ def test_reference_slices_when_it_divides(tmp_path):
         units = sorted(dataset.data_paths)
         random.Random(42).shuffle(units)
         assert dataset.epoch_units == units
-        rank_list = units[rank * 6:(rank + 1) * 6]
+        rank_list = units[rank * 6 : (rank + 1) * 6]
         assert dataset.data_paths_per_rank == rank_list
         for worker in range(workers):
             with as_worker(worker, workers):
                 paths, worker_id = dataset.get_data_paths_per_worker()
             assert worker_id == worker
-            assert paths == rank_list[worker * 2:(worker + 1) * 2][::-1]
+            assert paths == rank_list[worker * 2 : (worker + 1) * 2][::-1]
 
 
 def _caption(sample, tokenizer) -> str:

@@ -50,8 +50,11 @@ def _human_text(row: dict) -> str:
 
 def _content_files(paths: DemoPaths) -> dict[str, bytes]:
     # dataset_info.yaml holds absolute paths, so it legitimately differs between roots.
-    return {str(p.relative_to(paths.root)): p.read_bytes() for p in sorted(paths.root.rglob("*"))
-            if p.is_file() and p.name != "dataset_info.yaml"}
+    return {
+        str(p.relative_to(paths.root)): p.read_bytes()
+        for p in sorted(paths.root.rglob("*"))
+        if p.is_file() and p.name != "dataset_info.yaml"
+    }
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -65,8 +68,10 @@ def test_photo_like_image_modes(mode: str) -> None:
         assert alpha.min() < 16 and alpha.max() == 255
     if mode == "P":
         assert "transparency" in img.info
-        assert "transparency" not in photo_like_image(np.random.default_rng(1), 32, 32, "P",
-                                                      palette_transparency=False).info
+        assert (
+            "transparency"
+            not in photo_like_image(np.random.default_rng(1), 32, 32, "P", palette_transparency=False).info
+        )
 
 
 def test_encode_image_round_trips() -> None:
@@ -185,7 +190,10 @@ def test_dataset_info_and_grouped_datasets(demo: DemoPaths) -> None:
     assert Path(vlm["jsonl_path"]) == demo.vlm_jsonl and vlm["num_total_samples"] == SIZES.vlm.rows
     assert groups["vlm_sft"]["num_used_data"] == [SIZES.vlm.rows]
     assert groups["unified_edit"]["vit_image_transform_args"] == {
-        "image_stride": 14, "max_image_size": 378, "min_image_size": 224}
+        "image_stride": 14,
+        "max_image_size": 378,
+        "min_image_size": 224,
+    }
     assert groups["vlm_sft"]["image_transform_args"]["max_pixels"] == 490 * 490
     assert groups["vlm_sft"]["frame_sampler_args"] == {"max_num_frames": 8, "min_num_frames": 4}
     assert [groups[g]["weight"] for g in groups] == [0.5, 0.3, 0.2]

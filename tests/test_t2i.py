@@ -92,7 +92,7 @@ def test_caption_drawn_uniformly_each_pass(tmp_path, tokenizer):
     # Binomial(600, 1/3): mean 200, sd 11.5; +-60 is over 5 sd.
     assert all(140 <= c <= 260 for c in counts.values()), counts
     # Consecutive passes re-draw: the sequence is not constant and not a simple cycle.
-    assert len(set(zip(draws, draws[1:]))) == 9
+    assert len(set(itertools.pairwise(draws))) == 9
 
 
 def test_caption_choice_reproducible_with_same_seed(tmp_path, tokenizer):
@@ -196,11 +196,11 @@ def test_resume_restarts_just_after_position(tmp_path, tokenizer):
     _resume_data(tmp_path)
     full = _stream(_dataset(tmp_path, tokenizer), 16, tokenizer)
     per_pass = 7
-    assert [pos for pos, _ in full[:per_pass]] == [pos for pos, _ in full[per_pass:2 * per_pass]]
+    assert [pos for pos, _ in full[:per_pass]] == [pos for pos, _ in full[per_pass : 2 * per_pass]]
     for k in range(per_pass):
         position = full[k][0]
         resumed = _dataset(tmp_path, tokenizer, data_status=[position])
-        assert _stream(resumed, 8, tokenizer) == full[k + 1:k + 9], f"resume after {position}"
+        assert _stream(resumed, 8, tokenizer) == full[k + 1 : k + 9], f"resume after {position}"
 
 
 def test_resume_uses_this_workers_entry(tmp_path, tokenizer):

@@ -87,9 +87,7 @@ def test_sizes_and_special_tokens_map(tok: QwenTokenizer) -> None:
     assert len(tok) == 151665
     stm = tok.special_tokens_map
     assert stm["eos_token"] == stm["pad_token"] == "<|endoftext|>"
-    assert {"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>"} <= set(
-        stm["additional_special_tokens"]
-    )
+    assert {"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>"} <= set(stm["additional_special_tokens"])
 
 
 def test_add_tokens() -> None:
@@ -159,9 +157,7 @@ def test_hf_adapter_derived_special_map(tmp_path: Path) -> None:
     im_start, im_end = tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
     _, new_ids, n_new = add_special_tokens(tok)
     assert n_new == 2
-    assert new_ids == dict(
-        bos_token_id=im_start, eos_token_id=im_end, start_of_image=size, end_of_image=size + 1
-    )
+    assert new_ids == dict(bos_token_id=im_start, eos_token_id=im_end, start_of_image=size, end_of_image=size + 1)
     assert len(tok) == size + 2
     sky = tok.convert_tokens_to_ids("sky")
     assert tok.encode("<|vision_start|> sky <|vision_end|>") == [size, sky, size + 1]

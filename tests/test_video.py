@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import random
 
@@ -54,8 +55,7 @@ def _expected(sampler: FrameSampler, seed: int, vlen: int, fps: float) -> list[i
     """What the sampler should pick: replay its two draws on an identically seeded rng."""
     rng = np.random.default_rng(seed)
     t = int(rng.integers(sampler.min_num_frames, sampler.max_num_frames + 1))
-    return frame_indices(t, vlen, sampler.sample, rng, input_fps=fps,
-                         max_num_frames=sampler.max_num_frames)
+    return frame_indices(t, vlen, sampler.sample, rng, input_fps=fps, max_num_frames=sampler.max_num_frames)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -132,8 +132,13 @@ def test_unreadable_inputs_raise_video_decode_error(tmp_path):
     (tmp_path / "empty").mkdir()
     bad_frame = _make_folder(tmp_path / "bad", 3)
     (tmp_path / "bad" / "frame_2.jpg").write_bytes(b"not a jpeg")
-    cases = [str(corrupt), str(tmp_path / "missing.mp4"), str(tmp_path / "nope") + "/",
-             str(tmp_path / "empty") + "/", bad_frame]
+    cases = [
+        str(corrupt),
+        str(tmp_path / "missing.mp4"),
+        str(tmp_path / "nope") + "/",
+        str(tmp_path / "empty") + "/",
+        bad_frame,
+    ]
     for path in cases:
         with pytest.raises(VideoDecodeError) as info:
             sampler(path, np.random.default_rng(0))
@@ -143,10 +148,12 @@ def test_unreadable_inputs_raise_video_decode_error(tmp_path):
 
 
 def test_bad_settings_raise_value_error():
-    for kwargs in ({"sample": "uniform", "max_num_frames": 4},
-                   {"sample": "fpsx", "max_num_frames": 4},
-                   {"max_num_frames": -1},
-                   {"max_num_frames": 4, "min_num_frames": 8}):
+    for kwargs in (
+        {"sample": "uniform", "max_num_frames": 4},
+        {"sample": "fpsx", "max_num_frames": 4},
+        {"max_num_frames": -1},
+        {"max_num_frames": 4, "min_num_frames": 8},
+    ):
         with pytest.raises(ValueError):
             FrameSampler(**kwargs)
     with pytest.raises(ValueError, match="uniform"):
@@ -167,8 +174,12 @@ def test_sampler_leaves_global_generators_alone(video, tmp_path):
 
 
 @settings(max_examples=300, deadline=None)
-@given(t=st.integers(1, 40), vlen=st.integers(1, 40), sample=st.sampled_from(["rand", "middle"]),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    t=st.integers(1, 40),
+    vlen=st.integers(1, 40),
+    sample=st.sampled_from(["rand", "middle"]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_segment_rule_properties(t, vlen, sample, seed):
     """Length t; the first n = min(t, vlen) indices strictly increase in [0, vlen) and the
     rest repeat the last. When every segment has >= 2 frames (guaranteed once vlen >= 2n)
@@ -177,7 +188,7 @@ def test_segment_rule_properties(t, vlen, sample, seed):
     n = min(t, vlen)
     assert len(indices) == t
     assert all(0 <= i < vlen for i in indices)
-    assert all(a < b for a, b in zip(indices[:n], indices[1:n]))
+    assert all(a < b for a, b in itertools.pairwise(indices))
     assert indices[n:] == [indices[n - 1]] * (t - n)
     bounds = np.linspace(0, vlen, n + 1).astype(int)
     if sample == "rand" and np.all(np.diff(bounds) >= 2):
@@ -189,8 +200,12 @@ def test_segment_rule_properties(t, vlen, sample, seed):
 
 
 @settings(max_examples=200, deadline=None)
-@given(vlen=st.integers(1, 200), input_fps=st.sampled_from([1.0, 4.0, 25.0, 29.97]),
-       output_fps=st.sampled_from(["0.5", "1", "2", "30"]), cap=st.integers(-1, 10))
+@given(
+    vlen=st.integers(1, 200),
+    input_fps=st.sampled_from([1.0, 4.0, 25.0, 29.97]),
+    output_fps=st.sampled_from(["0.5", "1", "2", "30"]),
+    cap=st.integers(-1, 10),
+)
 def test_fps_rule_properties(vlen, input_fps, output_fps, cap):
     """fps sampling: non-decreasing indices in [0, vlen), at most `cap` of them when cap > 0."""
     indices = frame_indices(0, vlen, "fps" + output_fps, input_fps=input_fps, max_num_frames=cap)

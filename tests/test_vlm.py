@@ -197,11 +197,17 @@ def test_adjacent_tags_and_tags_in_two_turns(tmp_path, tokenizer):
         "conversations": _conv(("human", "<image>"), ("gpt", "one"), ("human", "and <image>"), ("gpt", "two")),
     }
     assert _plan(_first_sample(tmp_path, tokenizer, row), tokenizer) == [
-        ("image", 0, 200), ("text", 1, "one"), ("text", 0, "and"), ("image", 0, 40), ("text", 1, "two"),
+        ("image", 0, 200),
+        ("text", 1, "one"),
+        ("text", 0, "and"),
+        ("image", 0, 40),
+        ("text", 1, "two"),
     ]
     row = {"image": ["a.png", "b.png"], "conversations": _conv(("human", "<image><image>"), ("gpt", "x"))}
     assert _plan(_first_sample(tmp_path / "2", tokenizer, row), tokenizer) == [
-        ("image", 0, 40), ("image", 0, 200), ("text", 1, "x"),
+        ("image", 0, 40),
+        ("image", 0, 200),
+        ("text", 1, "x"),
     ]
 
 
@@ -261,8 +267,10 @@ def test_video_in_a_later_human_turn(tmp_path, tokenizer):
 GOOD = {"image": "a.png", "conversations": _conv(("human", "<image> good"), ("gpt", "yes"))}
 BAD = [
     ('{"conversations": [', SkipReason.JSON_INVALID),
-    ({"image": ["a.png", "b.png"], "conversations": _conv(("human", "<image> one tag"), ("gpt", "x"))},
-     SkipReason.PLACEHOLDER_MISMATCH),
+    (
+        {"image": ["a.png", "b.png"], "conversations": _conv(("human", "<image> one tag"), ("gpt", "x"))},
+        SkipReason.PLACEHOLDER_MISMATCH,
+    ),
     ({"image": "a.png", "conversations": _conv(("human", "no tag"), ("gpt", "x"))}, SkipReason.PLACEHOLDER_MISMATCH),
     ({"conversations": _conv(("human", "<image> no image"), ("gpt", "x"))}, SkipReason.PLACEHOLDER_MISMATCH),
     (_video_row(("human", "no video tag"), ("gpt", "x")), SkipReason.VIDEO_TAG_MISSING),

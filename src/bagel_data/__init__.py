@@ -14,8 +14,11 @@ from .datasets import (
     make_bagel_multimodal_dataset,
 )
 from .errors import BadSampleError, BagelDataError, ConfigError, ResumeError, SkipReason, TooManyFailuresError
-from .media.images import ImageTransform, pil_img2rgb
+from .families.base import DistributedIterableDataset
 from .loader import build_dataloader
+from .media.images import ImageTransform, pil_img2rgb
+from .media.video import FrameSampler
+from .packing.config import PackingConfig
 from .packing.layout import (
     get_flattened_position_ids_extrapolate,
     get_flattened_position_ids_interpolate,
@@ -23,12 +26,9 @@ from .packing.layout import (
     patchify,
     prepare_attention_mask_per_sample,
 )
-from .packing.pack import PackingConfig
 from .packing.packed_dataset import PackedDataset
-from .sharding import DistributedIterableDataset
 from .sources.parquet import get_parquet_data_paths
 from .tokenizer import QwenTokenizer, add_special_tokens, load_tokenizer
-from .media.video import FrameSampler
 
 __all__ = [
     "DATASET_REGISTRY",

@@ -30,18 +30,18 @@ class SimpleCustomBatch:
             setattr(self, name, value)
         self.use_flex = "nested_attention_masks" not in self._fields
 
-    def _apply(self, move: Callable[[torch.Tensor], torch.Tensor]) -> "SimpleCustomBatch":
+    def _apply(self, move: Callable[[torch.Tensor], torch.Tensor]) -> SimpleCustomBatch:
         for name in self._fields:
             setattr(self, name, _map_tensors(getattr(self, name), move))
         return self
 
-    def pin_memory(self) -> "SimpleCustomBatch":
+    def pin_memory(self) -> SimpleCustomBatch:
         return self._apply(lambda tensor: tensor.pin_memory())
 
-    def cuda(self, device) -> "SimpleCustomBatch":
+    def cuda(self, device) -> SimpleCustomBatch:
         return self._apply(lambda tensor: tensor.to(device, non_blocking=True))
 
-    def to(self, device) -> "SimpleCustomBatch":
+    def to(self, device) -> SimpleCustomBatch:
         return self.cuda(device)
 
     def to_dict(self) -> dict:

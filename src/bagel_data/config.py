@@ -21,8 +21,8 @@ from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
 from .media.images import ImageTransform
-from .sources import storage
 from .media.video import FrameSampler
+from .sources import storage
 
 DATASET_REGISTRY = {
     "t2i_pretrain": T2IIterableDataset,
@@ -30,13 +30,28 @@ DATASET_REGISTRY = {
     "unified_edit": UnifiedEditIterableDataset,
 }
 
-_COMMON_KEYS = {"dataset_names", "weight", "is_mandatory", "num_used_data", "image_transform_args", "resume_data_status"}
+_COMMON_KEYS = {
+    "dataset_names",
+    "weight",
+    "is_mandatory",
+    "num_used_data",
+    "image_transform_args",
+    "resume_data_status",
+}
 ALLOWED_GROUP_KEYS = {
     T2IIterableDataset: _COMMON_KEYS | {"file_order"},
     UnifiedEditIterableDataset: _COMMON_KEYS | {"vit_image_transform_args", "file_order"},
     SftJSONLIterableDataset: _COMMON_KEYS | {"frame_sampler_args", "shuffle_lines", "shuffle_seed"},
 }
-_TRANSFORM_KEYS = {"max_image_size", "min_image_size", "image_stride", "max_pixels", "image_mean", "image_std", "fast_decode"}
+_TRANSFORM_KEYS = {
+    "max_image_size",
+    "min_image_size",
+    "image_stride",
+    "max_pixels",
+    "image_mean",
+    "image_std",
+    "fast_decode",
+}
 
 
 def load_mapping(source: Mapping | str | os.PathLike | None, what: str) -> tuple[dict, str | None]:
@@ -116,14 +131,20 @@ def _register_storage_options(dataset_info: dict, group: str, name: str) -> None
         raise ConfigError(key, type(options).__name__, "must be a mapping of filesystem options")
     uris = [str(entry[k]) for k in _URI_KEYS if entry.get(k) is not None and storage.is_uri(str(entry[k]))]
     if not uris:
-        raise ConfigError(key, sorted(options), "storage options apply to s3://, gs:// or hdfs:// paths; this entry has none")
+        raise ConfigError(
+            key, sorted(options), "storage options apply to s3://, gs:// or hdfs:// paths; this entry has none"
+        )
     for uri in uris:
         try:
             storage.register_options(uri, dict(options))
         except storage.StorageOptionsError as exc:
             # Only the option names are shown: the values may be secrets.
-            raise ConfigError(key, sorted(options), f"{exc}; see pyarrow.fs's S3FileSystem / GcsFileSystem / "
-                              "HadoopFileSystem for the accepted keyword arguments") from None
+            raise ConfigError(
+                key,
+                sorted(options),
+                f"{exc}; see pyarrow.fs's S3FileSystem / GcsFileSystem / "
+                "HadoopFileSystem for the accepted keyword arguments",
+            ) from None
 
 
 def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | None) -> GroupSpec:
@@ -136,7 +157,9 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     unknown = set(args) - ALLOWED_GROUP_KEYS[family]
     if unknown:
         raise ConfigError(
-            f"grouped_datasets.{name}", sorted(unknown), f"unknown key(s); allowed: {sorted(ALLOWED_GROUP_KEYS[family])}"
+            f"grouped_datasets.{name}",
+            sorted(unknown),
+            f"unknown key(s); allowed: {sorted(ALLOWED_GROUP_KEYS[family])}",
         )
     names = args.get("dataset_names")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
@@ -146,8 +169,10 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
             known = sorted(dataset_info.get(name, {}))
             raise ConfigError(f"{name}.dataset_names", dataset, f"not in dataset_info[{name!r}] (known: {known})")
     num_used = args.get("num_used_data")
-    if not isinstance(num_used, list) or len(num_used) != len(names) or not all(
-        isinstance(n, int) and n > 0 for n in num_used
+    if (
+        not isinstance(num_used, list)
+        or len(num_used) != len(names)
+        or not all(isinstance(n, int) and n > 0 for n in num_used)
     ):
         raise ConfigError(f"{name}.num_used_data", num_used, f"give one positive int per dataset name ({len(names)})")
     if "image_transform_args" not in args:
@@ -156,7 +181,9 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
         _register_storage_options(dataset_info, name, dataset)
     kwargs: dict[str, Any] = {
         "num_used_data": list(num_used),
-        "transform": ImageTransform(**_check_transform_args(name, "image_transform_args", args["image_transform_args"])),
+        "transform": ImageTransform(
+            **_check_transform_args(name, "image_transform_args", args["image_transform_args"])
+        ),
         "data_dir_list": [_meta(dataset_info, name, d, "data_dir", info_base) for d in names],
     }
     if "file_order" in args:

@@ -16,7 +16,7 @@ from .errors import ConfigError, ConfigWarning
 from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
-from .packing.pack import PackingConfig
+from .packing.config import PackingConfig
 from .packing.packed_dataset import PackedDataset
 
 __all__ = [

@@ -7,6 +7,7 @@ import warnings
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .batch import collate_wrapper
+from .checkpoint.collect import worker_dataset_states  # re-exported: where users look for it
 
 
 def build_dataloader(
@@ -41,10 +42,4 @@ def _stateful_loader(dataset, workers, pin_memory, prefetch_factor, persistent_w
     )
 
 
-def worker_dataset_states(loader_state: dict) -> list[dict]:
-    """The packed dataset's checkpoint of each worker inside a StatefulDataLoader state."""
-    if "_snapshot" not in loader_state:  # num_workers == 0: the state is the main process's
-        state = loader_state.get("dataset_state")
-        return [state] if state else []
-    snapshots = loader_state["_snapshot"]["_worker_snapshots"]
-    return [snapshots[key]["dataset_state"] for key in sorted(snapshots) if snapshots[key].get("dataset_state")]
+__all__ = ["build_dataloader", "worker_dataset_states"]

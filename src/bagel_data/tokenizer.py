@@ -9,8 +9,9 @@ import json
 import os
 import re
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import Any, Union
 
 import tiktoken
 
@@ -20,21 +21,42 @@ QWEN2_PAT_STR = (
 )
 QWEN2_NUM_BASE_TOKENS = 151643
 _QWEN2_SPECIAL_NAMES = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
 )
-QWEN2_SPECIAL_TOKENS: dict[str, int] = {
-    tok: QWEN2_NUM_BASE_TOKENS + i for i, tok in enumerate(_QWEN2_SPECIAL_NAMES)
-}
+QWEN2_SPECIAL_TOKENS: dict[str, int] = {tok: QWEN2_NUM_BASE_TOKENS + i for i, tok in enumerate(_QWEN2_SPECIAL_NAMES)}
 # Mirrors Qwen2.5's tokenizer_config.json: tool-call / FIM / repo tokens are added tokens
 # there but not flagged special, so HF leaves them out of additional_special_tokens.
 _QWEN2_ADDITIONAL_SPECIAL = list(_QWEN2_SPECIAL_NAMES[1:14])
 
 _SPECIAL_MAP_KEYS = (
-    "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
     "additional_special_tokens",
 )
 
@@ -131,7 +153,7 @@ class QwenTokenizer:
             return None
         return _qwen_ranks().get(bytes(decoder[ch] for ch in token))
 
-    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | None | list[int | None]:
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int | None] | None:
         """Look up special/added tokens or byte-level vocab strings (e.g. "Ġthe"); unknown -> None."""
         if isinstance(tokens, str):
             return self._token_to_id(tokens)
@@ -212,7 +234,7 @@ class HFTokenizerAdapter:
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
-    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | None | list[int | None]:
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int | None] | None:
         if isinstance(tokens, str):
             return self._tok.token_to_id(tokens)
         return [self._tok.token_to_id(t) for t in tokens]

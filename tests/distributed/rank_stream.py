@@ -19,7 +19,7 @@ from bagel_data import (
     load_tokenizer,
     make_bagel_multimodal_dataset,
 )
-from bagel_data.distributed import gather_worker_states
+from bagel_data.checkpoint.collect import gather_worker_states
 
 
 def describe(dataset, count: int) -> dict:

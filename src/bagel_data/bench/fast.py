@@ -20,12 +20,12 @@ import torch
 from PIL import Image
 
 from ..media import fast_decode
-from .floor import Patcher, best_seconds
 from ..media.fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
 from ..media.images import ImageTransform, decode_image
 from ..packing.layout import prepare_attention_mask_per_sample
 from ..packing.pack import _pad_images
 from ..synthetic.dataset import encode_image, photo_like_image
+from .floor import Patcher, best_seconds
 
 _now = time.perf_counter
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import batch as batch_module
-from ..media import video
 from ..families import edit, t2i, vlm
+from ..media import video
 from ..media.images import ImageTransform, decode_image
 from ..packing import pack as pack_module
 from ..packing.layout import prepare_attention_mask_per_sample as build_mask
@@ -253,7 +253,9 @@ class WorkRecorder:
         rows = []
         for where in (w for pack in packs for w in pack):
             key = id(where)
-            rows.append((where["dataset_name"], bool(self.samples[key][1]), self.mask_seconds[key], self.image_seconds(key)))
+            rows.append(
+                (where["dataset_name"], bool(self.samples[key][1]), self.mask_seconds[key], self.image_seconds(key))
+            )
         return rows
 
     def warm_mask_rows(self, packs: list[list[dict]], rounds: int = 3) -> list[tuple[str, bool, float, float]]:

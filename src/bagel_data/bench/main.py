@@ -20,12 +20,12 @@ import numpy as np
 import torch
 import yaml
 
-from . import fast as fast
-from . import floor as floor
-from . import runs as running
 from ..batch import collate_wrapper
 from ..packing import pack as pack_module
 from ..synthetic.dataset import DemoSizes, write_demo_dataset
+from . import fast as fast
+from . import floor as floor
+from . import runs as running
 
 PACKING = {
     "expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num_tokens_per_sample": 16384,
@@ -34,8 +34,18 @@ PACKING = {
 }  # fmt: skip
 QUICK_PACKING = {**PACKING, "expected_num_tokens": 7680, "max_num_tokens": 8192,
                  "max_num_tokens_per_sample": 4096, "prefer_buffer_before": 4096}  # fmt: skip
-SECTIONS = ("config", "pipeline", "floor", "stages", "loader", "nested_mask", "proposals", "checkpoint", "jsonl_index",
-            "fast_decode")
+SECTIONS = (
+    "config",
+    "pipeline",
+    "floor",
+    "stages",
+    "loader",
+    "nested_mask",
+    "proposals",
+    "checkpoint",
+    "jsonl_index",
+    "fast_decode",
+)
 _now = time.perf_counter
 
 
@@ -105,7 +115,11 @@ def run_benchmark(root: Path, out_json: Path, *, batches: int, quick: bool = Fal
     loader: dict = {1: [], 2: []}  # (c) through the DataLoader, each run in a fresh interpreter
     for _ in range(min(repeats, 2)):
         for workers, runs in loader.items():
-            runs.append(running.run_child("loader", {"paths": paths, "packing": packing, "workers": workers, "batches": batches}))
+            runs.append(
+                running.run_child(
+                    "loader", {"paths": paths, "packing": packing, "workers": workers, "batches": batches}
+                )
+            )
     res["loader"] = {}
     for workers, runs in loader.items():
         run = max(runs, key=lambda r: r["tokens_per_second"])
@@ -241,38 +255,90 @@ def print_report(res: dict) -> None:
                                          f"{flo['efficiency_vs_all_built']:.3f}; without the padded_images pool "
                                          f"{flo['efficiency_without_pad_pool']:.3f})")),
     ]  # fmt: skip
-    rows += [(f"  stage {k}", f"{v['seconds']:.2f} s ({v['share']:.0%}), {v['calls']} calls") for k, v in res["stages"].items()]
+    rows += [
+        (f"  stage {k}", f"{v['seconds']:.2f} s ({v['share']:.0%}), {v['calls']} calls")
+        for k, v in res["stages"].items()
+    ]
     for run in res["loader"].values():
         workers = [w.get("VmHWM_mb", 0) for w in run["peak_rss"]["workers"]]
         main = run["peak_rss"]["main"].get("VmHWM_mb", 0)
-        rows.append((f"DataLoader, {run['workers']} worker(s)",
-                     (f"{run['tokens_per_second']:,.0f} tok/s, {run['samples_per_second']:.1f} samples/s "
-                      f"(x{run['relative_to_in_process']:.2f} of 1 process), "
-                      f"first batch {run['first_batch_seconds']:.2f} s, peak RSS main {main:.0f} MB, workers {workers} MB")))
+        rows.append(
+            (
+                f"DataLoader, {run['workers']} worker(s)",
+                (
+                    f"{run['tokens_per_second']:,.0f} tok/s, {run['samples_per_second']:.1f} samples/s "
+                    f"(x{run['relative_to_in_process']:.2f} of 1 process), "
+                    f"first batch {run['first_batch_seconds']:.2f} s, peak RSS main {main:.0f} MB, workers {workers} MB"
+                ),
+            )
+        )
     for label, n in (("", nest), (", proposed helpers", nest["with_proposed_helpers"])):
         m = n["by_group"]["all"]
-        rows.append((f"nested masks{label}", (f"{n['tokens_per_second']:,.0f} tok/s; mask < image work in "
-                                              f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
-                                              f"max ratio {m['max_mask_to_image_ratio']:.2f}")))
+        rows.append(
+            (
+                f"nested masks{label}",
+                (
+                    f"{n['tokens_per_second']:,.0f} tok/s; mask < image work in "
+                    f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
+                    f"max ratio {m['max_mask_to_image_ratio']:.2f}"
+                ),
+            )
+        )
     m = nest["warm_rebuild"]["by_group"]["all"]
-    rows.append(("nested masks rebuilt in warm memory", (f"mask < image work in {m['mask_cheaper_than_images']}/"
-                                                         f"{m['samples']} samples, max ratio {m['max_mask_to_image_ratio']:.2f}")))
-    rows.append(("proposed mask helper alone", (f"x{prop['mask_alone']['speedup']:.1f}, "
-                                                f"bit-identical {prop['bit_identical']}")))
+    rows.append(
+        (
+            "nested masks rebuilt in warm memory",
+            (
+                f"mask < image work in {m['mask_cheaper_than_images']}/"
+                f"{m['samples']} samples, max ratio {m['max_mask_to_image_ratio']:.2f}"
+            ),
+        )
+    )
+    rows.append(
+        ("proposed mask helper alone", (f"x{prop['mask_alone']['speedup']:.1f}, bit-identical {prop['bit_identical']}"))
+    )
     rows.append(("checkpoint", f"{res['checkpoint']['bytes']:,} bytes"))
-    rows.append(("JSONL index", (f"{jl['bytes_per_line']:.1f} B/line held ({jl['lines']:,} lines), "
-                                 f"peak RSS +{jl['peak_rss_delta_mb']:.0f} MB while building")))
+    rows.append(
+        (
+            "JSONL index",
+            (
+                f"{jl['bytes_per_line']:.1f} B/line held ({jl['lines']:,} lines), "
+                f"peak RSS +{jl['peak_rss_delta_mb']:.0f} MB while building"
+            ),
+        )
+    )
     fp = fd["pipeline"]
-    rows.append(("pipeline with fast_decode: true", (f"{fp['tokens_per_second']:,.0f} tok/s "
-                                                     f"(x{fp['relative_to_exact']:.2f} of exact), same packs {fp['same_packs']}")))
+    rows.append(
+        (
+            "pipeline with fast_decode: true",
+            (
+                f"{fp['tokens_per_second']:,.0f} tok/s "
+                f"(x{fp['relative_to_exact']:.2f} of exact), same packs {fp['same_packs']}"
+            ),
+        )
+    )
     for name, v in fd.items():
         if name not in ("simplejpeg", "pipeline"):
             psnr = "identical" if v["psnr_db"] is None else f"PSNR {v['psnr_db']:.1f} dB"
-            rows.append((f"fast_decode, {name}", (f"x{v['speedup']:.2f}, {v['drafted']}/{v['images']} drafted, "
-                                                  f"mean |diff| {v['mean_abs_diff']:.4f}, max {v['max_abs_diff']:.3f}, {psnr}")))
+            rows.append(
+                (
+                    f"fast_decode, {name}",
+                    (
+                        f"x{v['speedup']:.2f}, {v['drafted']}/{v['images']} drafted, "
+                        f"mean |diff| {v['mean_abs_diff']:.4f}, max {v['max_abs_diff']:.3f}, {psnr}"
+                    ),
+                )
+            )
     if sj["available"]:
-        modes = {m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()}
-        rows.append(("simplejpeg", f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}"))
+        modes = {
+            m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()
+        }
+        rows.append(
+            (
+                "simplejpeg",
+                f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}",
+            )
+        )
     else:
         rows.append(("simplejpeg", "not installed"))
     table = Table(title=f"bagel-data benchmark ({res['config']['batches']} packs)", show_header=False)

@@ -93,6 +93,7 @@ class RssSampler(threading.Thread):
         self._stop_event.set()
         self.join()
         self.sample()
+
         def mb(peaks: dict) -> dict:
             return {f"{k}_mb": round(v / 2**20, 1) for k, v in peaks.items()}
 
@@ -116,7 +117,8 @@ def child_main() -> None:
 
 
 def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dict:
-    from ..loader import build_dataloader, worker_dataset_states
+    from ..checkpoint.collect import worker_dataset_states
+    from ..loader import build_dataloader
 
     tok, special = load_tokenizer_once()
     dataset = build(paths, tok, special, packing, num_workers=workers)

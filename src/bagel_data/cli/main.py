@@ -6,7 +6,6 @@ import logging
 import os
 import warnings
 from pathlib import Path
-from typing import Optional
 
 import typer
 import yaml
@@ -105,12 +104,12 @@ def demo(
 @app.command()
 def run(
     config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
-    dataset_info: Optional[Path] = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
+    dataset_info: Path | None = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
     batches: int = typer.Option(20, help="Packed batches to draw."),
     workers: int = typer.Option(2, help="DataLoader worker processes."),
     rank: int = typer.Option(0, help="This process's rank."),
     world_size: int = typer.Option(1, help="Number of ranks."),
-    tokenizer: Optional[str] = typer.Option(None, help="'qwen2' (default, offline) or a local HF tokenizer folder."),
+    tokenizer: str | None = typer.Option(None, help="'qwen2' (default, offline) or a local HF tokenizer folder."),
     strict: bool = typer.Option(False, help="Stop at the first bad row, naming where it is."),
     max_consecutive_failures: int = typer.Option(100, help="Bad rows in a row before the run stops."),
 ) -> None:
@@ -129,12 +128,12 @@ def run(
 @app.command()
 def validate(
     config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
-    dataset_info: Optional[Path] = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
+    dataset_info: Path | None = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
     world_size: int = typer.Option(1, help="Ranks the job will run on."),
     num_workers: int = typer.Option(1, help="DataLoader workers per rank."),
-    sample: Optional[int] = typer.Option(None, help="Check only the first N rows of each group."),
+    sample: int | None = typer.Option(None, help="Check only the first N rows of each group."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    tokenizer: Optional[str] = typer.Option(None, help="'qwen2' (default) or a local HF tokenizer folder."),
+    tokenizer: str | None = typer.Option(None, help="'qwen2' (default) or a local HF tokenizer folder."),
 ) -> None:
     """Preflight a config: schemas, decodes, placeholders, lengths vs budgets, shard split."""
     import json

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -32,7 +32,7 @@ prepare_app = typer.Typer(
 console = Console()
 _SHOWN_ROWS = 20
 
-ReportOption = Annotated[Optional[Path], typer.Option(help="Also write the full report (every dropped row) as JSON.")]
+ReportOption = Annotated[Path | None, typer.Option(help="Also write the full report (every dropped row) as JSON.")]
 OverwriteOption = Annotated[bool, typer.Option(help="Replace parquet files already in OUT_DIR.")]
 
 
@@ -52,7 +52,7 @@ def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], 
     raise AssertionError("unreachable")
 
 
-def _print_report(report: PrepareReport, report_path: Optional[Path]) -> None:
+def _print_report(report: PrepareReport, report_path: Path | None) -> None:
     table = Table(title="prepare summary", show_header=False)
     table.add_row("rows written", str(report.rows_written))
     table.add_row("rows dropped", str(report.rows_dropped))
@@ -81,9 +81,9 @@ def t2i_command(
     out_dir: Annotated[Path, typer.Argument(help="Folder for part-NNNNN.parquet shards.")],
     rows_per_group: Annotated[int, typer.Option(help="Rows per parquet row group.")] = 100,
     rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file (T2I shards by file).")] = 1000,
-    reencode: Annotated[Optional[str], typer.Option(help="Re-encode every image, e.g. JPEG, PNG, WEBP.")] = None,
-    max_side: Annotated[Optional[int], typer.Option(help="Downscale so the longest side is at most this.")] = None,
-    image_root: Annotated[Optional[Path], typer.Option(help="Base of manifest paths (default: its folder).")] = None,
+    reencode: Annotated[str | None, typer.Option(help="Re-encode every image, e.g. JPEG, PNG, WEBP.")] = None,
+    max_side: Annotated[int | None, typer.Option(help="Downscale so the longest side is at most this.")] = None,
+    image_root: Annotated[Path | None, typer.Option(help="Base of manifest paths (default: its folder).")] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
 ) -> None:
@@ -104,7 +104,7 @@ def edit_command(
     out_dir: Annotated[Path, typer.Argument(help="Folder for the shards and parquet_info.json.")],
     rows_per_group: Annotated[int, typer.Option(help="Rows per row group (the edit family's shard unit).")] = 16,
     rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file.")] = 1024,
-    image_root: Annotated[Optional[Path], typer.Option(help="Base of image paths (default: manifest folder).")] = None,
+    image_root: Annotated[Path | None, typer.Option(help="Base of image paths (default: manifest folder).")] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
 ) -> None:
@@ -137,8 +137,8 @@ def inspect_command(
     config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),
     batches: Annotated[int, typer.Option(help="Packs to draw.")] = 4,
-    dataset_info: Annotated[Optional[Path], typer.Option(help="dataset_info YAML/JSON, overrides the config's")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
+    dataset_info: Annotated[Path | None, typer.Option(help="dataset_info YAML/JSON, overrides the config's")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
 ) -> None:
     """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering."""
     from ..tools.inspect.packs import (

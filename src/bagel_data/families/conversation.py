@@ -65,7 +65,11 @@ def check_conversations(row: object) -> str | None:
     if not isinstance(conversations, list) or not conversations:
         return "missing or empty 'conversations' list"
     for index, turn in enumerate(conversations):
-        if not isinstance(turn, dict) or not isinstance(turn.get("from"), str) or not isinstance(turn.get("value"), str):
+        if (
+            not isinstance(turn, dict)
+            or not isinstance(turn.get("from"), str)
+            or not isinstance(turn.get("value"), str)
+        ):
             return f"conversations[{index}] must be an object with string 'from' and 'value'"
     image = row.get("image")
     if image is not None and not (

@@ -13,8 +13,8 @@ import os
 from ..errors import ConfigError, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
-from ..sharding import DistributedIterableDataset
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from .base import DistributedIterableDataset
 
 COLUMNS = ("image_list", "instruction_list")
 

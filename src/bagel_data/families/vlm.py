@@ -14,11 +14,11 @@ import numpy as np
 
 from ..errors import SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
-from ..sharding import DistributedIterableDataset
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
-from ..media.video import VideoDecodeError
+from .base import DistributedIterableDataset
 from .conversation import check_conversations, conversation_to_elements, count_image_tags, expand_video_tag
 
 

@@ -123,9 +123,7 @@ def _normalize_table(mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndar
     # per-pixel work is one table lookup and the result is bit-identical to doing the
     # arithmetic on each pixel in float32.
     levels = np.arange(256, dtype=np.float32) / np.float32(255)
-    return np.stack(
-        [(levels - np.float32(m)) / np.float32(s) for m, s in zip(mean, std)]
-    ).astype(np.float32)
+    return np.stack([(levels - np.float32(m)) / np.float32(s) for m, s in zip(mean, std)]).astype(np.float32)
 
 
 class ImageTransform:
@@ -185,8 +183,7 @@ class ImageTransform:
         r = self.rule
         return (
             f"ImageTransform(max_image_size={r.max_size}, min_image_size={r.min_size}, "
-            f"image_stride={r.stride}, max_pixels={r.max_pixels}"
-            + (", fast_decode=True)" if self.fast_decode else ")")
+            f"image_stride={r.stride}, max_pixels={r.max_pixels}" + (", fast_decode=True)" if self.fast_decode else ")")
         )
 
 

@@ -128,13 +128,14 @@ class FrameSampler:
         is_fps = _output_fps(self.sample) is not None
         if self.max_num_frames <= 0 and not is_fps:
             raise ConfigError(
-                "max_num_frames", self.max_num_frames,
-                f"set a positive frame cap for sample={self.sample!r}; only fps sampling "
-                "runs without one",
+                "max_num_frames",
+                self.max_num_frames,
+                f"set a positive frame cap for sample={self.sample!r}; only fps sampling runs without one",
             )
         if self.max_num_frames > 0 and not 1 <= self.min_num_frames <= self.max_num_frames:
             raise ConfigError(
-                "min_num_frames", self.min_num_frames,
+                "min_num_frames",
+                self.min_num_frames,
                 f"must be in [1, max_num_frames={self.max_num_frames}]",
             )
 
@@ -165,8 +166,7 @@ class FrameSampler:
         t = self._draw_count(rng)
         if t is None or len(names) > t:
             # input_fps stays 1.0: a folder carries no rate, as in the reference.
-            keep = frame_indices(t or 0, len(names), self.sample, rng,
-                                 max_num_frames=self.max_num_frames)
+            keep = frame_indices(t or 0, len(names), self.sample, rng, max_num_frames=self.max_num_frames)
             names = [names[i] for i in keep]
         return [_open_rgb(path, storage.join(path, name)) for name in names]
 
@@ -174,8 +174,7 @@ class FrameSampler:
         try:
             vlen, fps = _probe(path)
             t = self._draw_count(rng)
-            keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps,
-                                 max_num_frames=self.max_num_frames)
+            keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
             return _decode_frames(path, keep)
         except (av.FFmpegError, OSError) as err:
             raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
@@ -233,9 +232,7 @@ def _decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
             if i >= last:
                 break
     if len(found) < len(wanted):
-        raise VideoDecodeError(
-            path, f"stream metadata promised frame {last} but decoding stopped before it"
-        )
+        raise VideoDecodeError(path, f"stream metadata promised frame {last} but decoding stopped before it")
     # Repeated (padded) indices get their own copy: in-place edits such as thumbnail()
     # on one list entry must not change another.
     images, used = [], set()

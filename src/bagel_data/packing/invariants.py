@@ -13,12 +13,20 @@ import math
 
 import torch
 
-from .pack import PackingConfig, SpecialTokens
+from .config import PackingConfig, SpecialTokens
 
 INT_KEYS = (
-    "packed_text_ids", "packed_text_indexes", "packed_position_ids", "packed_vit_token_indexes",
-    "packed_vit_position_ids", "vit_token_seqlens", "packed_vae_token_indexes", "packed_latent_position_ids",
-    "mse_loss_indexes", "ce_loss_indexes", "packed_label_ids",
+    "packed_text_ids",
+    "packed_text_indexes",
+    "packed_position_ids",
+    "packed_vit_token_indexes",
+    "packed_vit_position_ids",
+    "vit_token_seqlens",
+    "packed_vae_token_indexes",
+    "packed_latent_position_ids",
+    "mse_loss_indexes",
+    "ce_loss_indexes",
+    "packed_label_ids",
 )
 FLOAT_KEYS = ("packed_vit_tokens", "ce_loss_weights", "packed_timesteps", "padded_images")
 GROUPS = {
@@ -27,8 +35,13 @@ GROUPS = {
     "timesteps": ("packed_timesteps", "mse_loss_indexes"),
     "ce": ("packed_label_ids", "ce_loss_indexes", "ce_loss_weights"),
 }
-INDEX_KEYS = ("packed_text_indexes", "packed_vit_token_indexes", "packed_vae_token_indexes", "mse_loss_indexes",
-              "ce_loss_indexes")
+INDEX_KEYS = (
+    "packed_text_indexes",
+    "packed_vit_token_indexes",
+    "packed_vae_token_indexes",
+    "mse_loss_indexes",
+    "ce_loss_indexes",
+)
 
 
 class InvariantError(AssertionError):
@@ -68,8 +81,14 @@ def check_batch(batch: dict, config: PackingConfig, special_tokens: SpecialToken
 
 
 def _check_keys(batch: dict, config: PackingConfig) -> None:
-    for key in ("sequence_length", "sample_lens", "packed_text_ids", "packed_text_indexes",
-                "packed_position_ids", "batch_data_indexes"):
+    for key in (
+        "sequence_length",
+        "sample_lens",
+        "packed_text_ids",
+        "packed_text_indexes",
+        "packed_position_ids",
+        "batch_data_indexes",
+    ):
         _require(key in batch, f"missing key {key!r}")
     _require(isinstance(batch["sequence_length"], int), "sequence_length is not an int")
     attention = ("split_lens", "attn_modes") if config.use_flex else ("nested_attention_masks",)
@@ -87,8 +106,10 @@ def _check_dtypes(batch: dict) -> None:
     for keys, dtype in ((INT_KEYS, torch.int64), (FLOAT_KEYS, torch.float32)):
         for key in keys:
             if key in batch:
-                _require(isinstance(batch[key], torch.Tensor) and batch[key].dtype == dtype,
-                         f"{key} must be a {dtype} tensor, got {getattr(batch[key], 'dtype', type(batch[key]))}")
+                _require(
+                    isinstance(batch[key], torch.Tensor) and batch[key].dtype == dtype,
+                    f"{key} must be a {dtype} tensor, got {getattr(batch[key], 'dtype', type(batch[key]))}",
+                )
     for i, mask in enumerate(batch.get("nested_attention_masks", [])):
         _require(mask.dtype == torch.float32, f"nested_attention_masks[{i}] is {mask.dtype}, not float32")
 
@@ -121,15 +142,19 @@ def _check_lengths(batch: dict) -> None:
     if "ce_loss_indexes" in batch:
         same(*((key, len(batch[key])) for key in GROUPS["ce"]))
     if "packed_vit_tokens" in batch:
-        same(("packed_vit_tokens rows", batch["packed_vit_tokens"].shape[0]),
-             ("packed_vit_token_indexes", len(batch["packed_vit_token_indexes"])),
-             ("sum(vit_token_seqlens)", int(batch["vit_token_seqlens"].sum())),
-             ("packed_vit_position_ids", len(batch["packed_vit_position_ids"])))
+        same(
+            ("packed_vit_tokens rows", batch["packed_vit_tokens"].shape[0]),
+            ("packed_vit_token_indexes", len(batch["packed_vit_token_indexes"])),
+            ("sum(vit_token_seqlens)", int(batch["vit_token_seqlens"].sum())),
+            ("packed_vit_position_ids", len(batch["packed_vit_position_ids"])),
+        )
     vae = len(batch.get("packed_vae_token_indexes", []))
     if "packed_vae_token_indexes" in batch:
-        same(("packed_vae_token_indexes", vae),
-             ("sum(h*w)", sum(h * w for h, w in batch["patchified_vae_latent_shapes"])),
-             ("packed_latent_position_ids", len(batch["packed_latent_position_ids"])))
+        same(
+            ("packed_vae_token_indexes", vae),
+            ("sum(h*w)", sum(h * w for h, w in batch["patchified_vae_latent_shapes"])),
+            ("packed_latent_position_ids", len(batch["packed_latent_position_ids"])),
+        )
     same(("packed_timesteps", len(batch.get("packed_timesteps", []))), ("packed_vae_token_indexes", vae))
 
 
@@ -140,21 +165,27 @@ def _check_losses(batch: dict) -> None:
     vae = _list(batch, "packed_vae_token_indexes")
     timesteps = _list(batch, "packed_timesteps")
     finite = [position for position, t in zip(vae, timesteps) if math.isfinite(t)]
-    _require(_list(batch, "mse_loss_indexes") == finite,
-             "mse_loss_indexes are not exactly the VAE positions with a finite timestep")
+    _require(
+        _list(batch, "mse_loss_indexes") == finite,
+        "mse_loss_indexes are not exactly the VAE positions with a finite timestep",
+    )
 
 
 def _check_sample_lens(batch: dict, config: PackingConfig) -> None:
     lens, length = list(batch["sample_lens"]), batch["sequence_length"]
     if config.use_flex:
-        _require(lens and lens[-1] == config.max_num_tokens - length,
-                 f"the last sample_lens entry must be the padding {config.max_num_tokens - length}, got {lens[-1:]}")
+        _require(
+            lens and lens[-1] == config.max_num_tokens - length,
+            f"the last sample_lens entry must be the padding {config.max_num_tokens - length}, got {lens[-1:]}",
+        )
         _require(sum(lens) == config.max_num_tokens, f"sum(sample_lens)={sum(lens)} != max_num_tokens")
         lens = lens[:-1]
     _require(sum(lens) == length, f"sum(sample_lens)={sum(lens)} != sequence_length={length}")
     _require(all(n > 0 for n in lens), f"empty sample in sample_lens={lens}")
-    _require(len(batch["batch_data_indexes"]) == len(lens),
-             f"{len(batch['batch_data_indexes'])} batch_data_indexes for {len(lens)} samples")
+    _require(
+        len(batch["batch_data_indexes"]) == len(lens),
+        f"{len(batch['batch_data_indexes'])} batch_data_indexes for {len(lens)} samples",
+    )
 
 
 def _sample_starts(batch: dict, config: PackingConfig) -> list[int]:
@@ -170,8 +201,10 @@ def _check_splits(batch: dict, config: PackingConfig) -> None:
     splits, modes = list(batch["split_lens"]), list(batch["attn_modes"])
     _require(len(splits) == len(modes), f"{len(splits)} split_lens for {len(modes)} attn_modes")
     _require(sum(splits) == config.max_num_tokens, f"sum(split_lens)={sum(splits)} != max_num_tokens")
-    _require(splits[-1] == config.max_num_tokens - batch["sequence_length"] and modes[-1] == "causal",
-             "the last split must be the causal padding split")
+    _require(
+        splits[-1] == config.max_num_tokens - batch["sequence_length"] and modes[-1] == "causal",
+        "the last split must be the causal padding split",
+    )
     _require(set(modes) <= {"causal", "full", "noise"}, f"unknown attention modes in {modes}")
     _require(all(n > 0 for n in splits[:-1]), f"empty split in split_lens={splits}")
     bounds, start = set(), 0
@@ -212,10 +245,14 @@ def _image_spans(batch: dict) -> list[tuple[str, int, int]]:
 def _check_brackets(batch: dict, images, tokens: SpecialTokens) -> None:
     text = dict(zip(_list(batch, "packed_text_indexes"), _list(batch, "packed_text_ids")))
     for kind, first, last in images:
-        _require(text.get(first - 1) == tokens.start_of_image,
-                 f"{kind} image at {first}..{last}: position {first - 1} is not start_of_image")
-        _require(text.get(last + 1) == tokens.end_of_image,
-                 f"{kind} image at {first}..{last}: position {last + 1} is not end_of_image")
+        _require(
+            text.get(first - 1) == tokens.start_of_image,
+            f"{kind} image at {first}..{last}: position {first - 1} is not start_of_image",
+        )
+        _require(
+            text.get(last + 1) == tokens.end_of_image,
+            f"{kind} image at {first}..{last}: position {last + 1} is not end_of_image",
+        )
 
 
 def _check_position_ids(batch: dict, images, config: PackingConfig) -> None:
@@ -223,8 +260,10 @@ def _check_position_ids(batch: dict, images, config: PackingConfig) -> None:
     no_dropout = not (config.text_cond_dropout_prob or config.vit_cond_dropout_prob or config.vae_cond_dropout_prob)
     starts = _sample_starts(batch, config)
     for start, end in zip(starts, [*starts[1:], batch["sequence_length"]]):
-        _require(ids[start] >= 0 and (ids[start] == 0 or not no_dropout),
-                 f"rotary ids do not restart at 0 at sample start {start}: {ids[start]}")
+        _require(
+            ids[start] >= 0 and (ids[start] == 0 or not no_dropout),
+            f"rotary ids do not restart at 0 at sample start {start}: {ids[start]}",
+        )
         for i in range(start + 1, end):
             _require(ids[i] >= ids[i - 1], f"rotary ids decrease inside a sample at position {i}")
     for kind, first, last in images:
@@ -241,8 +280,10 @@ def _check_timesteps(batch: dict) -> None:
 
 
 def _check_position_tables(batch: dict, config: PackingConfig) -> None:
-    for key, side in (("packed_vit_position_ids", config.max_num_patch_per_side),
-                      ("packed_latent_position_ids", config.max_latent_size)):
+    for key, side in (
+        ("packed_vit_position_ids", config.max_num_patch_per_side),
+        ("packed_latent_position_ids", config.max_latent_size),
+    ):
         values = _list(batch, key)
         _require(all(0 <= v < side * side for v in values), f"{key} outside 0..{side * side - 1}")
 
@@ -251,8 +292,12 @@ def _check_padded_images(batch: dict, config: PackingConfig) -> None:
     if "padded_images" not in batch:
         return
     images, shapes, d = batch["padded_images"], batch["patchified_vae_latent_shapes"], config.vae_image_downsample
-    _require(images.dim() == 4 and images.shape[0] == len(shapes),
-             f"padded_images {tuple(images.shape)} for {len(shapes)} VAE images")
+    _require(
+        images.dim() == 4 and images.shape[0] == len(shapes),
+        f"padded_images {tuple(images.shape)} for {len(shapes)} VAE images",
+    )
     for i, (h, w) in enumerate(shapes):
-        _require(images.shape[2] >= d * h and images.shape[3] >= d * w,
-                 f"padded_images {tuple(images.shape[2:])} smaller than VAE image {i} ({d * h}x{d * w})")
+        _require(
+            images.shape[2] >= d * h and images.shape[3] >= d * w,
+            f"padded_images {tuple(images.shape[2:])} smaller than VAE image {i} ({d * h}x{d * w})",
+        )

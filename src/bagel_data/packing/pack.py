@@ -9,7 +9,6 @@ ids, losses and attention split. Pieces are kept as numpy chunks and joined once
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -17,35 +16,8 @@ import torch
 
 from ..errors import ConfigError
 from .buffers import PadBufferPool, zeroed_float32
+from .config import PackingConfig, SpecialTokens
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
-
-
-@dataclasses.dataclass(frozen=True)
-class PackingConfig:
-    """Token budgets and per-item settings of the packer (the reference's DataConfig part)."""
-
-    expected_num_tokens: int = 32768
-    max_num_tokens_per_sample: int = 16384
-    max_num_tokens: int = 36864
-    prefer_buffer_before: int = 16384
-    max_buffer_size: int = 50
-    interpolate_pos: bool = False
-    use_flex: bool = False
-    text_cond_dropout_prob: float = 0.1
-    vit_cond_dropout_prob: float = 0.4
-    vae_cond_dropout_prob: float = 0.1
-    vae_image_downsample: int = 16
-    max_latent_size: int = 32
-    vit_patch_size: int = 14
-    max_num_patch_per_side: int = 70
-
-
-@dataclasses.dataclass(frozen=True)
-class SpecialTokens:
-    bos_token_id: int
-    eos_token_id: int
-    start_of_image: int
-    end_of_image: int
 
 
 class _Chunks:
@@ -188,7 +160,9 @@ class PackBuilder:
                 d = cfg.vae_image_downsample
                 h, w = image.shape[1] // d, image.shape[2] // d
                 self.vae_images.append(image)
-                self.latent_position_ids.append(self.position_ids(image.shape[1], image.shape[2], d, cfg.max_latent_size))
+                self.latent_position_ids.append(
+                    self.position_ids(image.shape[1], image.shape[2], d, cfg.max_latent_size)
+                )
                 self.latent_shapes.append((h, w))
                 self.vae_indexes.span(self.curr, self.curr + h * w)
                 if item["loss"] == 1:

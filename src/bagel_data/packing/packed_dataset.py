@@ -21,14 +21,15 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
+from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
 from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
 from ..sources import storage
-from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
-from .pack import PackBuilder, PackingConfig, SpecialTokens
 from .buffers import PadBufferPool
-from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
-from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
+from .config import PackingConfig, SpecialTokens
+from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
+from .pack import PackBuilder
 
 
 class PackedDataset(torch.utils.data.IterableDataset):

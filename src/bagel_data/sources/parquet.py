@@ -11,7 +11,6 @@ from ..distributed import process_group_ready
 from ..errors import ConfigError
 from . import storage
 
-
 FILE_ORDERS = ("sorted", "filesystem")
 
 
@@ -94,7 +93,7 @@ class ParquetReader:
     def close(self) -> None:
         self._handle.close()
 
-    def __enter__(self) -> "ParquetReader":
+    def __enter__(self) -> ParquetReader:
         return self
 
     def __exit__(self, *exc) -> None:

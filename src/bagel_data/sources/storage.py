@@ -90,7 +90,9 @@ def _fsspec_filesystem(uri_root: str, options: tuple):
     try:
         filesystem, _ = fsspec.core.url_to_fs(uri_root, **dict(options))
     except (ValueError, ImportError) as exc:  # unknown protocol, or its package is missing
-        raise StorageOptionsError(f"no filesystem for {uri_root}: neither pyarrow nor fsspec can open it ({exc})") from None
+        raise StorageOptionsError(
+            f"no filesystem for {uri_root}: neither pyarrow nor fsspec can open it ({exc})"
+        ) from None
     return filesystem
 
 

@@ -34,8 +34,7 @@ from .images import (
 # Bump when the generated layout changes, so stale ``.complete`` markers are ignored.
 _FORMAT_VERSION = 1
 T2I_SCHEMA = pa.schema([("image", pa.binary()), ("captions", pa.string())])
-EDIT_SCHEMA = pa.schema([("image_list", pa.list_(pa.binary())),
-                         ("instruction_list", pa.list_(pa.list_(pa.string())))])
+EDIT_SCHEMA = pa.schema([("image_list", pa.list_(pa.binary())), ("instruction_list", pa.list_(pa.list_(pa.string())))])
 DATASET_NAMES = {"t2i_pretrain": "t2i", "unified_edit": "edit", "vlm_sft": "vlm"}
 # The file format each VLM image mode is stored in (JPEG cannot hold alpha or palettes).
 _MODE_FORMATS = {"RGB": "JPEG", "RGBA": "PNG", "L": "PNG", "P": "PNG", "CMYK": "JPEG"}
@@ -63,10 +62,10 @@ class ImageSize:
 class TransformSizes:
     """Image transform and frame sampler settings written to grouped_datasets.yaml."""
 
-    vae: tuple[int, int, int]          # image_stride, max_image_size, min_image_size
+    vae: tuple[int, int, int]  # image_stride, max_image_size, min_image_size
     vit: tuple[int, int, int]
-    vlm: tuple[int, int, int, int]     # ... plus max_pixels
-    frames: tuple[int, int]            # max_num_frames, min_num_frames
+    vlm: tuple[int, int, int, int]  # ... plus max_pixels
+    frames: tuple[int, int]  # max_num_frames, min_num_frames
 
 
 @dataclass(frozen=True)
@@ -90,8 +89,8 @@ class VlmSizes:
 
     rows: int
     image: ImageSize
-    video_rows: int                # rows for each of: the .mp4 clip, the frame folder
-    video_size: tuple[int, int]    # (width, height); even, for yuv420p
+    video_rows: int  # rows for each of: the .mp4 clip, the frame folder
+    video_size: tuple[int, int]  # (width, height); even, for yuv420p
     video_frames: int
     folder_frames: tuple[int, int]  # inclusive range of frames in clip_0/
 
@@ -108,18 +107,22 @@ class DemoSizes:
     @classmethod
     def demo(cls) -> DemoSizes:
         """Small: a few seconds on two cores; transforms scaled down so packing is quick."""
-        return cls(t2i=ParquetSizes(3, 2, 8, ImageSize(160 * 240, 480 * 640, 2.5, 160, 640), (1, 4)),
-                   edit=ParquetSizes(2, 2, 4, ImageSize(160 * 200, 384 * 512, 2.0, 160, 512), (2, 3)),
-                   vlm=VlmSizes(40, ImageSize(96 * 128, 480 * 640, 3.0, 96, 640), 2, (128, 96), 16, (10, 16)),
-                   transforms=TransformSizes((16, 512, 256), (14, 378, 224), (14, 490, 224, 490 * 490), (8, 4)))
+        return cls(
+            t2i=ParquetSizes(3, 2, 8, ImageSize(160 * 240, 480 * 640, 2.5, 160, 640), (1, 4)),
+            edit=ParquetSizes(2, 2, 4, ImageSize(160 * 200, 384 * 512, 2.0, 160, 512), (2, 3)),
+            vlm=VlmSizes(40, ImageSize(96 * 128, 480 * 640, 3.0, 96, 640), 2, (128, 96), 16, (10, 16)),
+            transforms=TransformSizes((16, 512, 256), (14, 378, 224), (14, 490, 224, 490 * 490), (8, 4)),
+        )
 
     @classmethod
     def bench(cls) -> DemoSizes:
         """Realistic: ~1 MP T2I images, 0.5-1 MP edit chains, BAGEL's default transforms."""
-        return cls(t2i=ParquetSizes(4, 4, 16, ImageSize(850_000, 1_150_000, 1.5, 512, 1536), (2, 4)),
-                   edit=ParquetSizes(2, 4, 8, ImageSize(500_000, 1_000_000, 1.5, 512, 1400), (2, 3)),
-                   vlm=VlmSizes(200, ImageSize(100_000, 900_000, 2.0, 224, 1600), 4, (256, 192), 24, (16, 24)),
-                   transforms=TransformSizes((16, 1024, 512), (14, 518, 224), (14, 980, 378, 2007040), (12, 8)))
+        return cls(
+            t2i=ParquetSizes(4, 4, 16, ImageSize(850_000, 1_150_000, 1.5, 512, 1536), (2, 4)),
+            edit=ParquetSizes(2, 4, 8, ImageSize(500_000, 1_000_000, 1.5, 512, 1400), (2, 3)),
+            vlm=VlmSizes(200, ImageSize(100_000, 900_000, 2.0, 224, 1600), 4, (256, 192), 24, (16, 24)),
+            transforms=TransformSizes((16, 1024, 512), (14, 518, 224), (14, 980, 378, 2007040), (12, 8)),
+        )
 
 
 @dataclass(frozen=True)
@@ -153,8 +156,10 @@ def _t2i_row(rng: np.random.Generator, p: ParquetSizes, first: bool) -> dict:
     img = photo_like_image(rng, *p.image.draw(rng))
     n = p.per_row[1] if first else int(rng.integers(p.per_row[0], p.per_row[1] + 1))  # row 0: many captions
     fmt = "PNG" if rng.random() < 0.1 else "JPEG"
-    return {"image": encode_image(img, fmt, quality=int(rng.integers(80, 96))),
-            "captions": json.dumps(text.captions(rng, scene, n), ensure_ascii=False)}
+    return {
+        "image": encode_image(img, fmt, quality=int(rng.integers(80, 96))),
+        "captions": json.dumps(text.captions(rng, scene, n), ensure_ascii=False),
+    }
 
 
 def _edit_row(rng: np.random.Generator, p: ParquetSizes) -> dict:
@@ -180,7 +185,7 @@ def _pan_frames(rng: np.random.Generator, width: int, height: int, count: int) -
     step = max(1, width // 32)
     full = width + step * (count - 1)
     pano = finish_picture(rng, smooth_scene(rng, *scene_size(full, height)), full, height)
-    return [np.ascontiguousarray(pano[:, i * step: i * step + width]) for i in range(count)]
+    return [np.ascontiguousarray(pano[:, i * step : i * step + width]) for i in range(count)]
 
 
 def _write_videos(rng: np.random.Generator, image_dir: Path, v: VlmSizes) -> None:
@@ -232,8 +237,9 @@ def _write_vlm(rng: np.random.Generator, jsonl: Path, image_dir: Path, v: VlmSiz
                 row["image"] = names[0] if count == 1 and rng.random() < 0.5 else names
             placement = ("prefix", "inline", "suffix")[n_single % 3]  # cycled so each one occurs
             n_single += kind == "one"
-            row["conversations"] = text.conversation(rng, count, kind in ("mp4", "frames"),
-                                                     int(rng.integers(1, 4)), placement)
+            row["conversations"] = text.conversation(
+                rng, count, kind in ("mp4", "frames"), int(rng.integers(1, 4)), placement
+            )
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
@@ -244,24 +250,53 @@ def _transform(args: tuple[int, ...]) -> dict[str, int]:
 def _write_configs(paths: DemoPaths, s: DemoSizes) -> None:
     t2i, edit, vlm = DATASET_NAMES.values()
     info = {
-        "t2i_pretrain": {t2i: {"data_dir": str(paths.t2i_dir), "num_files": s.t2i.files,
-                               "num_total_samples": s.t2i.rows}},
-        "unified_edit": {edit: {"data_dir": str(paths.edit_dir), "num_files": s.edit.files,
-                                "num_total_samples": s.edit.rows, "parquet_info_path": str(paths.parquet_info)}},
-        "vlm_sft": {vlm: {"data_dir": str(paths.vlm_image_dir), "jsonl_path": str(paths.vlm_jsonl),
-                          "num_files": 1, "num_total_samples": s.vlm.rows}},
+        "t2i_pretrain": {
+            t2i: {"data_dir": str(paths.t2i_dir), "num_files": s.t2i.files, "num_total_samples": s.t2i.rows}
+        },
+        "unified_edit": {
+            edit: {
+                "data_dir": str(paths.edit_dir),
+                "num_files": s.edit.files,
+                "num_total_samples": s.edit.rows,
+                "parquet_info_path": str(paths.parquet_info),
+            }
+        },
+        "vlm_sft": {
+            vlm: {
+                "data_dir": str(paths.vlm_image_dir),
+                "jsonl_path": str(paths.vlm_jsonl),
+                "num_files": 1,
+                "num_total_samples": s.vlm.rows,
+            }
+        },
     }
     tr = s.transforms
     groups = {
-        "t2i_pretrain": {"dataset_names": [t2i], "image_transform_args": _transform(tr.vae),
-                         "is_mandatory": True, "num_used_data": [s.t2i.files], "weight": 0.5},
-        "unified_edit": {"dataset_names": [edit], "image_transform_args": _transform(tr.vae),
-                         "vit_image_transform_args": _transform(tr.vit), "is_mandatory": False,
-                         "num_used_data": [s.edit.files], "weight": 0.3},
-        "vlm_sft": {"dataset_names": [vlm], "image_transform_args": _transform(tr.vlm),
-                    "frame_sampler_args": {"max_num_frames": tr.frames[0], "min_num_frames": tr.frames[1]},
-                    "is_mandatory": False, "shuffle_lines": True, "shuffle_seed": 0,
-                    "num_used_data": [s.vlm.rows], "weight": 0.2},
+        "t2i_pretrain": {
+            "dataset_names": [t2i],
+            "image_transform_args": _transform(tr.vae),
+            "is_mandatory": True,
+            "num_used_data": [s.t2i.files],
+            "weight": 0.5,
+        },
+        "unified_edit": {
+            "dataset_names": [edit],
+            "image_transform_args": _transform(tr.vae),
+            "vit_image_transform_args": _transform(tr.vit),
+            "is_mandatory": False,
+            "num_used_data": [s.edit.files],
+            "weight": 0.3,
+        },
+        "vlm_sft": {
+            "dataset_names": [vlm],
+            "image_transform_args": _transform(tr.vlm),
+            "frame_sampler_args": {"max_num_frames": tr.frames[0], "min_num_frames": tr.frames[1]},
+            "is_mandatory": False,
+            "shuffle_lines": True,
+            "shuffle_seed": 0,
+            "num_used_data": [s.vlm.rows],
+            "weight": 0.2,
+        },
     }
     paths.dataset_info.write_text(yaml.safe_dump(info, sort_keys=False))
     paths.grouped_datasets.write_text(yaml.safe_dump(groups, sort_keys=False))
@@ -279,8 +314,15 @@ def write_demo_dataset(root: Path, sizes: DemoSizes = DemoSizes.demo(), seed: in
     the generated folders are replaced. The marker is written last, so an interrupted
     run is redone next time."""
     root = Path(root).resolve()
-    paths = DemoPaths(root, root / "dataset_info.yaml", root / "grouped_datasets.yaml", root / "t2i",
-                      root / "edit", root / "vlm" / "train.jsonl", root / "vlm" / "images")
+    paths = DemoPaths(
+        root,
+        root / "dataset_info.yaml",
+        root / "grouped_datasets.yaml",
+        root / "t2i",
+        root / "edit",
+        root / "vlm" / "train.jsonl",
+        root / "vlm" / "images",
+    )
     marker, stamp = root / ".complete", _fingerprint(sizes, seed)
     if marker.is_file() and marker.read_text() == stamp:
         return paths
@@ -292,8 +334,11 @@ def write_demo_dataset(root: Path, sizes: DemoSizes = DemoSizes.demo(), seed: in
     _write_parquet(paths.t2i_dir, T2I_SCHEMA, sizes.t2i, lambda first: _t2i_row(t2i_rng, sizes.t2i, first))
     _write_parquet(paths.edit_dir, EDIT_SCHEMA, sizes.edit, lambda _: _edit_row(edit_rng, sizes.edit))
     meta = {p.name: pq.read_metadata(p) for p in sorted(paths.edit_dir.glob("*.parquet"))}
-    paths.parquet_info.write_text(json.dumps(
-        {name: {"num_row_groups": m.num_row_groups, "num_rows": m.num_rows} for name, m in meta.items()}, indent=2))
+    paths.parquet_info.write_text(
+        json.dumps(
+            {name: {"num_row_groups": m.num_row_groups, "num_rows": m.num_rows} for name, m in meta.items()}, indent=2
+        )
+    )
     _write_vlm(vlm_rng, paths.vlm_jsonl, paths.vlm_image_dir, sizes.vlm)
     _write_configs(paths, sizes)
     marker.write_text(stamp)

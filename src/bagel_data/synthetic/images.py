@@ -16,8 +16,7 @@ _SCENE_SIDE = 384
 
 def _grid(width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
     # A (1, W) and an (H, 1) axis: planes are only materialised when combined.
-    return (np.linspace(0, 1, width, dtype=np.float32)[None, :],
-            np.linspace(0, 1, height, dtype=np.float32)[:, None])
+    return (np.linspace(0, 1, width, dtype=np.float32)[None, :], np.linspace(0, 1, height, dtype=np.float32)[:, None])
 
 
 def paint_shape(rng: np.random.Generator, img: np.ndarray, color: np.ndarray | None = None) -> None:
@@ -88,8 +87,9 @@ def _with_mode(rgb: np.ndarray, mode: str, palette_transparency: bool) -> Image.
     raise ValueError(f"unsupported mode {mode!r}")
 
 
-def photo_like_image(rng: np.random.Generator, width: int, height: int, mode: str = "RGB", *,
-                     palette_transparency: bool = True) -> Image.Image:
+def photo_like_image(
+    rng: np.random.Generator, width: int, height: int, mode: str = "RGB", *, palette_transparency: bool = True
+) -> Image.Image:
     """A photo-like picture in ``mode`` (RGB, RGBA, L, P or CMYK).
 
     RGBA gets a partly transparent alpha; P gets a transparency index unless

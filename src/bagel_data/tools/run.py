@@ -14,11 +14,12 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
+from ..checkpoint.collect import worker_dataset_states
 from ..config import load_mapping
 from ..datasets import make_bagel_multimodal_dataset
 from ..errors import ConfigError
-from ..loader import build_dataloader, worker_dataset_states
-from ..packing.pack import PackingConfig
+from ..loader import build_dataloader
+from ..packing.config import PackingConfig
 from ..tokenizer import add_special_tokens, load_tokenizer
 
 # Everything PackingConfig holds, plus the dataset-level settings make_bagel_multimodal_dataset takes.

@@ -16,10 +16,10 @@ import numpy as np
 
 from ..datasets import make_bagel_multimodal_dataset
 from ..errors import BagelDataError, SkipLog, SkipReason
-from .run import RunConfig
 from ..sample import sample_length
 from ..sharding import split_evenly
 from ..tokenizer import add_special_tokens, load_tokenizer
+from .run import RunConfig
 
 
 @dataclasses.dataclass
@@ -64,8 +64,11 @@ def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int)
         lengths.append(length)
         if length >= budget:
             report.over_budget += 1
-            log.skip(SkipReason.OVER_SAMPLE_BUDGET, f"{report.name} position {sample['data_indexes']['data_indexes']}",
-                     f"{length} tokens, budget {budget}")
+            log.skip(
+                SkipReason.OVER_SAMPLE_BUDGET,
+                f"{report.name} position {sample['data_indexes']['data_indexes']}",
+                f"{length} tokens, budget {budget}",
+            )
         if max_rows is not None and len(lengths) + sum(log.counts.values()) - report.over_budget >= max_rows:
             break
     report.samples = len(lengths) - report.over_budget

@@ -20,8 +20,8 @@ import torch
 
 from ...datasets import make_bagel_multimodal_dataset
 from ...packing.layout import attention_allowed
-from ..run import RunConfig, load_run_config
 from ...tokenizer import add_special_tokens, load_tokenizer
+from ..run import RunConfig, load_run_config
 from .plots import (
     KIND_STYLE,
     UNKNOWN_KIND,
@@ -261,6 +261,13 @@ def inspect_packs(
     text_path = out / "packs.txt"
     text_path.write_text("\n".join(texts), encoding="utf-8")
     return InspectReport(
-        out, tuple(strips), tuple(attentions), histogram, text_path, "\n".join(texts), tuple(texts), tuple(fills),
+        out,
+        tuple(strips),
+        tuple(attentions),
+        histogram,
+        text_path,
+        "\n".join(texts),
+        tuple(texts),
+        tuple(fills),
         {group: tuple(values) for group, values in lengths.items()},
     )

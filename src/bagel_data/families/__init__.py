@@ -1,0 +1,1 @@
+"""The dataset families: one module per family, their common base in `base`."""

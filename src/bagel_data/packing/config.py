@@ -1,0 +1,33 @@
+"""The packer's settings: token budgets, dropout, image geometry, and the special token ids."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class PackingConfig:
+    """Token budgets and per-item settings of the packer (the reference's DataConfig part)."""
+
+    expected_num_tokens: int = 32768
+    max_num_tokens_per_sample: int = 16384
+    max_num_tokens: int = 36864
+    prefer_buffer_before: int = 16384
+    max_buffer_size: int = 50
+    interpolate_pos: bool = False
+    use_flex: bool = False
+    text_cond_dropout_prob: float = 0.1
+    vit_cond_dropout_prob: float = 0.4
+    vae_cond_dropout_prob: float = 0.1
+    vae_image_downsample: int = 16
+    max_latent_size: int = 32
+    vit_patch_size: int = 14
+    max_num_patch_per_side: int = 70
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialTokens:
+    bos_token_id: int
+    eos_token_id: int
+    start_of_image: int
+    end_of_image: int
