@@ -1,4 +1,4 @@
-"""Shared fixtures: the golden cases beside the checkout, and one tokenizer per session."""
+"""Shared fixtures: the conformance cases in tests/conformance, and one tokenizer per session."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import pytest
 
 from bagel_data.tokenizer import QwenTokenizer
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+GOLDEN = Path(__file__).resolve().parent / "conformance"
 
 
 @pytest.fixture(scope="session")
 def golden_root() -> Path:
-    if not GOLDEN.is_dir():
-        pytest.skip(f"golden cases not found at {GOLDEN}")
+    assert (GOLDEN / "cases").is_dir(), f"the conformance cases are part of the repository: {GOLDEN}"
     return GOLDEN
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from bagel_data import ConfigError, FrameSampler, ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
 from bagel_data.errors import SkipLog, TooManyFailuresError
-from builders import solid_jpeg, write_parquet, write_t2i, write_vlm
+from helpers.builders import solid_jpeg, write_parquet, write_t2i, write_vlm
 
 GOOD = {"image": solid_jpeg(64, 48), "captions": {"c": "a red square"}}
 TRANSFORM = ImageTransform(64, 32, 16)

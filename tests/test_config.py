@@ -10,7 +10,7 @@ import yaml
 
 from bagel_data import ConfigError, make_bagel_multimodal_dataset
 from bagel_data.errors import ConfigWarning
-from golden import absolute_dataset_info, load_case
+from helpers.golden import absolute_dataset_info, load_case
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from bagel_data.errors import ConfigError
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
 from bagel_data.sharding import split_evenly
-from builders import solid_jpeg, write_t2i
-from golden import as_worker
+from helpers.builders import solid_jpeg, write_t2i
+from helpers.golden import as_worker
 
 TRANSFORM = ImageTransform(32, 16, 16)
 

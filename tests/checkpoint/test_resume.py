@@ -1,0 +1,263 @@
+"""Exact resume: a stream restored from a checkpoint continues as if it never stopped.
+
+`check_save_load` runs one uninterrupted stream and, for each cut point, a stream that is
+checkpointed after `cut` batches, rebuilt from scratch in a fresh dataset and loader, and
+restored; the batches after the cut must be identical, timesteps and dropout included.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import pickle
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bagel_data import ConfigError, ResumeError, build_dataloader, make_bagel_multimodal_dataset
+from bagel_data.packing.invariants import check_batch
+from helpers.batches import assert_same_batch
+from helpers.golden import absolute_dataset_info, load_case
+
+GROUPS = {
+    "t2i_pretrain": {
+        "dataset_names": ["t2i"],
+        "image_transform_args": {"image_stride": 16, "max_image_size": 128, "min_image_size": 64},
+        "is_mandatory": True,
+        "num_used_data": [3],
+        "weight": 2,
+    },
+    "unified_edit": {
+        "dataset_names": ["edit"],
+        "image_transform_args": {"image_stride": 16, "max_image_size": 128, "min_image_size": 64},
+        "vit_image_transform_args": {"image_stride": 14, "max_image_size": 112, "min_image_size": 56},
+        "is_mandatory": False,
+        "num_used_data": [2],
+        "weight": 1,
+    },
+    "vlm_sft": {
+        "dataset_names": ["vlm"],
+        "image_transform_args": {"image_stride": 14, "max_image_size": 140, "min_image_size": 42, "max_pixels": 15680},
+        "frame_sampler_args": {"max_num_frames": 6, "min_num_frames": 2},
+        "is_mandatory": False,
+        "shuffle_lines": True,
+        "num_used_data": [1000],
+        "weight": 1,
+    },
+}
+PACKING = dict(
+    expected_num_tokens=1490,
+    max_num_tokens=1500,
+    max_num_tokens_per_sample=900,
+    prefer_buffer_before=600,
+    max_buffer_size=4,
+    text_cond_dropout_prob=0.3,
+    vit_cond_dropout_prob=0.4,
+    vae_cond_dropout_prob=0.3,
+)
+
+
+@pytest.fixture(scope="module")
+def dataset_info(golden_root):
+    case, _, _ = load_case("packed_three_groups_flex")
+    return absolute_dataset_info(case)
+
+
+def make(dataset_info, tokenizer, special_tokens, num_workers: int, **overrides):
+    packing = dict(PACKING, **overrides)
+    return make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets=GROUPS,
+        dataset_info=dataset_info,
+        num_workers=max(num_workers, 1),
+        data_seed=7,
+        **packing,
+    )
+
+
+def check_save_load(build, num_workers: int, total: int, cuts: list[int]) -> list[dict]:
+    """Compare restored streams with the uninterrupted one; return the checkpoints taken."""
+    dataset = build()
+    reference = list(itertools.islice(build_dataloader(dataset, num_workers=num_workers), total))
+    for batch in reference:
+        check_batch(batch.to_dict(), dataset.config, dataset.special_tokens)
+    checkpoints = []
+    for cut in cuts:
+        loader = build_dataloader(build(), num_workers=num_workers)
+        consumed = list(itertools.islice(loader, cut))
+        for i, batch in enumerate(consumed):
+            assert_same_batch(batch, reference[i], f"before cut {cut}, batch {i}")
+        checkpoint = pickle.loads(pickle.dumps(loader.state_dict()))  # as if written to disk
+        checkpoints.append(checkpoint)
+        del loader
+        restored = build_dataloader(build(), num_workers=num_workers)
+        restored.load_state_dict(checkpoint)
+        for i, batch in enumerate(itertools.islice(restored, total - cut)):
+            assert_same_batch(batch, reference[cut + i], f"cut {cut}, batch {cut + i}")
+    return checkpoints
+
+
+def worker_states(checkpoint: dict) -> list[dict]:
+    from bagel_data.checkpoint.collect import worker_dataset_states
+
+    return worker_dataset_states(checkpoint)
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 3])
+@pytest.mark.parametrize("use_flex", [False, True])
+def test_restore_gives_the_uninterrupted_stream(dataset_info, tokenizer, special_tokens, num_workers, use_flex):
+    def build():
+        return make(dataset_info, tokenizer, special_tokens, num_workers, use_flex=use_flex)
+
+    cuts = [1, 4, 9]
+    checkpoints = check_save_load(build, num_workers, total=12, cuts=cuts)
+    states = [s for checkpoint in checkpoints for s in worker_states(checkpoint)]
+    # The cut points cover a non-empty buffer and a group that wrapped around its units.
+    assert any(state["buffer"] for state in states), "no cut point had a buffered sample"
+    assert any(c is not None and c[0] > 0 for s in states for c in s["cursors"].values()), "no group wrapped"
+
+
+def test_checkpoint_is_small_and_holds_no_tensors(dataset_info, tokenizer, special_tokens):
+    dataset = make(dataset_info, tokenizer, special_tokens, 0)
+    stream = iter(dataset)
+    for _ in range(6):
+        next(stream)
+    state = dataset.state_dict()
+    assert state["buffer"], "the configuration should leave samples in the buffer"
+    assert len(pickle.dumps(state)) < 4096
+
+    def no_tensors(value):
+        if isinstance(value, dict):
+            return all(no_tensors(v) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return all(no_tensors(v) for v in value)
+        return not isinstance(value, (torch.Tensor, np.ndarray))
+
+    assert no_tensors(state)
+
+
+def test_topology_mismatch_is_a_clear_error(dataset_info, tokenizer, special_tokens):
+    dataset = make(dataset_info, tokenizer, special_tokens, 0)
+    next(iter(dataset))
+    state = dataset.state_dict()
+    state["topology"]["world_size"] = 4
+    fresh = make(dataset_info, tokenizer, special_tokens, 0)
+    fresh.load_state_dict(state)
+    with pytest.raises(ResumeError, match="world_size=4"):
+        next(iter(fresh))
+
+
+def test_version_mismatch_is_a_clear_error(dataset_info, tokenizer, special_tokens):
+    dataset = make(dataset_info, tokenizer, special_tokens, 0)
+    state = dataset.state_dict()
+    state["version"] = 99
+    dataset.load_state_dict(state)
+    with pytest.raises(ResumeError, match="version"):
+        next(iter(dataset))
+
+
+def test_no_global_rng_is_touched(dataset_info, tokenizer, special_tokens):
+    random.seed(1)
+    np.random.seed(1)
+    torch.manual_seed(1)
+    before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state().clone())
+    dataset = make(dataset_info, tokenizer, special_tokens, 0)
+    list(itertools.islice(iter(dataset), 5))
+    assert random.getstate() == before[0]
+    assert np.array_equal(np.random.get_state()[1], before[1])
+    assert torch.equal(torch.get_rng_state(), before[2])
+
+
+def test_global_rng_does_not_change_the_stream(dataset_info, tokenizer, special_tokens):
+    def first_timesteps():
+        dataset = make(dataset_info, tokenizer, special_tokens, 0)
+        return [b["packed_timesteps"] for b in itertools.islice(iter(dataset), 3)]
+
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    first = first_timesteps()
+    random.seed(2), np.random.seed(2), torch.manual_seed(2)
+    second = first_timesteps()
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
+def test_data_status_fallback_restarts_after_the_given_positions(dataset_info, tokenizer, special_tokens):
+    """The reference's path: positions from batch_data_indexes resume each group."""
+    dataset = make(dataset_info, tokenizer, special_tokens, 0)
+    batch = next(iter(dataset))
+    last = {}
+    for where in batch["batch_data_indexes"]:
+        last[where["dataset_name"]] = where["data_indexes"]
+    status = {group: [position] for group, position in last.items()}
+    resumed = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets=GROUPS,
+        dataset_info=dataset_info,
+        num_workers=1,
+        data_seed=7,
+        data_status=status,
+        **PACKING,
+    )
+    for group, family in zip(resumed.group_names, resumed.grouped_datasets):
+        if group in last:
+            _, first = next(family.iter_samples(after=family.resume_cursor(0)))
+            position = first["data_indexes"]["data_indexes"]
+            flat = position if isinstance(position, list) else [position]
+            previous = last[group] if isinstance(last[group], list) else [last[group]]
+            assert flat > previous, f"{group} restarted at {flat}, not after {previous}"
+
+
+def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info, tokenizer, special_tokens):
+    """Over a long run nothing is lost: drawn = packed + buffered + counted over-budget skips."""
+    dataset = make(dataset_info, tokenizer, special_tokens, 0, max_num_tokens_per_sample=300)
+    stream = iter(dataset)
+    packed = collections.defaultdict(collections.Counter)
+    for batch in itertools.islice(stream, 30):
+        for where in batch["batch_data_indexes"]:
+            packed[where["dataset_name"]][repr(where["data_indexes"])] += 1
+    state = dataset.state_dict()
+    buffered = collections.defaultdict(collections.Counter)
+    for group, cursor in state["buffer"] + ([state["carry"]] if state["carry"] else []):
+        position = cursor[1:] if len(cursor) > 2 else cursor[1]
+        buffered[group][repr(position)] += 1
+    for group, family in zip(dataset.group_names, dataset.grouped_datasets):
+        drawn = collections.Counter()
+        final = state["cursors"][group]
+        if final is None:
+            continue
+        for cursor, sample in family.iter_samples():
+            drawn[repr(sample["data_indexes"]["data_indexes"])] += 1
+            if list(cursor) == final:
+                break
+        over_budget = state["skips"][group].get("over_max_num_tokens_per_sample", 0)
+        over_budget += state["skips"][group].get("no_room_beside_mandatory_samples", 0)
+        accounted = packed[group] + buffered[group]
+        assert sum(drawn.values()) == sum(accounted.values()) + over_budget, group
+        assert not (accounted - drawn), f"{group}: packed something never drawn"
+    assert any(state["skips"][g] for g in state["skips"]), "bad golden rows should be counted"
+
+
+def test_too_few_units_for_the_workers_is_a_construction_error(dataset_info, tokenizer, special_tokens):
+    with pytest.raises(ConfigError, match="at least"):
+        make(dataset_info, tokenizer, special_tokens, 5)
+
+
+def test_checkpoint_of_other_data_is_a_clear_error(dataset_info, tokenizer, special_tokens):
+    dataset = make(dataset_info, tokenizer, special_tokens, 0)
+    next(iter(dataset))
+    state = dataset.state_dict()
+    fewer = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets=dict(GROUPS, vlm_sft=dict(GROUPS["vlm_sft"], num_used_data=[5])),
+        dataset_info=dataset_info,
+        num_workers=1,
+        data_seed=7,
+        **PACKING,
+    )
+    fewer.load_state_dict(state)
+    with pytest.raises(ResumeError, match="vlm_sft: the checkpoint was taken with .* units, the dataset now has"):
+        next(iter(fewer))

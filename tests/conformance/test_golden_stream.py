@@ -1,0 +1,50 @@
+"""Every `stream_*` golden case: the first samples one family yields, through the public classes."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from bagel_data.config import load_mapping, parse_group
+from helpers.golden import absolute_dataset_info, as_worker, case_names, check_tensor, load_case, reference_file_order
+
+
+def build_family(case: dict, tokenizer):
+    info, _ = load_mapping(absolute_dataset_info(case), "dataset_info")
+    group = case["group"]
+    args = dict(case["grouped_datasets"][group])
+    args.update(reference_file_order(case))
+    spec = parse_group(group, args, info, None)
+    dataset = spec.family(
+        dataset_name=group,
+        tokenizer=tokenizer,
+        local_rank=case["rank"],
+        world_size=case["world_size"],
+        num_workers=case["num_workers"],
+        data_status=case["data_status"],
+        **spec.kwargs,
+    )
+    dataset.set_epoch(case["data_seed"])
+    return dataset
+
+
+@pytest.mark.parametrize("name", case_names("stream"))
+def test_stream_case(name, tokenizer):
+    case, expected, arrays = load_case(name)
+    dataset = build_family(case, tokenizer)
+    with as_worker(case["worker_id"], case["num_workers"]):
+        samples = list(itertools.islice(iter(dataset), case["count"]))
+    assert len(samples) == len(expected["samples"])
+    for index, (got, want) in enumerate(zip(samples, expected["samples"])):
+        where = f"sample {index}"
+        assert got["data_indexes"] == want["data_indexes"], where
+        assert got["sequence_plan"] == want["sequence_plan"], where
+        assert got["num_tokens"] == want["num_tokens"], where
+        if "text_ids_list" in want:
+            assert got["text_ids_list"] == want["text_ids_list"], where
+        assert len(got["image_tensor_list"]) == len(want["images"]), where
+        for j, (tensor, summary) in enumerate(zip(got["image_tensor_list"], want["images"])):
+            key = f"s{index}_img{j}"
+            reference = arrays[key] if arrays is not None and key in arrays else None
+            check_tensor(f"{where} image {j}", tensor, summary, reference)

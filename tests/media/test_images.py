@@ -1,0 +1,298 @@
+"""Image decoding, RGB conversion and the resize/normalize transform (SPEC section 5)."""
+
+from __future__ import annotations
+
+import io
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from PIL import Image, ImageFile
+
+from bagel_data.media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, pil_img2rgb
+from helpers.builders import encode, png_bytes, solid_jpeg
+
+PILLOW_DEFAULT_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3
+
+
+# -- resize geometry ------------------------------------------------------------------------
+def spec_size(W, H, max_size, min_size, stride, max_pixels, img_num):
+    """SPEC section 5, transcribed: the (w, h) an image of W x H is resized to."""
+
+    def apply(w, h, s):
+        return tuple(max(stride, int(round(round(side * s) / stride) * stride)) for side in (w, h))
+
+    scale = max(min(max_size / max(W, H), 1.0), min_size / min(W, H))
+    w, h = apply(W, H, scale)
+    if w * h > max_pixels / img_num:
+        w, h = apply(w, h, max_pixels / img_num / (w * h))
+    if max(w, h) > max_size:
+        w, h = apply(w, h, max_size / max(w, h))
+    return w, h
+
+
+@st.composite
+def geometries(draw):
+    stride = draw(st.sampled_from([14, 16]))
+    max_size = draw(st.integers(stride, 2048))
+    min_size = draw(st.integers(1, max_size))
+    max_pixels = draw(st.integers(stride * stride, 14 * 14 * 9 * 1024 * 2))
+    return stride, max_size, min_size, max_pixels
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    W=st.integers(1, 5000),
+    H=st.integers(1, 5000),
+    geometry=geometries(),
+    img_num=st.integers(1, 4),
+)
+@example(W=1000, H=500, geometry=(16, 512, 256, 14 * 14 * 9 * 1024), img_num=1)
+@example(W=1, H=5000, geometry=(14, 980, 224, 14 * 14 * 9 * 1024), img_num=4)
+def test_target_size_matches_spec_formula(W, H, geometry, img_num):
+    stride, max_size, min_size, max_pixels = geometry
+    transform = ImageTransform(max_size, min_size, stride, max_pixels=max_pixels)
+    w, h = transform.target_size(W, H, img_num)
+    assert (w, h) == spec_size(W, H, max_size, min_size, stride, max_pixels, img_num)
+    assert w % stride == 0 and h % stride == 0
+    assert w >= stride and h >= stride
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    W=st.integers(1, 5000),
+    H=st.integers(1, 5000),
+    stride=st.sampled_from([14, 16]),
+    k=st.integers(1, 100),
+    img_num=st.integers(1, 4),
+)
+def test_long_side_bounded_when_max_size_is_a_stride_multiple(W, H, stride, k, img_num):
+    max_size = stride * k
+    w, h = ImageTransform(max_size, max_size // 2 or 1, stride).target_size(W, H, img_num)
+    assert max(w, h) <= max_size
+
+
+@pytest.mark.parametrize(
+    "args, size, img_num, expected",
+    [
+        ((512, 256, 16), (1000, 500), 1, (512, 256)),  # long side bounded
+        ((512, 256, 16), (100, 50), 1, (512, 256)),  # short side lifted
+        ((980, 224, 14), (980, 980), 4, (462, 462)),  # pixel budget shared by 4 images
+        ((64, 16, 16), (24, 24), 1, (32, 32)),  # 24 / 16 = 1.5 rounds (half to even) to 2
+        ((980, 224, 14), (7, 700), 1, (14, 980)),  # thin: short side clamps to the stride
+    ],
+)
+def test_target_size_hand_computed(args, size, img_num, expected):
+    assert ImageTransform(*args).target_size(*size, img_num) == expected
+
+
+# -- pixels -------------------------------------------------------------------------------
+def _random_image(w, h, seed=0) -> Image.Image:
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8), "RGB")
+
+
+def _expected_tensor(image, size, mean, std) -> np.ndarray:
+    resized = image if image.size == size else image.resize(size, Image.Resampling.BICUBIC)
+    pixels = np.asarray(resized, dtype=np.float64) / 255.0
+    chw = pixels.transpose(2, 0, 1)
+    return (chw - np.asarray(mean)[:, None, None]) / np.asarray(std)[:, None, None]
+
+
+@pytest.mark.parametrize("source", [(37, 23), (64, 32), (300, 90)])
+def test_transform_default_normalization(source):
+    image = _random_image(*source)
+    transform = ImageTransform(64, 32, 16)
+    w, h = spec_size(*source, 64, 32, 16, 14 * 14 * 9 * 1024, 1)
+    out = transform(image)
+    assert isinstance(out, torch.Tensor)
+    assert out.dtype == torch.float32
+    assert tuple(out.shape) == (3, h, w)
+    np.testing.assert_allclose(out.numpy(), _expected_tensor(image, (w, h), (0.5,) * 3, (0.5,) * 3), atol=1e-6)
+    assert out.min() >= -1.0 and out.max() <= 1.0
+
+
+def test_transform_known_pixel_values_without_resize():
+    # Exactly at target size, so the values are (uint8 / 255 - 0.5) / 0.5 of the input.
+    pixels = np.zeros((16, 32, 3), np.uint8)
+    pixels[..., 0], pixels[..., 1], pixels[..., 2] = 0, 255, 51
+    pixels[0, 0] = (128, 1, 254)
+    out = ImageTransform(32, 16, 16)(Image.fromarray(pixels, "RGB")).numpy()
+    assert out.shape == (3, 16, 32)
+    assert out[0, 5, 5] == -1.0 and out[1, 5, 5] == 1.0
+    assert out[2, 5, 5] == pytest.approx((51 / 255 - 0.5) / 0.5, abs=1e-7)
+    np.testing.assert_allclose(out[:, 0, 0], [(v / 255 - 0.5) / 0.5 for v in (128, 1, 254)], atol=1e-7)
+
+
+def test_transform_custom_mean_std():
+    mean, std = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+    image = _random_image(50, 70, seed=3)
+    transform = ImageTransform(56, 28, 14, image_mean=mean, image_std=std)
+    w, h = spec_size(50, 70, 56, 28, 14, 14 * 14 * 9 * 1024, 1)
+    out = transform(image)
+    assert tuple(out.shape) == (3, h, w) and out.dtype == torch.float32
+    np.testing.assert_allclose(out.numpy(), _expected_tensor(image, (w, h), mean, std), atol=1e-5)
+    # Bit-exact against the reference's float32 torch arithmetic (ToTensor, then Normalize).
+    resized = image.resize((w, h), Image.Resampling.BICUBIC)
+    x = torch.from_numpy(np.asarray(resized).copy()).permute(2, 0, 1).float().div(255)
+    x = x.sub(torch.tensor(mean)[:, None, None]).div(torch.tensor(std)[:, None, None])
+    assert torch.equal(out, x)
+
+
+def test_transform_img_num_shrinks_the_budget():
+    transform = ImageTransform(980, 224, 14)
+    image = _random_image(980, 980)
+    assert tuple(transform(image, img_num=1).shape) == (3, 980, 980)
+    assert tuple(transform(image, img_num=4).shape) == (3, 462, 462)
+
+
+# -- pil_img2rgb --------------------------------------------------------------------------
+def _reopen(image: Image.Image) -> Image.Image:
+    return Image.open(io.BytesIO(encode(image, "PNG")))
+
+
+def test_rgba_transparent_becomes_white_opaque_kept():
+    image = Image.new("RGBA", (3, 1), (10, 20, 30, 255))
+    image.putpixel((1, 0), (10, 20, 30, 0))
+    image.putpixel((2, 0), (0, 0, 0, 128))
+    rgb = pil_img2rgb(image)
+    assert rgb.mode == "RGB" and rgb.size == (3, 1)
+    assert rgb.getpixel((0, 0)) == (10, 20, 30)
+    assert rgb.getpixel((1, 0)) == (255, 255, 255)
+    assert all(abs(v - 127) <= 1 for v in rgb.getpixel((2, 0)))  # half-transparent black on white
+
+
+def test_palette_with_transparency_composited_on_white():
+    image = Image.new("P", (2, 2), 0)
+    image.putpalette([200, 0, 0, 0, 0, 200] + [0] * 762)
+    image.putpixel((1, 1), 1)
+    image.info["transparency"] = 0
+    loaded = _reopen(image)
+    assert loaded.mode == "P" and loaded.info.get("transparency") == 0
+    rgb = pil_img2rgb(loaded)
+    assert rgb.mode == "RGB"
+    assert rgb.getpixel((0, 0)) == (255, 255, 255)
+    assert rgb.getpixel((1, 1)) == (0, 0, 200)
+
+
+def test_palette_without_transparency_converts():
+    image = Image.new("P", (1, 1), 0)
+    image.putpalette([1, 2, 3] + [0] * 765)
+    assert pil_img2rgb(image).getpixel((0, 0)) == (1, 2, 3)
+
+
+def test_grey_with_transparency_entry_composited_on_white():
+    image = Image.new("L", (2, 1), 40)
+    image.putpixel((1, 0), 90)
+    image.info["transparency"] = 40
+    loaded = _reopen(image)
+    assert loaded.info.get("transparency") == 40
+    rgb = pil_img2rgb(loaded)
+    assert rgb.getpixel((0, 0)) == (255, 255, 255)
+    assert rgb.getpixel((1, 0)) == (90, 90, 90)
+
+
+def test_grey_converts_to_rgb():
+    rgb = pil_img2rgb(Image.new("L", (2, 2), 77))
+    assert rgb.mode == "RGB" and rgb.getpixel((1, 1)) == (77, 77, 77)
+
+
+def test_cmyk_converts_to_rgb():
+    rgb = pil_img2rgb(Image.new("CMYK", (2, 2), (0, 255, 255, 0)))
+    assert rgb.mode == "RGB" and rgb.getpixel((0, 0)) == (255, 0, 0)
+
+
+def test_la_alpha_is_dropped_not_composited():
+    # SPEC: only RGBA or images with a transparency entry are composited; LA just converts.
+    image = Image.new("LA", (2, 1), (10, 0))
+    image.putpixel((1, 0), (60, 255))
+    rgb = pil_img2rgb(image)
+    assert rgb.mode == "RGB"
+    assert rgb.getpixel((0, 0)) == (10, 10, 10)
+    assert rgb.getpixel((1, 0)) == (60, 60, 60)
+
+
+# -- decode_image -------------------------------------------------------------------------
+def _png_header_only(w: int, h: int) -> bytes:
+    """A PNG whose header declares w x h but whose pixel data is almost absent."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 8))
+
+
+def test_decode_image_good_bytes_and_file_object():
+    image = decode_image(png_bytes(5, 4, (1, 2, 3, 0), mode="RGBA"))
+    assert image.mode == "RGB" and image.size == (5, 4)
+    assert image.getpixel((0, 0)) == (255, 255, 255)
+    assert decode_image(io.BytesIO(solid_jpeg(8, 6))).size == (8, 6)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"definitely not an image",
+        solid_jpeg(64, 48)[:200],
+        png_bytes(64, 48)[:60],
+        _png_header_only(40, 40),
+    ],
+    ids=["empty", "garbage", "truncated-jpeg", "truncated-png", "png-without-pixels"],
+)
+def test_decode_image_corrupt_raises_decode_error(data):
+    with pytest.raises(ImageDecodeError):
+        decode_image(data)
+
+
+def test_decode_image_over_pixel_limit():
+    data = png_bytes(100, 60)
+    with pytest.raises(ImageTooLargeError):
+        decode_image(data, max_pixels=5999)
+    assert decode_image(data, max_pixels=6000).size == (100, 60)  # the limit itself is allowed
+    with pytest.raises(ImageTooLargeError):  # checked from the header, before the pixels
+        decode_image(_png_header_only(5000, 5000), max_pixels=1_000_000)
+
+
+def test_decode_image_max_pixels_above_pillow_default_is_honoured():
+    # 13500 x 13500 = 182.25 M pixels: under max_pixels, so it must fail only for the missing
+    # pixel data (ImageDecodeError), not for its size.
+    with pytest.raises(ImageDecodeError):
+        decode_image(_png_header_only(13500, 13500), max_pixels=10**9)
+
+
+def test_pillow_globals_unchanged_in_process():
+    decode_image(png_bytes(10, 10))
+    with pytest.raises(ImageDecodeError):
+        decode_image(solid_jpeg(64, 48)[:300])
+    with pytest.raises(ImageTooLargeError):
+        decode_image(png_bytes(10, 10), max_pixels=10)
+    assert Image.MAX_IMAGE_PIXELS == PILLOW_DEFAULT_MAX_IMAGE_PIXELS
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is False
+
+
+def test_pillow_globals_unchanged_by_import_and_decode(tmp_path):
+    # A fresh interpreter, so the import itself is observed.
+    script = """
+import io
+from PIL import Image, ImageFile, PngImagePlugin
+before = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES, PngImagePlugin.MAX_TEXT_CHUNK)
+import bagel_data, bagel_data.datasets, bagel_data.media.images
+buf = io.BytesIO(); Image.new("RGB", (8, 8)).save(buf, "PNG")
+bagel_data.media.images.decode_image(buf.getvalue())
+try:
+    bagel_data.media.images.decode_image(buf.getvalue()[:40])
+except bagel_data.media.images.ImageDecodeError:
+    pass
+after = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES, PngImagePlugin.MAX_TEXT_CHUNK)
+print(before == after, before, after)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("True"), result.stdout

@@ -1,0 +1,50 @@
+"""Inputs on a filesystem pyarrow has none for, through fsspec (its in-memory filesystem here)."""
+
+from __future__ import annotations
+
+import fsspec
+import pytest
+
+from bagel_data import ConfigError
+from bagel_data.sources import storage
+from helpers.golden import GOLDEN_CASES, absolute_dataset_info, first_packs, load_case
+
+
+@pytest.fixture()
+def memory_copy(golden_root):
+    """The golden data uploaded to fsspec's memory filesystem; (local root, memory root)."""
+    local_root = str((GOLDEN_CASES / ".." / "data").resolve())
+    memory = fsspec.filesystem("memory")
+    memory.put(local_root, "/golden-data", recursive=True)
+    yield local_root, "memory://golden-data"
+    memory.rm("/golden-data", recursive=True)
+
+
+def test_fsspec_memory_filesystem_matches_local(memory_copy, tokenizer, special_tokens):
+    local_root, memory_root = memory_copy
+    case, _, _ = load_case("packed_three_groups_flex")
+    info = absolute_dataset_info(case)
+    remote = {g: {n: {k: (v.replace(local_root, memory_root) if isinstance(v, str) else v) for k, v in meta.items()}
+                  for n, meta in datasets.items()} for g, datasets in info.items()}  # fmt: skip
+    assert remote["vlm_sft"]["vlm"]["jsonl_path"].startswith("memory://")
+    local, _ = first_packs(case, info, tokenizer, special_tokens, 2)
+    remote_packs, _ = first_packs(case, remote, tokenizer, special_tokens, 2)
+    for a, b in zip(local, remote_packs):
+        assert a["batch_data_indexes"] == b["batch_data_indexes"]
+        for key in ("packed_text_ids", "padded_images", "packed_vit_tokens"):
+            assert a[key].equal(b[key]), key
+
+
+def test_a_scheme_no_filesystem_handles_is_a_config_error(golden_root, tokenizer, special_tokens):
+    case, _, _ = load_case("packed_three_groups_flex")
+    info = absolute_dataset_info(case)
+    info["t2i_pretrain"]["t2i"]["data_dir"] = "nosuchfs://bucket/t2i"
+    with pytest.raises(ConfigError, match=r"dataset_info\.t2i_pretrain\.t2i\.data_dir.*nosuchfs://bucket/t2i"):
+        first_packs(case, info, tokenizer, special_tokens, 1)
+
+
+def test_inner_paths_are_parsed_without_contacting_a_store():
+    assert storage._inner_path("s3://bucket/a/b.parquet") == "bucket/a/b.parquet"
+    assert storage._inner_path("gs://bucket/dir/") == "bucket/dir"
+    assert storage._inner_path("hdfs://namenode:8020/data/x") == "/data/x"
+    assert storage._inner_path("memory://bucket/x.txt") == "/bucket/x.txt"
