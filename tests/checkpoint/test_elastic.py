@@ -25,9 +25,9 @@ from bagel_data.checkpoint.merge import apply_restart
 from bagel_data.errors import SkipReason
 from bagel_data.packing import packed_dataset
 from bagel_data.packing.invariants import check_batch
+from helpers.batches import assert_same_batch
 from helpers.builders import solid_jpeg, write_edit, write_t2i, write_vlm
 from helpers.golden import as_worker
-from helpers.batches import assert_same_batch
 
 TRANSFORM = {"image_stride": 16, "max_image_size": 64, "min_image_size": 32}
 VIT_TRANSFORM = {"image_stride": 14, "max_image_size": 56, "min_image_size": 28}
