@@ -916,3 +916,23 @@ def test_check_batch_rejects_flex(name):
 
 def test_invariant_error_is_an_assertion_error():
     assert issubclass(InvariantError, AssertionError)
+
+
+def test_carried_sample_that_exactly_fills_beside_the_mandatory_ones_is_packed():
+    """Boundary of the carry rule: a carried sample that brings the pack to exactly
+    `max_num_tokens` next to the mandatory samples fits; only one more token would not."""
+    cfg = config(
+        expected_num_tokens=95,
+        max_num_tokens=100,
+        max_num_tokens_per_sample=80,
+        prefer_buffer_before=0,
+        max_buffer_size=0,  # an overflowing sample is carried at once
+    )
+    g_len = [50, 70, 10, 10].__getitem__  # 30 + 50 = 80; + 70 overflows -> carried; 30 + 70 = 100
+    groups = {"m": FakeGroup("m", text_of(lambda i: 30)), "g": FakeGroup("g", text_of(g_len))}
+    dataset = packed(groups, cfg, weights={"m": 0.0, "g": 1.0}, mandatory={"m": True, "g": False})
+    first, second = take(dataset, 2)
+    assert ids_of(first) == [("m", 0), ("g", 0)]
+    assert ids_of(second) == [("m", 1), ("g", 1)]
+    assert second["sequence_length"] == cfg.max_num_tokens
+    assert not dataset.stats["skips"].get("g")
