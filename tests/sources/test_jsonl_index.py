@@ -165,3 +165,17 @@ def test_random_bytes_match_reference(tmp_path, files, shuffle, seed, block):
     paths = [write(tmp_path, f"f{i}.jsonl", data) for i, (data, _, _) in enumerate(files)]
     with mock.patch.object(jsonl, "_BLOCK", block):
         check(paths, [folder for _, folder, _ in files], [count for _, _, count in files], shuffle, seed, texts=False)
+
+
+def test_an_index_with_open_files_pickles_and_reads_the_same_lines(tmp_path):
+    """Workers started with `spawn` receive the index by pickle, after the main process may
+    already have read lines (and so holds open file handles)."""
+    import pickle
+
+    path = tmp_path / "a.jsonl"
+    path.write_text("".join(f'{{"i": {i}}}\n' for i in range(5)))
+    index = JsonlIndex([str(path)], [str(tmp_path)], [5])
+    before = [index[i] for i in range(len(index))]  # opens a handle
+    copy = pickle.loads(pickle.dumps(index))
+    assert [copy[i] for i in range(len(copy))] == before
+    assert [index.location(i) for i in range(5)] == [copy.location(i) for i in range(5)]
