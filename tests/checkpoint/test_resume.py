@@ -18,6 +18,7 @@ import torch
 
 from bagel_data import ConfigError, ResumeError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.packing.invariants import check_batch
+from bagel_data.sample import sample_length
 from helpers.batches import assert_same_batch
 from helpers.golden import absolute_dataset_info, load_case
 
@@ -201,13 +202,22 @@ def test_data_status_fallback_restarts_after_the_given_positions(dataset_info, t
         data_status=status,
         **PACKING,
     )
-    for group, family in zip(resumed.group_names, resumed.grouped_datasets):
+    fresh = make(dataset_info, tokenizer, special_tokens, 0)
+    for group, family, uninterrupted in zip(resumed.group_names, resumed.grouped_datasets, fresh.grouped_datasets):
         if group in last:
             _, first = next(family.iter_samples(after=family.resume_cursor(0)))
-            position = first["data_indexes"]["data_indexes"]
-            flat = position if isinstance(position, list) else [position]
-            previous = last[group] if isinstance(last[group], list) else [last[group]]
-            assert flat > previous, f"{group} restarted at {flat}, not after {previous}"
+            # The uninterrupted stream's sample right after the recorded position.
+            positions = (s["data_indexes"]["data_indexes"] for _, s in uninterrupted.iter_samples())
+            for position in positions:
+                if position == last[group]:
+                    break
+            expected = next(positions)
+            assert first["data_indexes"]["data_indexes"] == expected, (
+                f"{group} did not restart right after {last[group]}"
+            )
+
+
+PACKING_SKIPS = ("over_max_num_tokens_per_sample", "no_room_beside_mandatory_samples")
 
 
 def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info, tokenizer, special_tokens):
@@ -223,6 +233,9 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
     for group, cursor in state["buffer"] + ([state["carry"]] if state["carry"] else []):
         position = cursor[1:] if len(cursor) > 2 else cursor[1]
         buffered[group][repr(position)] += 1
+    lengths, total_lost = collections.defaultdict(dict), 0
+    t2i = dataset.grouped_datasets[dataset.group_names.index("t2i_pretrain")]
+    shortest_mandatory = min(sample_length(s) for _, s in itertools.islice(t2i.iter_samples(), 12))
     for group, family in zip(dataset.group_names, dataset.grouped_datasets):
         drawn = collections.Counter()
         final = state["cursors"][group]
@@ -230,13 +243,22 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
             continue
         for cursor, sample in family.iter_samples():
             drawn[repr(sample["data_indexes"]["data_indexes"])] += 1
+            lengths[group][repr(sample["data_indexes"]["data_indexes"])] = sample
             if list(cursor) == final:
                 break
-        over_budget = state["skips"][group].get("over_max_num_tokens_per_sample", 0)
-        over_budget += state["skips"][group].get("no_room_beside_mandatory_samples", 0)
         accounted = packed[group] + buffered[group]
-        assert sum(drawn.values()) == sum(accounted.values()) + over_budget, group
         assert not (accounted - drawn), f"{group}: packed something never drawn"
+        # Whatever was drawn and is neither packed nor waiting must be a sample that cannot
+        # fit: longer than the per-sample budget, or (carried) too long beside the mandatory
+        # T2I sample that opens every pack. Lengths are measured here, not taken from counters.
+        lost = drawn - accounted
+        total_lost += sum(lost.values())
+        for position in lost:
+            length = sample_length(lengths[group][position])
+            assert length > 300 or length + shortest_mandatory > PACKING["max_num_tokens"], (group, position, length)
+        over_budget = sum(state["skips"][group].get(reason, 0) for reason in PACKING_SKIPS)
+        assert sum(lost.values()) == over_budget, f"{group}: the counted packing skips are the lost samples"
+    assert total_lost > 0, "the 300-token budget must make some samples unusable"
     assert any(state["skips"][g] for g in state["skips"]), "bad golden rows should be counted"
 
 
