@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/bagel-data bench
+
+# Mutation testing of the core modules (slow; not in CI): see docs/testing.md.
+mutate: $(STAMP)
+	$(BIN)/python scripts/mutate.py $(MODULES)
 
 clean:
 	rm -rf $(VENV) demo_data bench_data
