@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from .batch import collate_wrapper
+from .batch import bagel_packed_collate_fn, collate_wrapper
 from .checkpoint.collect import worker_dataset_states  # re-exported: where users look for it
 
 
@@ -42,4 +43,55 @@ def _stateful_loader(dataset, workers, pin_memory, prefetch_factor, persistent_w
     )
 
 
-__all__ = ["build_dataloader", "worker_dataset_states"]
+@dataclasses.dataclass(frozen=True)
+class BagelDataloaderBuild:
+    """What `BagelDataloaderConfig.build` returns: the loader and the dataset under it."""
+
+    dataloader: StatefulDataLoader
+    dataset: object  # the PackedDataset
+
+
+@dataclasses.dataclass
+class BagelDataloaderConfig:
+    """NeMo AutoModel's loader config: a `BagelDatasetConfig` plus the DataLoader settings."""
+
+    dataset_config: object  # a BagelDatasetConfig
+    num_workers: int = 1
+    pin_memory: bool = True
+    prefetch_factor: int = 2
+
+    def build(self, *, tokenizer, special_tokens, rank: int, world_size: int, batch_size: int, global_seed):
+        """Build the dataset (`dataset_config.build`) and a StatefulDataLoader over it.
+
+        A pack is the batch, so `batch_size` must be 1. Unlike NeMo AutoModel, nothing here
+        reseeds Python's, numpy's or torch's global generators: the pipeline's randomness
+        is its own, derived from `data_seed` and `global_seed` (docs/coming_from.md).
+        """
+        if batch_size != 1:
+            raise ValueError(
+                f"BAGEL packed dataloaders need local_batch_size=1 (one pack per step), got {batch_size}; "
+                "raise expected_num_tokens / max_num_tokens for more tokens per step"
+            )
+        dataset = self.dataset_config.build(
+            tokenizer=tokenizer,
+            special_tokens=special_tokens,
+            rank=rank,
+            world_size=world_size,
+            num_workers=self.num_workers,
+            global_seed=global_seed,
+        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*set_vital.*")
+            loader = StatefulDataLoader(
+                dataset,
+                batch_size=batch_size,
+                num_workers=self.num_workers,
+                pin_memory=self.pin_memory,
+                collate_fn=bagel_packed_collate_fn,  # the module's name, read at build time
+                drop_last=True,
+                prefetch_factor=self.prefetch_factor if self.num_workers > 0 else None,
+            )
+        return BagelDataloaderBuild(dataloader=loader, dataset=dataset)
+
+
+__all__ = ["BagelDataloaderBuild", "BagelDataloaderConfig", "build_dataloader", "worker_dataset_states"]
