@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+import numpy as np
+import torch
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .batch import bagel_packed_collate_fn, collate_wrapper
@@ -90,8 +92,17 @@ class BagelDataloaderConfig:
                 collate_fn=bagel_packed_collate_fn,  # the module's name, read at build time
                 drop_last=True,
                 prefetch_factor=self.prefetch_factor if self.num_workers > 0 else None,
+                generator=_loader_generator(global_seed, rank, dataset),
             )
         return BagelDataloaderBuild(dataloader=loader, dataset=dataset)
+
+
+def _loader_generator(global_seed, rank: int, dataset) -> torch.Generator:
+    """The generator torch draws each iteration's worker base seed from: without it, every
+    `iter(loader)` would take a draw from the caller's global torch generator."""
+    seed = [0 if global_seed is None else int(global_seed), int(rank), int(getattr(dataset, "data_seed", 0))]
+    state = np.random.SeedSequence([value & 0xFFFFFFFF for value in seed]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 __all__ = ["BagelDataloaderBuild", "BagelDataloaderConfig", "build_dataloader", "worker_dataset_states"]
