@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from typing import ClassVar
 from unittest.mock import ANY, patch
 
 import numpy as np
@@ -20,7 +21,7 @@ from helpers.golden import absolute_dataset_info, load_case
 
 
 class FakePackedDataset(torch.utils.data.IterableDataset):
-    builds: list = []
+    builds: ClassVar[list] = []
 
     def __init__(self, **kwargs):  # keywords only: build() must pass them by name
         self.kwargs = kwargs
@@ -150,7 +151,10 @@ def _group_choices(dataset_config, tokenizer, special_tokens, global_seed, count
     dataset = dataset_config.build(
         tokenizer=tokenizer, special_tokens=special_tokens, rank=0, world_size=1, num_workers=0, global_seed=global_seed
     )
-    return [[(d["dataset_name"], d["data_indexes"]) for d in b["batch_data_indexes"]] for b in itertools.islice(dataset, count)]
+    return [
+        [(d["dataset_name"], d["data_indexes"]) for d in b["batch_data_indexes"]]
+        for b in itertools.islice(dataset, count)
+    ]
 
 
 def test_global_seed_changes_the_packer_stream_only(recipe_files, tokenizer, special_tokens):
