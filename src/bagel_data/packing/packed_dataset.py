@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from ..checkpoint.foreign import is_nemo_state, load_nemo_state
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
 from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
 from ..errors import SkipLog, SkipReason
@@ -249,6 +250,11 @@ class PackedDataset(torch.utils.data.IterableDataset):
         if saved is None:
             apply_restart(self, None)
             return self._fresh_state()
+        if is_nemo_state(saved):  # written by NeMo AutoModel's PackedDataset
+            apply_restart(self, None)
+            state = self._fresh_state()
+            load_nemo_state(state, saved, self.group_names)
+            return state
         if not is_elastic(saved):
             state = self._fresh_state()
             state.restore(saved, self.group_names)
