@@ -299,4 +299,4 @@ def make_bagel_multimodal_dataset(*args, **kwargs) -> PackedDataset:
     return _build(arguments, strict, max_failures, compat)
 
 
-make_bagel_multimodal_dataset.__signature__ = _SIGNATURE
+make_bagel_multimodal_dataset.__signature__ = _SIGNATURE  # type: ignore[attr-defined]

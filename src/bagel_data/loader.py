@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,14 +51,14 @@ class BagelDataloaderBuild:
     """What `BagelDataloaderConfig.build` returns: the loader and the dataset under it."""
 
     dataloader: StatefulDataLoader
-    dataset: object  # the PackedDataset
+    dataset: Any  # the PackedDataset
 
 
 @dataclasses.dataclass
 class BagelDataloaderConfig:
     """NeMo AutoModel's loader config: a `BagelDatasetConfig` plus the DataLoader settings."""
 
-    dataset_config: object  # a BagelDatasetConfig
+    dataset_config: Any  # a BagelDatasetConfig
     num_workers: int = 1
     pin_memory: bool = True
     prefetch_factor: int = 2

@@ -135,6 +135,11 @@ def test_default_dataset_info_is_used_then_required(case, tokenizer, special_tok
 def test_compat_strict_and_global_seed_arguments(case, tokenizer, special_tokens):
     data_config = DataConfig(case["grouped_datasets"])
     assert _packed(case, tokenizer, special_tokens, data_config, compat="bagel").compat == "bagel"
+    assert (
+        _packed(case, tokenizer, special_tokens, DataConfig(case["grouped_datasets"], compat="bagel")).compat == "bagel"
+    )
+    with pytest.raises(ConfigError, match="compat"):
+        DataConfig({}, compat="exact")
     for bad in ("BAGEL", "nemo", 1):
         with pytest.raises(ConfigError, match="compat"):
             _packed(case, tokenizer, special_tokens, data_config, compat=bad)

@@ -33,8 +33,11 @@ def is_nemo_state(saved: object) -> bool:
 
 
 def _cursor(position) -> tuple[int, ...] | None:
-    if position is None:
-        return None
+    return None if position is None else _position_cursor(position)
+
+
+def _position_cursor(position) -> tuple[int, ...]:
+    """A reference position (`data_indexes`) as a cursor in the first pass."""
     values = position if isinstance(position, (list, tuple)) else [position]
     return (0, *(int(value) for value in values))
 
@@ -67,9 +70,10 @@ def load_nemo_state(state: PackState, saved: dict, group_names: list[str]) -> No
     state.buffer.clear()
     for sample in saved.get("buffer") or []:
         where = sample.get("data_indexes") if isinstance(sample, dict) else None
-        if not isinstance(where, dict) or where.get("dataset_name") not in group_names:
+        if not isinstance(where, dict) or where.get("dataset_name") not in group_names or "data_indexes" not in where:
             raise ResumeError(
                 f"NeMo AutoModel checkpoint: a buffered sample without a known position; {HOW_TO_CONTINUE}"
             )
-        state.buffer.append(Buffered(group_names.index(where["dataset_name"]), _cursor(where["data_indexes"])))
+        group = group_names.index(where["dataset_name"])
+        state.buffer.append(Buffered(group, _position_cursor(where["data_indexes"])))
     state.packs = int(saved.get("yielded_batches", 0))

@@ -67,6 +67,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         `bagel_data.datasets.DEFAULT_DATASET_INFO`. `data_status` is this rank's dict
         (group -> worker id -> position) or the list gathered over ranks. `global_seed`,
         when given, is mixed into the packer's own generator (never the global ones).
+        `compat` defaults to the data config's.
         """
         from ..reference.construct import assemble_from_data_config  # builds the families
 
@@ -102,7 +103,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             num_workers=num_workers,
             data_seed=int(getattr(data_config, "data_seed", 42)),
             tokenizer=tokenizer,
-            compat=compat,
+            compat=getattr(data_config, "compat", None) if compat is None else compat,
             global_seed=global_seed,
         )
         self.data_config = data_config

@@ -33,6 +33,8 @@ class DataConfig:
         max_latent_size: int = 32,
         vit_patch_size: int = 14,
         max_num_patch_per_side: int = 70,
+        *,
+        compat: str | None = None,
     ):
         self.grouped_datasets = grouped_datasets
         self.text_cond_dropout_prob = text_cond_dropout_prob
@@ -42,6 +44,7 @@ class DataConfig:
         self.max_latent_size = max_latent_size
         self.vit_patch_size = vit_patch_size
         self.max_num_patch_per_side = max_num_patch_per_side
+        self.compat = check_compat(compat)  # PackedDataset's default mode
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{key}={value!r}" for key, value in vars(self).items() if key != "grouped_datasets")

@@ -54,7 +54,8 @@ class MaxLongEdgeMinShortEdgeResize(torch.nn.Module):
             height, width = img.shape[-2:]
             new_w, new_h = self.rule.target_size(int(width), int(height), img_num)
             return self._resize_tensor(img, new_h, new_w)
-        new_w, new_h = self.rule.target_size(*img.size, img_num)
+        width, height = img.size
+        new_w, new_h = self.rule.target_size(width, height, img_num)
         return img.resize((new_w, new_h), _PIL_FILTERS[self.interpolation])
 
     def _resize_tensor(self, img: torch.Tensor, height: int, width: int) -> torch.Tensor:
