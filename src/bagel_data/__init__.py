@@ -4,13 +4,17 @@ Data flow: sources (parquet / JSONL / images / video) -> families (samples) -> p
 (token-budgeted sequences) -> batch (collate) -> loader (resumable DataLoader).
 """
 
-from .batch import SimpleCustomBatch, collate_wrapper
+from .batch import SimpleCustomBatch, bagel_packed_collate_fn, collate_wrapper
 from .datasets import (
     DATASET_REGISTRY,
     DEFAULT_DATASET_INFO,
+    BagelDatasetConfig,
+    DataConfig,
+    MaxLongEdgeMinShortEdgeResize,
     SftJSONLIterableDataset,
     T2IIterableDataset,
     UnifiedEditIterableDataset,
+    init_arrow_pf_fs,
     make_bagel_multimodal_dataset,
 )
 from .errors import BadSampleError, BagelDataError, ConfigError, ResumeError, SkipReason, TooManyFailuresError
@@ -35,10 +39,13 @@ __all__ = [
     "DEFAULT_DATASET_INFO",
     "BadSampleError",
     "BagelDataError",
+    "BagelDatasetConfig",
     "ConfigError",
+    "DataConfig",
     "DistributedIterableDataset",
     "FrameSampler",
     "ImageTransform",
+    "MaxLongEdgeMinShortEdgeResize",
     "PackedDataset",
     "PackingConfig",
     "QwenTokenizer",
@@ -50,11 +57,13 @@ __all__ = [
     "TooManyFailuresError",
     "UnifiedEditIterableDataset",
     "add_special_tokens",
+    "bagel_packed_collate_fn",
     "build_dataloader",
     "collate_wrapper",
     "get_flattened_position_ids_extrapolate",
     "get_flattened_position_ids_interpolate",
     "get_parquet_data_paths",
+    "init_arrow_pf_fs",
     "len2weight",
     "load_tokenizer",
     "make_bagel_multimodal_dataset",

@@ -54,3 +54,8 @@ class SimpleCustomBatch:
 def collate_wrapper() -> Callable[[list[dict]], SimpleCustomBatch]:
     """The collate function for a DataLoader over a `PackedDataset`."""
     return SimpleCustomBatch
+
+
+def bagel_packed_collate_fn(batch: list[dict]) -> SimpleCustomBatch:
+    """The collate function itself (NeMo AutoModel's name): `batch` holds one pack."""
+    return SimpleCustomBatch(batch)

@@ -7,25 +7,63 @@ builds one family dataset per group and wraps them in a `PackedDataset` with
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
 import warnings
 
+from .batch import SimpleCustomBatch, bagel_packed_collate_fn, collate_wrapper
 from .config import DATASET_REGISTRY, load_mapping, parse_groups
 from .distributed import RANK_UNSET, WORLD_UNSET, resolve_topology
 from .errors import ConfigError, ConfigWarning
+from .families.base import DistributedIterableDataset
 from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
-from .packing.config import PackingConfig
+from .media.images import ImageTransform, pil_img2rgb
+from .media.video import FrameSampler
+from .packing.config import PackingConfig, check_compat
+from .packing.layout import (
+    get_flattened_position_ids_extrapolate,
+    get_flattened_position_ids_interpolate,
+    len2weight,
+    patchify,
+    prepare_attention_mask_per_sample,
+)
 from .packing.packed_dataset import PackedDataset
+from .reference.config import BagelDatasetConfig, DataConfig
+from .reference.helpers import MaxLongEdgeMinShortEdgeResize, init_arrow_pf_fs
+from .sources.parquet import get_parquet_data_paths
+from .tokenizer import add_special_tokens
 
+# The reference's names, and those of NeMo AutoModel's multimodal module (whose
+# InterleavedBaseIterableDataset / ParquetStandardIterableDataset live in families/).
 __all__ = [
     "DATASET_REGISTRY",
     "DEFAULT_DATASET_INFO",
+    "BagelDatasetConfig",
+    "DataConfig",
+    "DistributedIterableDataset",
+    "FrameSampler",
+    "ImageTransform",
+    "MaxLongEdgeMinShortEdgeResize",
+    "PackedDataset",
     "SftJSONLIterableDataset",
+    "SimpleCustomBatch",
     "T2IIterableDataset",
     "UnifiedEditIterableDataset",
+    "add_special_tokens",
+    "bagel_packed_collate_fn",
+    "collate_wrapper",
+    "get_flattened_position_ids_extrapolate",
+    "get_flattened_position_ids_interpolate",
+    "get_parquet_data_paths",
+    "init_arrow_pf_fs",
+    "len2weight",
     "make_bagel_multimodal_dataset",
+    "patchify",
+    "pil_img2rgb",
+    "prepare_attention_mask_per_sample",
 ]
 
 logger = logging.getLogger(__name__)
@@ -99,59 +137,40 @@ def _check_position_tables(groups, config: PackingConfig) -> None:
                 )
 
 
-def make_bagel_multimodal_dataset(
+@dataclasses.dataclass(frozen=True)
+class Assembled:
+    """The checked parts of a packed dataset: the family datasets and how they mix."""
+
+    datasets: dict
+    weights: dict
+    mandatory: dict
+    config: PackingConfig
+    local_rank: int
+    world_size: int
+
+
+def rank_data_status(data_status, local_rank: int):
+    """This rank's `data_status`: the dict itself, or its entry of a list gathered over ranks
+    (BAGEL's trainer saves `gather_object`'s list; a rank beyond it starts fresh)."""
+    if isinstance(data_status, (list, tuple)):
+        return data_status[local_rank] if local_rank < len(data_status) else None
+    return data_status
+
+
+def assemble(
     tokenizer,
-    special_tokens,
     grouped_datasets,
-    local_rank: int = RANK_UNSET,
-    world_size: int = WORLD_UNSET,
-    num_workers: int = 4,
-    expected_num_tokens: int = 32768,
-    max_num_tokens_per_sample: int = 16384,
-    max_num_tokens: int = 36864,
-    prefer_buffer_before: int = 16384,
-    max_buffer_size: int = 50,
-    interpolate_pos: bool = False,
-    use_flex: bool = False,
-    data_status=None,
-    data_seed: int = 42,
-    text_cond_dropout_prob: float = 0.1,
-    vit_cond_dropout_prob: float = 0.4,
-    vae_cond_dropout_prob: float = 0.1,
-    vae_image_downsample: int = 16,
-    max_latent_size: int = 32,
-    vit_patch_size: int = 14,
-    max_num_patch_per_side: int = 70,
-    dataset_info=None,
+    dataset_info,
+    config: PackingConfig,
     *,
+    local_rank: int,
+    world_size: int,
+    num_workers: int,
+    data_status=None,
     strict: bool = False,
     max_consecutive_failures: int = 100,
-) -> PackedDataset:
-    """Build a BAGEL packed dataset for Stage 1 or Stage 2 training.
-
-    `grouped_datasets` and `dataset_info` are dicts or paths to YAML/JSON files.
-    `local_rank` / `world_size` default to the initialized torch.distributed process group
-    (else 0 / 1); values passed explicitly win.
-    `data_status` (group -> per-worker positions, as rebuilt from `batch_data_indexes`)
-    resumes each group just after those positions. `strict` raises on the first bad row;
-    otherwise bad rows are skipped and counted by reason.
-    """
-    config = PackingConfig(
-        expected_num_tokens=expected_num_tokens,
-        max_num_tokens_per_sample=max_num_tokens_per_sample,
-        max_num_tokens=max_num_tokens,
-        prefer_buffer_before=prefer_buffer_before,
-        max_buffer_size=max_buffer_size,
-        interpolate_pos=interpolate_pos,
-        use_flex=use_flex,
-        text_cond_dropout_prob=text_cond_dropout_prob,
-        vit_cond_dropout_prob=vit_cond_dropout_prob,
-        vae_cond_dropout_prob=vae_cond_dropout_prob,
-        vae_image_downsample=vae_image_downsample,
-        max_latent_size=max_latent_size,
-        vit_patch_size=vit_patch_size,
-        max_num_patch_per_side=max_num_patch_per_side,
-    )
+) -> Assembled:
+    """Check the configuration and build one family dataset per group."""
     _check_budgets(config)
     local_rank, world_size = resolve_topology(local_rank, world_size)
     grouped, _ = load_mapping(grouped_datasets, "grouped_datasets")
@@ -159,34 +178,125 @@ def make_bagel_multimodal_dataset(
     groups = parse_groups(grouped, info, info_base)
     _check_position_tables(groups, config)
     for risk in budget_risks(groups, config):
-        warnings.warn(risk, ConfigWarning, stacklevel=2)
+        warnings.warn(risk, ConfigWarning, stacklevel=4)  # the caller of the public builder
+    status_of_rank = rank_data_status(data_status, local_rank)
     datasets = {}
     for group in groups:
         status = None
-        if data_status is not None and group.resume_data_status:
-            status = data_status.get(group.name)
-        dataset = group.family(
+        if status_of_rank is not None and group.resume_data_status:
+            status = status_of_rank.get(group.name)
+        datasets[group.name] = group.family(
             dataset_name=group.name,
             tokenizer=tokenizer,
             local_rank=local_rank,
             world_size=world_size,
             num_workers=num_workers,
             data_status=status,
+            strict=strict,
+            max_consecutive_failures=max_consecutive_failures,
             **group.kwargs,
         )
-        dataset.strict, dataset.max_consecutive_failures = strict, max_consecutive_failures
-        datasets[group.name] = dataset
-    packed = PackedDataset(
+    return Assembled(
         datasets,
-        config,
-        dict(special_tokens),
         weights={group.name: group.weight for group in groups},
         mandatory={group.name: group.is_mandatory for group in groups},
+        config=config,
         local_rank=local_rank,
         world_size=world_size,
-        num_workers=num_workers,
-        data_seed=data_seed,
-        tokenizer=tokenizer,
     )
-    packed.set_epoch(data_seed)
+
+
+def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat) -> PackedDataset:
+    config = PackingConfig(**{name: arguments[name] for name in PACKING_FIELDS})
+    parts = assemble(
+        arguments["tokenizer"],
+        arguments["grouped_datasets"],
+        arguments["dataset_info"],
+        config,
+        local_rank=arguments["local_rank"],
+        world_size=arguments["world_size"],
+        num_workers=arguments["num_workers"],
+        data_status=arguments["data_status"],
+        strict=strict,
+        max_consecutive_failures=max_consecutive_failures,
+    )
+    packed = PackedDataset.from_groups(
+        parts.datasets,
+        config,
+        dict(arguments["special_tokens"]),
+        weights=parts.weights,
+        mandatory=parts.mandatory,
+        local_rank=parts.local_rank,
+        world_size=parts.world_size,
+        num_workers=arguments["num_workers"],
+        data_seed=arguments["data_seed"],
+        tokenizer=arguments["tokenizer"],
+        compat=compat,
+    )
+    packed.set_epoch(arguments["data_seed"])
     return packed
+
+
+# The reference's signature: the packing settings (names and defaults from PackingConfig)
+# sit in two runs, around `data_status` and `data_seed`.
+PACKING_FIELDS = tuple(field.name for field in dataclasses.fields(PackingConfig))
+_SPLIT = PACKING_FIELDS.index("text_cond_dropout_prob")
+_P = inspect.Parameter
+
+
+def _positional(name: str, default=_P.empty) -> inspect.Parameter:
+    return _P(name, _P.POSITIONAL_OR_KEYWORD, default=default)
+
+
+def _packing_parameters(names) -> list[inspect.Parameter]:
+    defaults = {field.name: field.default for field in dataclasses.fields(PackingConfig)}
+    return [_positional(name, defaults[name]) for name in names]
+
+
+_SIGNATURE = inspect.Signature(
+    [
+        _positional("tokenizer"),
+        _positional("special_tokens"),
+        _positional("grouped_datasets"),
+        _positional("local_rank", RANK_UNSET),
+        _positional("world_size", WORLD_UNSET),
+        _positional("num_workers", 4),
+        *_packing_parameters(PACKING_FIELDS[:_SPLIT]),
+        _positional("data_status", None),
+        _positional("data_seed", 42),
+        *_packing_parameters(PACKING_FIELDS[_SPLIT:]),
+        _positional("dataset_info", None),
+        _P("strict", _P.KEYWORD_ONLY, default=False),
+        _P("max_consecutive_failures", _P.KEYWORD_ONLY, default=100),
+        _P("compat", _P.KEYWORD_ONLY, default=None),
+    ],
+    return_annotation="PackedDataset",
+)
+
+
+def make_bagel_multimodal_dataset(*args, **kwargs) -> PackedDataset:
+    """Build a BAGEL packed dataset for Stage 1 or Stage 2 training.
+
+    Signature (see `inspect.signature`): the reference's `(tokenizer, special_tokens,
+    grouped_datasets, local_rank=0, world_size=1, num_workers=4, <packing settings>,
+    data_status=None, data_seed=42, <dropouts and image sizes>, dataset_info=None)`, every
+    setting named and defaulted as in `PackingConfig`, plus keyword-only `strict=False`,
+    `max_consecutive_failures=100` and `compat=None`.
+
+    `grouped_datasets` and `dataset_info` are dicts or paths to YAML/JSON files.
+    `local_rank` / `world_size` default to the initialized torch.distributed process group
+    (else 0 / 1); values passed explicitly win.
+    `data_status` (group -> per-worker positions, as rebuilt from `batch_data_indexes`, or
+    the list of those gathered over ranks) resumes each group just after those positions.
+    `strict` raises on the first bad row; otherwise bad rows are skipped and counted by
+    reason. `compat="bagel"` reproduces the reference's output exactly (SPEC section 8).
+    """
+    bound = _SIGNATURE.bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    compat = check_compat(arguments.pop("compat"))
+    strict, max_failures = arguments.pop("strict"), arguments.pop("max_consecutive_failures")
+    return _build(arguments, strict, max_failures, compat)
+
+
+make_bagel_multimodal_dataset.__signature__ = _SIGNATURE  # type: ignore[attr-defined]

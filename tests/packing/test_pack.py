@@ -564,7 +564,7 @@ def mixed(i: int) -> dict:
 
 
 def packed(groups: dict, cfg=CFG, weights=None, mandatory=None, seed=42) -> PackedDataset:
-    dataset = PackedDataset(
+    dataset = PackedDataset.from_groups(
         groups,
         cfg,
         TOKENS_DICT,

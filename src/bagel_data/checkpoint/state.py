@@ -23,7 +23,12 @@ def check_compatible(saved: dict, data_seed: int, group_names: list[str], units:
     """Raise ResumeError unless `saved` was made by this library for the same data and groups
     (`units`: how many units each group has now)."""
     if saved.get("version") != STATE_VERSION:
-        raise ResumeError(f"checkpoint format version {saved.get('version')!r}; this library reads {STATE_VERSION}")
+        raise ResumeError(
+            f"checkpoint format version {saved.get('version')!r} is not this library's ({STATE_VERSION}; NeMo "
+            "AutoModel's PackedDataset checkpoints also load). To continue the run anyway, rebuild the dataset "
+            "with data_status={group: {worker_id: data_indexes}} from the batch_data_indexes the run consumed "
+            "(see docs/coming_from.md) and do not load this checkpoint"
+        )
     if saved["data_seed"] != data_seed:
         raise ResumeError(f"checkpoint data_seed={saved['data_seed']}, this pipeline's is {data_seed}")
     saved_groups = sorted(saved["units"])

@@ -105,6 +105,10 @@ def edit_command(
     rows_per_group: Annotated[int, typer.Option(help="Rows per row group (the edit family's shard unit).")] = 16,
     rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file.")] = 1024,
     image_root: Annotated[Path | None, typer.Option(help="Base of image paths (default: manifest folder).")] = None,
+    data_dir: Annotated[
+        str | None,
+        typer.Option(help="The data_dir training will use; parquet_info keys join it (default: OUT_DIR, absolute)."),
+    ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
 ) -> None:
@@ -113,7 +117,7 @@ def edit_command(
         "edit",
         lambda progress: prepare_edit(
             manifest, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
-            image_root=image_root, overwrite=overwrite, progress=progress,
+            image_root=image_root, overwrite=overwrite, progress=progress, data_dir=data_dir,
         ),
     )  # fmt: skip
     _print_report(result, report)

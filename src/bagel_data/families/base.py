@@ -28,7 +28,16 @@ from ..sharding import (
 class DistributedIterableDataset(torch.utils.data.IterableDataset):
     """Base of the three families: units, epoch shuffling, rank/worker sharding."""
 
-    def __init__(self, dataset_name: str, local_rank: int = 0, world_size: int = 1, num_workers: int = 8):
+    def __init__(
+        self,
+        dataset_name: str,
+        local_rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 8,
+        *,
+        strict: bool = False,
+        max_consecutive_failures: int = 100,
+    ):
         if world_size < 1 or not 0 <= local_rank < world_size:
             raise ConfigError(
                 "local_rank", local_rank, f"must be in [0, world_size={world_size}); pass the rank of this process"
@@ -40,9 +49,9 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.rng = random.Random()  # only ever re-seeded by set_epoch
         self.data_paths = None
         self.epoch_seed = 42
-        self.strict = False
-        self.max_consecutive_failures = 100
-        self.skip_log = SkipLog(dataset_name)
+        self.strict = bool(strict)  # raise on the first bad row instead of skipping it
+        self.max_consecutive_failures = int(max_consecutive_failures)
+        self.skip_log = SkipLog(dataset_name, self.strict, self.max_consecutive_failures)
         self.restart_plan = None  # set by an elastic restart (restart.py)
 
     # -- units -------------------------------------------------------------------------

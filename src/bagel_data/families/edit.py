@@ -13,6 +13,7 @@ import os
 from ..errors import ConfigError, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
+from ..sources import storage
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
 
@@ -70,8 +71,17 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         data_status=None,
         *,
         file_order: str = "sorted",
+        strict: bool = False,
+        max_consecutive_failures: int = 100,
     ):
-        super().__init__(dataset_name, local_rank, world_size, num_workers)
+        super().__init__(
+            dataset_name,
+            local_rank,
+            world_size,
+            num_workers,
+            strict=strict,
+            max_consecutive_failures=max_consecutive_failures,
+        )
         self.transform = transform
         self.vit_transform = vit_transform
         self.tokenizer = tokenizer
@@ -84,13 +94,14 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         units = []
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
-                info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
+                info = parquet_info_entry(parquet_info, path, data_dir)
                 if info is None:
                     raise ConfigError(
                         "parquet_info",
                         path,
                         "this parquet file has no entry; add it (keyed by its path or its name "
-                        "relative to data_dir) with its num_row_groups, e.g. with `bagel-data prepare edit`",
+                        "relative to data_dir) with its num_row_groups, e.g. with "
+                        "bagel_data.tools.prepare.write_parquet_info",
                     )
                 units.extend((path, group) for group in range(int(info["num_row_groups"])))
         return units
@@ -172,3 +183,18 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 builder.add_image("vae_image", step_vae, vae.stride, enable_cfg=True, loss=False)
                 builder.add_image("vit_image", vit(image(step)), vit.stride, enable_cfg=True, loss=False)
         return builder
+
+
+def parquet_info_entry(parquet_info: dict, path: str, data_dir: str):
+    """The `parquet_info` entry of `path`: keyed by that path (BAGEL's reader needs this), by
+    the name relative to `data_dir`, or by a full path of the folder it was moved from (the
+    only key that ends with `/<name>`)."""
+    found = parquet_info.get(path)
+    if found is not None:
+        return found
+    name = os.path.relpath(path, data_dir) if not storage.is_uri(path) else path[len(data_dir.rstrip("/")) + 1 :]
+    found = parquet_info.get(name)
+    if found is not None:
+        return found
+    moved = [key for key in parquet_info if key.replace("\\", "/").endswith("/" + name.replace(os.sep, "/"))]
+    return parquet_info[moved[0]] if len(moved) == 1 else None

@@ -48,8 +48,17 @@ class T2IIterableDataset(DistributedIterableDataset):
         data_status=None,
         *,
         file_order: str = "sorted",
+        strict: bool = False,
+        max_consecutive_failures: int = 100,
     ):
-        super().__init__(dataset_name, local_rank, world_size, num_workers)
+        super().__init__(
+            dataset_name,
+            local_rank,
+            world_size,
+            num_workers,
+            strict=strict,
+            max_consecutive_failures=max_consecutive_failures,
+        )
         self.transform = transform
         self.tokenizer = tokenizer
         self.data_status = data_status

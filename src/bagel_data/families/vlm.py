@@ -45,8 +45,18 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         data_status=None,
         shuffle_lines=False,
         shuffle_seed=0,
+        *,
+        strict: bool = False,
+        max_consecutive_failures: int = 100,
     ):
-        super().__init__(dataset_name, local_rank, world_size, num_workers)
+        super().__init__(
+            dataset_name,
+            local_rank,
+            world_size,
+            num_workers,
+            strict=strict,
+            max_consecutive_failures=max_consecutive_failures,
+        )
         self.transform = transform
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler

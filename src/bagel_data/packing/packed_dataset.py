@@ -21,13 +21,14 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from ..checkpoint.foreign import is_nemo_state, load_nemo_state
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
 from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
 from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
 from ..sources import storage
 from .buffers import PadBufferPool
-from .config import PackingConfig, SpecialTokens
+from .config import PackingConfig, SpecialTokens, check_compat
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder
 
@@ -37,6 +38,79 @@ class PackedDataset(torch.utils.data.IterableDataset):
 
     def __init__(
         self,
+        data_config,
+        tokenizer,
+        special_tokens: dict,
+        local_rank: int,
+        world_size: int,
+        num_workers: int,
+        expected_num_tokens: int = 32768,
+        max_num_tokens_per_sample: int = 16384,
+        max_num_tokens: int = 36864,
+        prefer_buffer_before: int = 16384,
+        max_buffer_size: int = 50,
+        interpolate_pos: bool = False,
+        use_flex: bool = False,
+        data_status=None,
+        dataset_info=None,
+        global_seed: int | None = None,
+        *,
+        compat: str | None = None,
+        strict: bool = False,
+        max_consecutive_failures: int = 100,
+    ):
+        """The reference's constructor (plus NeMo AutoModel's `dataset_info` / `global_seed`).
+
+        `data_config` is a `DataConfig` or a `BagelDatasetConfig`: its `grouped_datasets` and
+        its dropout and image-size attributes, read now. `dataset_info` defaults to the
+        config's own (a `BagelDatasetConfig`), then to the module-level
+        `bagel_data.datasets.DEFAULT_DATASET_INFO`. `data_status` is this rank's dict
+        (group -> worker id -> position) or the list gathered over ranks. `global_seed`,
+        when given, is mixed into the packer's own generator (never the global ones).
+        `compat` defaults to the data config's.
+        """
+        from ..reference.construct import assemble_from_data_config  # builds the families
+
+        budgets = dict(
+            expected_num_tokens=expected_num_tokens,
+            max_num_tokens_per_sample=max_num_tokens_per_sample,
+            max_num_tokens=max_num_tokens,
+            prefer_buffer_before=prefer_buffer_before,
+            max_buffer_size=max_buffer_size,
+            interpolate_pos=interpolate_pos,
+            use_flex=use_flex,
+        )
+        parts = assemble_from_data_config(
+            data_config,
+            tokenizer,
+            budgets,
+            dataset_info,
+            local_rank=local_rank,
+            world_size=world_size,
+            num_workers=num_workers,
+            data_status=data_status,
+            strict=strict,
+            max_consecutive_failures=max_consecutive_failures,
+        )
+        self._setup(
+            parts.datasets,
+            parts.config,
+            special_tokens,
+            weights=parts.weights,
+            mandatory=parts.mandatory,
+            local_rank=parts.local_rank,
+            world_size=parts.world_size,
+            num_workers=num_workers,
+            data_seed=int(getattr(data_config, "data_seed", 42)),
+            tokenizer=tokenizer,
+            compat=getattr(data_config, "compat", None) if compat is None else compat,
+            global_seed=global_seed,
+        )
+        self.data_config = data_config
+
+    @classmethod
+    def from_groups(
+        cls,
         groups: dict,
         config: PackingConfig,
         special_tokens: dict,
@@ -48,11 +122,48 @@ class PackedDataset(torch.utils.data.IterableDataset):
         num_workers: int = 1,
         data_seed: int = 42,
         tokenizer=None,
-    ):
+        compat: str | None = None,
+        global_seed: int | None = None,
+    ) -> PackedDataset:
+        """A packed dataset over already-built family datasets (`groups`: name -> dataset)."""
+        packed = cls.__new__(cls)
+        packed._setup(
+            groups,
+            config,
+            special_tokens,
+            weights=weights,
+            mandatory=mandatory,
+            local_rank=local_rank,
+            world_size=world_size,
+            num_workers=num_workers,
+            data_seed=data_seed,
+            tokenizer=tokenizer,
+            compat=compat,
+            global_seed=global_seed,
+        )
+        return packed
+
+    def _setup(
+        self,
+        groups: dict,
+        config: PackingConfig,
+        special_tokens: dict,
+        *,
+        weights: dict[str, float],
+        mandatory: dict[str, bool],
+        local_rank: int,
+        world_size: int,
+        num_workers: int,
+        data_seed: int,
+        tokenizer,
+        compat: str | None,
+        global_seed: int | None,
+    ) -> None:
         super().__init__()
         self.grouped_datasets = list(groups.values())
         self.group_names = list(groups)
         self.config = config
+        self.data_config = None
         self.special_tokens = SpecialTokens(**special_tokens)
         for name, value in special_tokens.items():
             setattr(self, name, value)  # the reference exposes them as attributes
@@ -60,6 +171,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.is_mandatory = [bool(mandatory[name]) for name in self.group_names]
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
         self.data_seed = data_seed
+        self.global_seed = _check_global_seed(global_seed)
+        self.compat = check_compat(compat)
         self.tokenizer = tokenizer
         self.storage_options = storage.registered()  # travels to spawned workers with the dataset
         self._live: PackState | None = None  # the state of the running iteration
@@ -91,6 +204,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         topology = self._topology()
         key = [self.data_seed & 0xFFFFFFFF, topology.rank, topology.worker_id, 0x9ACC]
         key += [generation] if generation else []  # each elastic restart draws afresh
+        if self.global_seed is not None:  # a distinct tail: cannot collide with a generation
+            key += [_GLOBAL_SEED_TAG, self.global_seed & 0xFFFFFFFF, (self.global_seed >> 32) & 0xFFFFFFFF]
         logs = [
             SkipLog(name, dataset.strict, dataset.max_consecutive_failures)
             for name, dataset in zip(self.group_names, self.grouped_datasets)
@@ -136,6 +251,11 @@ class PackedDataset(torch.utils.data.IterableDataset):
         if saved is None:
             apply_restart(self, None)
             return self._fresh_state()
+        if is_nemo_state(saved):  # written by NeMo AutoModel's PackedDataset
+            apply_restart(self, None)
+            state = self._fresh_state()
+            load_nemo_state(state, saved, self.group_names)
+            return state
         if not is_elastic(saved):
             state = self._fresh_state()
             state.restore(saved, self.group_names)
@@ -260,6 +380,19 @@ class PackedDataset(torch.utils.data.IterableDataset):
         item.sample = self.grouped_datasets[item.group].sample_at(item.cursor)
         if item.sample is None:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+
+
+_GLOBAL_SEED_TAG = 0x6105
+
+
+def _check_global_seed(global_seed):
+    if global_seed is None:
+        return None
+    if isinstance(global_seed, bool) or not isinstance(global_seed, int) or global_seed < 0:
+        from ..errors import ConfigError
+
+        raise ConfigError("global_seed", global_seed, "must be None or a non-negative int")
+    return int(global_seed)
 
 
 def _cumulative_shares(weights: list[float]) -> list[float]:

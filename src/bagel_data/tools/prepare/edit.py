@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from ...errors import ConfigError
+from ...sources import storage
 from .common import (
     EDIT_SCHEMA,
     DropReason,
@@ -42,12 +44,22 @@ def _edit_row(row: object, image_root: Path) -> dict:
     return {"image_list": [_image_bytes(image_root / name) for name in images], "instruction_list": steps}
 
 
-def write_parquet_info(out_dir: Path, files: tuple[Path, ...]) -> Path:
-    """`parquet_info.json` for `files`, keyed by name relative to `out_dir`, read back with pyarrow."""
+def write_parquet_info(out_dir: str | Path, files: tuple[Path, ...] | None = None, data_dir: str | None = None) -> Path:
+    """`out_dir/parquet_info.json` for `files` (default: every `*.parquet` in `out_dir`), read
+    back with pyarrow.
+
+    Keys are `os.path.join(data_dir, name)`: the path BAGEL's reader looks each file up by,
+    with `data_dir` as the training config's `dataset_info` will say (default: `out_dir`,
+    absolute). Run it again with the new `data_dir` after moving the data.
+    """
+    out_dir = Path(out_dir)
+    files = tuple(sorted(out_dir.glob("*.parquet"))) if files is None else files
+    key_dir = os.path.abspath(out_dir) if data_dir is None else str(data_dir)
     info = {}
     for path in files:
         meta = pq.read_metadata(path)
-        info[path.relative_to(out_dir).as_posix()] = {"num_row_groups": meta.num_row_groups, "num_rows": meta.num_rows}
+        key = storage.join(key_dir, path.relative_to(out_dir).as_posix())
+        info[key] = {"num_row_groups": meta.num_row_groups, "num_rows": meta.num_rows}
     target = out_dir / "parquet_info.json"
     target.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return target
@@ -62,13 +74,16 @@ def prepare_edit(
     image_root: str | Path | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
+    data_dir: str | None = None,
 ) -> PrepareReport:
     """Write edit parquet shards and `parquet_info.json` from a JSONL manifest.
 
     Each row is `{"images": [path, ...], "instructions": [[phrasing, ...], ...]}` with one
     instruction step per consecutive image pair. Paths are relative to `image_root`, by
     default the manifest's folder. Row groups are the edit family's sharding unit, so
-    small groups spread a dataset over more workers.
+    small groups spread a dataset over more workers. `parquet_info.json` is keyed by
+    `os.path.join(data_dir, file name)`, `data_dir` defaulting to `out_dir` made absolute:
+    pass the `data_dir` the training's `dataset_info` will use if it differs.
     """
     manifest, notes = Path(manifest_jsonl), _Notes()
     if not manifest.is_file():
@@ -81,7 +96,7 @@ def prepare_edit(
         written = _each_row(rows, lambda _, row: writer.add(_edit_row(row, root)), notes, progress)
     finally:
         files = writer.close()
-    return notes.report(written, (*files, write_parquet_info(out, files)))
+    return notes.report(written, (*files, write_parquet_info(out, files, data_dir)))
 
 
 # -- VLM ---------------------------------------------------------------------------------
