@@ -14,6 +14,7 @@ from .config import DATASET_REGISTRY, load_mapping, parse_groups
 from .distributed import RANK_UNSET, WORLD_UNSET, resolve_topology
 from .errors import ConfigError, ConfigWarning
 from .families.edit import UnifiedEditIterableDataset
+from .families.interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset
 from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
 from .packing.config import PackingConfig
@@ -22,6 +23,8 @@ from .packing.packed_dataset import PackedDataset
 __all__ = [
     "DATASET_REGISTRY",
     "DEFAULT_DATASET_INFO",
+    "InterleavedBaseIterableDataset",
+    "ParquetStandardIterableDataset",
     "SftJSONLIterableDataset",
     "T2IIterableDataset",
     "UnifiedEditIterableDataset",
