@@ -13,12 +13,29 @@ import json
 from collections.abc import Mapping
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import ConfigError, SkipReason
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row
 
+SEGMENT_TYPE = pa.struct(
+    [
+        ("type", pa.string()),
+        ("text", pa.string()),
+        ("image", pa.binary()),
+        ("path", pa.string()),
+        ("frames", pa.list_(pa.binary())),
+        ("frame_indexes", pa.list_(pa.int64())),
+        ("understood", pa.bool_()),
+        ("conditioned", pa.bool_()),
+        ("generated", pa.bool_()),
+        ("supervised", pa.bool_()),
+        ("cfg", pa.bool_()),
+    ]
+)
+INTERLEAVED_SCHEMA = pa.schema([("segments", pa.list_(SEGMENT_TYPE))])
 TEXT_LOSS_RULES = ("all", "none", "after_first_image", "last")
 IMAGE_ROLES = ("understood", "conditioned", "generated")
 DEFAULTS = {
