@@ -3,7 +3,9 @@
 A document (a parquet row, or a JSONL line for small sets) holds `segments`, each
 `{"type": "text" | "image" | "video", ...}` with optional role flags: `supervised` (text
 loss), `understood` (ViT), `conditioned` (VAE), `generated` (image loss) and `cfg` (CFG
-dropout may drop it). A flag left out (or null) takes the group's `segment_defaults`.
+dropout may drop it). An image or video segment that sets none of its roles takes them
+from the group's `segment_defaults` (one that sets some has exactly those); `supervised`
+and `cfg` left out (or null) take the group's defaults too.
 Format: docs/formats/interleaved.md.
 """
 
@@ -189,10 +191,13 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         return data
 
     def _add_image_segment(self, data, segment, index, first, last, cfg):
-        roles = self.segment_defaults["first_image" if first else "later_images"]
-        flags = {role: _flag(segment, role, role in roles) for role in IMAGE_ROLES}
-        if last and flags["generated"] and all(segment.get(r) is None for r in ("conditioned", "understood")):
-            flags["conditioned"] = flags["understood"] = False  # nothing follows to attend to them
+        if any(segment.get(role) is not None for role in IMAGE_ROLES):  # the segment's own roles
+            flags = {role: _flag(segment, role, False) for role in IMAGE_ROLES}
+        else:
+            roles = self.segment_defaults["first_image" if first else "later_images"]
+            flags = {role: role in roles for role in IMAGE_ROLES}
+            if last and flags["generated"]:
+                flags["conditioned"] = flags["understood"] = False  # nothing follows to attend to them
         source = segment.get("image") if segment.get("image") is not None else segment.get("path")
         if source is None:
             raise ValueError(f"image segment {index} has neither 'image' bytes nor a 'path'")
@@ -203,6 +208,8 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
 
     def _add_video_segment(self, data, segment, index, cfg):
         default = self.segment_defaults["video"]
+        if segment.get("generated") is not None or segment.get("conditioned") is not None:
+            default = None  # the segment's own roles replace the default
         generated = _flag(segment, "generated", default == "generated")
         conditioned = _flag(segment, "conditioned", default == "conditioned")
         if generated == conditioned:
