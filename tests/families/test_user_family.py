@@ -165,3 +165,16 @@ def test_registry_entry_that_is_not_a_family(tokenizer, special_tokens, info, mo
     monkeypatch.setitem(DATASET_REGISTRY, "odd", dict)
     with pytest.raises(ConfigError, match="DATASET_REGISTRY\\['odd'\\]"):
         build(tokenizer, special_tokens, "odd", GROUP, info)
+
+
+def test_validate_walks_a_user_family_through_parse_row(user_module, info):
+    from bagel_data.tools.run import RunConfig
+    from bagel_data.tools.validate import validate_config
+
+    group = dict(GROUP, dataset_class=f"{user_module}:CaptionFamily")
+    config = RunConfig({"mine": group}, {"mine": {"captions": info}}, dict(PACKING))
+    report = validate_config(config, num_workers=2)
+    assert not report.ok
+    assert report.groups["mine"].samples == 11
+    assert report.groups["mine"].skips == {"parse_row_failed": 1}
+    assert any("parse_row_failed" in error and "row group 1, row 1" in error for error in report.errors)
