@@ -19,7 +19,7 @@ import yaml
 from .errors import ConfigError
 from .families.edit import UnifiedEditIterableDataset
 from .families.interleaved_base import ParquetStandardIterableDataset
-from .families.registry import DATASET_REGISTRY, allowed_group_keys, resolve_family
+from .families.registry import COMMON_GROUP_KEYS, DATASET_REGISTRY, allowed_group_keys, resolve_family
 from .families.vlm import SftJSONLIterableDataset
 from .media.images import ImageTransform
 from .media.video import FrameSampler
@@ -213,6 +213,10 @@ def _parquet_standard_kwargs(family, name, names, args, dataset_info, info_base)
         kwargs["segment_defaults"] = args["segment_defaults"]
     if "frame_sampler_args" in args:
         kwargs["frame_sampler"] = FrameSampler(**args["frame_sampler_args"])
+    consumed = {"vit_image_transform_args", "file_order", "segment_defaults", "frame_sampler_args"}
+    for key in set(getattr(family, "GROUP_KEYS", ())) - consumed - COMMON_GROUP_KEYS:
+        if key in args:  # a user family's own keys reach its constructor as keywords
+            kwargs[key] = args[key]
     jsonl = [_meta(dataset_info, name, d, "jsonl_path", info_base, required=False) for d in names]
     if any(jsonl):
         if not all(jsonl) or not issubclass(family, _jsonl_capable()):

@@ -38,6 +38,18 @@ class CaptionFamily(InterleavedBaseIterableDataset, ParquetStandardIterableDatas
         return self._add_text(data, phrasing + row["caption"], need_loss=True, enable_cfg=False)
 
 
+class PrefixFamily(CaptionFamily):
+    GROUP_KEYS = CaptionFamily.GROUP_KEYS | {"prefix"}
+
+    def __init__(self, *args, prefix="", **kwargs):
+        self.prefix = prefix
+        super().__init__(*args, **kwargs)
+
+    def parse_row(self, row):
+        data = self.init_data()
+        return self.add_text(data, self.prefix + row["caption"], need_loss=True)
+
+
 class NotAFamily:
     pass
 """
@@ -178,3 +190,12 @@ def test_validate_walks_a_user_family_through_parse_row(user_module, info):
     assert report.groups["mine"].samples == 11
     assert report.groups["mine"].skips == {"parse_row_failed": 1}
     assert any("parse_row_failed" in error and "row group 1, row 1" in error for error in report.errors)
+
+
+def test_a_family_s_own_group_keys_reach_its_constructor(tokenizer, special_tokens, user_module, info):
+    group = dict(GROUP, dataset_class=f"{user_module}:PrefixFamily", prefix="Say: ")
+    family = build(tokenizer, special_tokens, "g", group, info).grouped_datasets[0]
+    _, sample = next(family.iter_samples())
+    assert tokenizer.decode(sample["text_ids_list"][0]).startswith("Say: picture")
+    with pytest.raises(ConfigError, match="prefix"):
+        build(tokenizer, special_tokens, "g", dict(group, dataset_class=f"{user_module}:CaptionFamily"), info)
