@@ -198,7 +198,7 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
 def _parquet_standard_kwargs(family, name, names, args, dataset_info, info_base) -> dict:
     """What a ParquetStandardIterableDataset subclass (a user's family, or `interleaved`)
     takes beyond the common kwargs; parquet_info and the ViT transform are optional."""
-    kwargs: dict[str, Any] = {"parquet_info": {}, "vit_transform": None}
+    kwargs: dict[str, Any] = {"parquet_info": {}}
     if "vit_image_transform_args" in args:
         vit_args = _check_transform_args(name, "vit_image_transform_args", args["vit_image_transform_args"])
         kwargs["vit_transform"] = ImageTransform(**vit_args)

@@ -170,3 +170,16 @@ def test_bad_segment_defaults_are_config_errors(tokenizer, special_tokens, parqu
         build(tokenizer, special_tokens, parquet_info, dict(GROUP, segment_defaults={"text_loss": "some"}))
     with pytest.raises(ConfigError, match="later_images"):
         build(tokenizer, special_tokens, parquet_info, dict(GROUP, segment_defaults={"later_images": ["drawn"]}))
+
+
+def test_without_a_vit_transform_only_vae_roles_are_allowed(tokenizer, special_tokens, parquet_info):
+    group = {k: v for k, v in GROUP.items() if k != "vit_image_transform_args"}
+    with pytest.raises(ConfigError, match="vit_image_transform_args"):
+        build(tokenizer, special_tokens, parquet_info, group)
+    vae_only = {"first_image": ["conditioned"], "later_images": ["generated"]}
+    family = build(tokenizer, special_tokens, parquet_info, dict(group, segment_defaults=vae_only)).grouped_datasets[0]
+    log = family.new_skip_log()
+    plans = [s["sequence_plan"] for _, s in family._iter_pass(family.worker_shard(), 0, None, log)]
+    assert len(plans) == len(DOCS) - 1 and all(item["type"] != "vit_image" for plan in plans for item in plan)
+    assert log.as_dict() == {"parse_row_failed": 1}  # "bravo" asks for an understood image
+    assert "vit_image_transform_args" in log.examples["parse_row_failed"]

@@ -111,6 +111,14 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     ):  # fmt: skip
         self.jsonl_path_list = list(jsonl_path_list) if jsonl_path_list else None
         self.segment_defaults = check_segment_defaults(dataset_name, segment_defaults)
+        uses_vit = "understood" in self.segment_defaults["first_image"] + self.segment_defaults["later_images"]
+        if vit_transform is None and uses_vit:
+            raise ConfigError(
+                f"{dataset_name}.vit_image_transform_args",
+                None,
+                "segment_defaults make images understood (ViT): add vit_image_transform_args, "
+                "or drop 'understood' from first_image / later_images",
+            )
         self.frame_sampler = frame_sampler
         super().__init__(
             dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data, parquet_info,
