@@ -199,3 +199,43 @@ def test_a_family_s_own_group_keys_reach_its_constructor(tokenizer, special_toke
     assert tokenizer.decode(sample["text_ids_list"][0]).startswith("Say: picture")
     with pytest.raises(ConfigError, match="prefix"):
         build(tokenizer, special_tokens, "g", dict(group, dataset_class=f"{user_module}:CaptionFamily"), info)
+
+
+def _captions(batch, tokenizer) -> list[str]:
+    import re
+
+    batch = batch.to_dict()
+    ids, positions = batch["packed_text_ids"].tolist(), batch["packed_text_indexes"].tolist()
+    found, start = [], 0
+    for length in batch["sample_lens"][: len(batch["batch_data_indexes"])]:
+        text = tokenizer.decode([i for i, p in zip(ids, positions) if start <= p < start + length])
+        found += re.findall(r"picture \d-\d", text)
+        start += length
+    return found
+
+
+def test_elastic_restart_of_a_user_family(tokenizer, special_tokens, user_module, tmp_path):
+    rows = [[{"image": png_bytes(40, 40), "caption": f"picture {g}-{i}"} for i in range(6)] for g in range(8)]
+    (tmp_path / "many").mkdir()
+    for part in range(2):
+        write_parquet(tmp_path / "many" / f"part-{part}.parquet", rows[4 * part : 4 * part + 4], {})
+    every = {f"picture {g}-{i}" for g in range(8) for i in range(6)}
+    group = dict(GROUP, dataset_class=f"{user_module}:CaptionFamily")
+    info = {"data_dir": str(tmp_path / "many")}
+    loader = build_dataloader(build(tokenizer, special_tokens, "mine", group, info), num_workers=2)
+    before = [c for batch in itertools.islice(loader, 2) for c in _captions(batch, tokenizer)]
+    states = worker_dataset_states(loader.state_dict())
+    assert len(before) == len(set(before)) < len(every)
+    new = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer, special_tokens=special_tokens, grouped_datasets={"mine": group},
+        dataset_info={"mine": {"captions": info}}, num_workers=1, data_seed=3, **PACKING,
+    )  # fmt: skip
+    new.load_elastic_state(states)
+    after = []
+    for batch in build_dataloader(new, num_workers=1):
+        after += _captions(batch, tokenizer)
+        if len(after) >= len(every) - len(before):
+            break
+    rest = after[: len(every) - len(before)]
+    assert len(set(rest)) == len(rest)  # nothing twice before every row was read once
+    assert set(rest) | set(before) == every
