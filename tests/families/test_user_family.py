@@ -50,6 +50,11 @@ class PrefixFamily(CaptionFamily):
         return self.add_text(data, self.prefix + row["caption"], need_loss=True)
 
 
+class SkipFirstFamily(CaptionFamily):
+    def parse_row(self, row):
+        return {} if row.name == 0 else super().parse_row(row)
+
+
 class NotAFamily:
     pass
 """
@@ -239,3 +244,22 @@ def test_elastic_restart_of_a_user_family(tokenizer, special_tokens, user_module
     rest = after[: len(every) - len(before)]
     assert len(set(rest)) == len(rest)  # nothing twice before every row was read once
     assert set(rest) | set(before) == every
+
+
+def test_an_empty_result_is_a_named_skip(tokenizer, special_tokens, user_module, info):
+    group = dict(GROUP, dataset_class=f"{user_module}:SkipFirstFamily")
+    family = build(tokenizer, special_tokens, "g", group, info).grouped_datasets[0]
+    log = family.new_skip_log()
+    samples = list(family._iter_pass(family.worker_shard(), 0, None, log))
+    assert len(samples) == 7
+    assert log.as_dict() == {"parse_row_returned_nothing": 4, "parse_row_failed": 1}
+
+
+def test_row_reads_like_the_reference_s_pandas_row():
+    from bagel_data.families.interleaved_base import Row
+
+    row = Row({"caption": "a cat", "image_list": [b"x"]}, 5)
+    assert row["caption"] == row.caption == "a cat" and row.name == 5
+    assert list(row) == ["caption", "image_list"] and "image_list" in row and row.get("nope") is None
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        row["nope"]

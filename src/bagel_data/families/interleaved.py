@@ -84,7 +84,7 @@ def _flag(segment: Mapping, name: str, default: bool) -> bool:
 
 def text_losses(segments: list, rule: str) -> list[bool]:
     """The default `supervised` of each segment under a group's `text_loss` rule."""
-    kinds = [segment.get("type") for segment in segments]
+    kinds = [segment.get("type") if isinstance(segment, Mapping) else None for segment in segments]
     texts = [i for i, kind in enumerate(kinds) if kind == "text"]
     visuals = [i for i, kind in enumerate(kinds) if kind in ("image", "video")]
     if rule == "all":

@@ -43,6 +43,8 @@ class Row(Mapping):
             raise KeyError(f"no column {key!r}; the row has {sorted(self._cells)}") from None
 
     def __getattr__(self, key):
+        if key.startswith("_"):  # never a column; keeps copy/pickle from recursing
+            raise AttributeError(key)
         try:
             return self._cells[key]
         except KeyError:
