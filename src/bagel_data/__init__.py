@@ -19,6 +19,8 @@ from .datasets import (
 )
 from .errors import BadSampleError, BagelDataError, ConfigError, ResumeError, SkipReason, TooManyFailuresError
 from .families.base import DistributedIterableDataset
+from .families.interleaved import InterleavedIterableDataset
+from .families.interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset
 from .loader import build_dataloader
 from .media.images import ImageTransform, pil_img2rgb
 from .media.video import FrameSampler
@@ -45,9 +47,12 @@ __all__ = [
     "DistributedIterableDataset",
     "FrameSampler",
     "ImageTransform",
+    "InterleavedBaseIterableDataset",
+    "InterleavedIterableDataset",
     "MaxLongEdgeMinShortEdgeResize",
     "PackedDataset",
     "PackingConfig",
+    "ParquetStandardIterableDataset",
     "QwenTokenizer",
     "ResumeError",
     "SftJSONLIterableDataset",

@@ -18,31 +18,15 @@ import yaml
 
 from .errors import ConfigError
 from .families.edit import UnifiedEditIterableDataset
-from .families.t2i import T2IIterableDataset
+from .families.interleaved_base import ParquetStandardIterableDataset
+from .families.registry import COMMON_GROUP_KEYS, DATASET_REGISTRY, allowed_group_keys, resolve_family
 from .families.vlm import SftJSONLIterableDataset
 from .media.images import ImageTransform
 from .media.video import FrameSampler
 from .sources import storage
 
-DATASET_REGISTRY = {
-    "t2i_pretrain": T2IIterableDataset,
-    "vlm_sft": SftJSONLIterableDataset,
-    "unified_edit": UnifiedEditIterableDataset,
-}
-
-_COMMON_KEYS = {
-    "dataset_names",
-    "weight",
-    "is_mandatory",
-    "num_used_data",
-    "image_transform_args",
-    "resume_data_status",
-}
-ALLOWED_GROUP_KEYS = {
-    T2IIterableDataset: _COMMON_KEYS | {"file_order"},
-    UnifiedEditIterableDataset: _COMMON_KEYS | {"vit_image_transform_args", "file_order"},
-    SftJSONLIterableDataset: _COMMON_KEYS | {"frame_sampler_args", "shuffle_lines", "shuffle_seed"},
-}
+# The registry lives with the families; re-exported here for existing imports.
+ALLOWED_GROUP_KEYS = {family: allowed_group_keys(family) for family in DATASET_REGISTRY.values()}
 _TRANSFORM_KEYS = {
     "max_image_size",
     "min_image_size",
@@ -149,18 +133,13 @@ def _register_storage_options(dataset_info: dict, group: str, name: str) -> None
 
 def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | None) -> GroupSpec:
     """Check one group's config and gather what its family's constructor needs."""
-    family = DATASET_REGISTRY.get(name)
-    if family is None:
-        raise ConfigError("grouped_datasets", name, f"unknown group; use one of {sorted(DATASET_REGISTRY)}")
+    family = resolve_family(name, args)
     if not isinstance(args, Mapping):
         raise ConfigError(f"grouped_datasets.{name}", args, "must be a mapping")
-    unknown = set(args) - ALLOWED_GROUP_KEYS[family]
+    allowed = allowed_group_keys(family)
+    unknown = set(args) - allowed
     if unknown:
-        raise ConfigError(
-            f"grouped_datasets.{name}",
-            sorted(unknown),
-            f"unknown key(s); allowed: {sorted(ALLOWED_GROUP_KEYS[family])}",
-        )
+        raise ConfigError(f"grouped_datasets.{name}", sorted(unknown), f"unknown key(s); allowed: {sorted(allowed)}")
     names = args.get("dataset_names")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise ConfigError(f"{name}.dataset_names", names, "must be a non-empty list of dataset names")
@@ -188,7 +167,9 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]
-    if family is UnifiedEditIterableDataset:
+    if issubclass(family, ParquetStandardIterableDataset):
+        kwargs.update(_parquet_standard_kwargs(family, name, names, args, dataset_info, info_base))
+    if issubclass(family, UnifiedEditIterableDataset):
         if "vit_image_transform_args" not in args:
             raise ConfigError(f"{name}.vit_image_transform_args", None, "required: the ViT transform sizes")
         kwargs["vit_transform"] = ImageTransform(
@@ -198,7 +179,7 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
         for dataset in names:
             path = _meta(dataset_info, name, dataset, "parquet_info_path", info_base)
             kwargs["parquet_info"].update(json.loads(storage.read_bytes(path)))
-    if family is SftJSONLIterableDataset:
+    if issubclass(family, SftJSONLIterableDataset):
         kwargs["jsonl_path_list"] = [_meta(dataset_info, name, d, "jsonl_path", info_base) for d in names]
         sampler_args = args.get("frame_sampler_args")
         kwargs["frame_sampler"] = FrameSampler(**sampler_args) if sampler_args is not None else None
@@ -212,6 +193,45 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
         resume_data_status=bool(args.get("resume_data_status", True)),
         kwargs=kwargs,
     )
+
+
+def _parquet_standard_kwargs(family, name, names, args, dataset_info, info_base) -> dict:
+    """What a ParquetStandardIterableDataset subclass (a user's family, or `interleaved`)
+    takes beyond the common kwargs; parquet_info and the ViT transform are optional."""
+    kwargs: dict[str, Any] = {"parquet_info": {}}
+    if "vit_image_transform_args" in args:
+        vit_args = _check_transform_args(name, "vit_image_transform_args", args["vit_image_transform_args"])
+        kwargs["vit_transform"] = ImageTransform(**vit_args)
+    for dataset in names:
+        path = _meta(dataset_info, name, dataset, "parquet_info_path", info_base, required=False)
+        if path is not None:
+            info = json.loads(storage.read_bytes(path))
+            base = _meta(dataset_info, name, dataset, "data_dir", info_base)
+            # keyed by file name relative to data_dir, or by full path
+            kwargs["parquet_info"].update({storage.join(base, k) if "/" not in k else k: v for k, v in info.items()})
+    if "segment_defaults" in args:
+        kwargs["segment_defaults"] = args["segment_defaults"]
+    if "frame_sampler_args" in args:
+        kwargs["frame_sampler"] = FrameSampler(**args["frame_sampler_args"])
+    consumed = {"vit_image_transform_args", "file_order", "segment_defaults", "frame_sampler_args"}
+    for key in set(getattr(family, "GROUP_KEYS", ())) - consumed - COMMON_GROUP_KEYS:
+        if key in args:  # a user family's own keys reach its constructor as keywords
+            kwargs[key] = args[key]
+    jsonl = [_meta(dataset_info, name, d, "jsonl_path", info_base, required=False) for d in names]
+    if any(jsonl):
+        if not all(jsonl) or not issubclass(family, _jsonl_capable()):
+            raise ConfigError(
+                f"dataset_info.{name}", [d for d, p in zip(names, jsonl) if not p],
+                "give every dataset of the group a jsonl_path, or none (parquet shards in data_dir)",
+            )  # fmt: skip
+        kwargs["jsonl_path_list"] = jsonl
+    return kwargs
+
+
+def _jsonl_capable():
+    from .families.interleaved import InterleavedIterableDataset
+
+    return InterleavedIterableDataset
 
 
 def parse_groups(grouped_datasets: Mapping, dataset_info: dict, info_base: str | None) -> list[GroupSpec]:

@@ -18,6 +18,7 @@ from .distributed import RANK_UNSET, WORLD_UNSET, resolve_topology
 from .errors import ConfigError, ConfigWarning
 from .families.base import DistributedIterableDataset
 from .families.edit import UnifiedEditIterableDataset
+from .families.interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset
 from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
 from .media.images import ImageTransform, pil_img2rgb
@@ -46,8 +47,10 @@ __all__ = [
     "DistributedIterableDataset",
     "FrameSampler",
     "ImageTransform",
+    "InterleavedBaseIterableDataset",
     "MaxLongEdgeMinShortEdgeResize",
     "PackedDataset",
+    "ParquetStandardIterableDataset",
     "SftJSONLIterableDataset",
     "SimpleCustomBatch",
     "T2IIterableDataset",

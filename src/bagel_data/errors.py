@@ -55,6 +55,9 @@ class SkipReason(str, enum.Enum):
     UNIT_UNREADABLE = "unit_unreadable"
     OVER_SAMPLE_BUDGET = "over_max_num_tokens_per_sample"
     NO_ROOM_BESIDE_MANDATORY = "no_room_beside_mandatory_samples"
+    PARSE_ROW_FAILED = "parse_row_failed"
+    PARSE_ROW_EMPTY = "parse_row_returned_nothing"
+    PLAN_INCONSISTENT = "plan_inconsistent"
 
 
 class ResumeError(BagelDataError):

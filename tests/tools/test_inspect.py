@@ -111,7 +111,7 @@ def test_inspect_packs_writes_readable_pictures_and_text(demo, tmp_path):
     assert [p.name for p in report.strip_paths] == ["pack_0_strip.png", "pack_1_strip.png"]
     assert report.text_path.read_text(encoding="utf-8") == report.text
     assert report.text.startswith("=== pack 0 ===") and "group t2i_pretrain" in report.text
-    assert "latents, loss]" in report.text
+    assert "latents, generated (loss)]" in report.text
     assert sum(len(values) for values in report.sample_lengths.values()) == report.text.count("  sample ")
 
 
@@ -141,13 +141,13 @@ def test_render_pack_text_lists_each_sample_and_piece(tokenizer, special_tokens)
         f"pack: {batch['sequence_length']} tokens, 2 samples",
         f"  sample 0: group vlm_sft, position 3, worker 0, tokens 0..{batch['sample_lens'][0] - 1} "
         f"({batch['sample_lens'][0]})",
-        "    text        'What is in the picture?'",
-        "    [ViT image 2 x 3 patches]",
-        "    text, loss  'A red kite.'",
+        "    text             'What is in the picture?'",
+        "    [ViT image 2 x 3 patches, understood]",
+        "    text, supervised 'A red kite.'",
         f"  sample 1: group t2i_pretrain, position [0, 1, 2], worker 0, tokens {batch['sample_lens'][0]}.."
         f"{batch['sequence_length'] - 1} ({batch['sample_lens'][1]})",
-        "    text        'a kite'",
-        "    [VAE image 2 x 3 latents, loss]",
+        "    text             'a kite'",
+        "    [VAE image 2 x 3 latents, generated (loss)]",
     ]
     assert sample_spans(batch) == [(0, batch["sample_lens"][0]), (batch["sample_lens"][0], batch["sequence_length"])]
 

@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..errors import BagelDataError
-from ..tools.prepare import PrepareReport, prepare_edit, prepare_t2i, prepare_vlm
+from ..tools.prepare import PrepareReport, prepare_edit, prepare_interleaved, prepare_t2i, prepare_vlm
 
 prepare_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Write raw data in the BAGEL formats (T2I, edit, VLM SFT)."
@@ -134,6 +134,27 @@ def vlm_command(
     result = _run_with_progress(
         "vlm", lambda progress: prepare_vlm(source, out_jsonl, image_root=image_root, progress=progress)
     )
+    _print_report(result, report)
+
+
+@prepare_app.command("interleaved")
+def interleaved_command(
+    docs: Annotated[Path, typer.Argument(help='JSONL documents {"texts": [...], "images": [...]} (OBELICS layout).')],
+    out_dir: Annotated[Path, typer.Argument(help="Folder for the shards, parquet_info.json and run.yaml.")],
+    image_root: Annotated[Path | None, typer.Option(help="Base of image paths (default: the DOCS folder).")] = None,
+    rows_per_group: Annotated[int, typer.Option(help="Documents per row group (the shard unit).")] = 64,
+    rows_per_shard: Annotated[int, typer.Option(help="Documents per parquet file.")] = 1024,
+    overwrite: OverwriteOption = False,
+    report: ReportOption = None,
+) -> None:
+    """Interleaved parquet shards (one `segments` column) plus parquet_info.json and run.yaml."""
+    result = _run_with_progress(
+        "interleaved",
+        lambda progress: prepare_interleaved(
+            docs, out_dir, image_root=image_root, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
+            overwrite=overwrite, progress=progress,
+        ),
+    )  # fmt: skip
     _print_report(result, report)
 
 

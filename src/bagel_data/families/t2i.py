@@ -35,6 +35,8 @@ def parse_captions(raw: object) -> list[str] | None:
 class T2IIterableDataset(DistributedIterableDataset):
     """Iterable over a parquet-sharded (image, captions) text-to-image dataset."""
 
+    GROUP_KEYS = frozenset({"file_order"})  # group keys beyond the common ones (families/registry.py)
+
     def __init__(
         self,
         dataset_name,

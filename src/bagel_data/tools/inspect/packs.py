@@ -165,7 +165,7 @@ class _PackReader:
                     q += 1
                 loss = bool(np.any(self.kinds[p:q] == PositionKind.TEXT_LOSS))
                 text = self.tokenizer.decode(self.ids[p + 1 : q].tolist())
-                lines.append(f"{'text, loss' if loss else 'text':<11} {_clip(text)}")
+                lines.append(f"{'text, supervised' if loss else 'text':<16} {_clip(text)}")
                 p = q + (q < end and self.ids[q] == self.special["eos_token_id"])
             else:  # a stray run (e.g. a special-token string inside text): shown, not hidden
                 q = p + 1
@@ -181,16 +181,18 @@ class _PackReader:
             offset = next(self.vit_offsets)
             ids = _array(self.batch, "packed_vit_position_ids")[offset : offset + stop - first]
             rows, cols = len(np.unique(ids // self.m)), len(np.unique(ids % self.m))
-            return f"[ViT image {rows} x {cols} patches]"
+            return f"[ViT image {rows} x {cols} patches, understood]"
         h, w = next(self.vae_shapes)
-        loss = ", loss" if self.kinds[first] == PositionKind.VAE_LOSS else ""
-        return f"[VAE image {h} x {w} latents{loss}]"
+        role = "generated (loss)" if self.kinds[first] == PositionKind.VAE_LOSS else "conditioned"
+        return f"[VAE image {h} x {w} latents, {role}]"
 
 
 def render_pack_text(batch, tokenizer, special_tokens, *, max_num_patch_per_side: int = 70) -> str:
     """Every sample of the pack: its group and position, then its pieces in order.
 
-    Items dropped by CFG dropout are not in the pack and so not shown. ViT grid sizes are
+    Each piece names its role: supervised text (loss), understood (ViT), conditioned (VAE)
+    or generated (VAE with loss). Items dropped by CFG dropout are not in the pack and so
+    not shown. ViT grid sizes are
     read from the position ids, which needs the run's `max_num_patch_per_side`.
     """
     batch = _as_dict(batch)

@@ -24,11 +24,11 @@ class PositionKind(enum.IntEnum):
 
 KIND_STYLE = {
     PositionKind.TEXT: ("text", "#a6cee3"),
-    PositionKind.TEXT_LOSS: ("text with loss", "#1f4e9c"),
+    PositionKind.TEXT_LOSS: ("text with loss: supervised", "#1f4e9c"),
     PositionKind.SPECIAL: ("special token", "#ff9f1c"),
-    PositionKind.VIT: ("ViT patch", "#33a02c"),
-    PositionKind.VAE_LOSS: ("VAE latent with loss", "#e31a1c"),
-    PositionKind.VAE: ("VAE latent", "#f4a6a6"),
+    PositionKind.VIT: ("ViT patch: understood", "#33a02c"),
+    PositionKind.VAE_LOSS: ("VAE latent with loss: generated", "#e31a1c"),
+    PositionKind.VAE: ("VAE latent: conditioned", "#f4a6a6"),
 }
 UNKNOWN_KIND = -1  # a position no index names; a well-formed pack has none
 

@@ -7,6 +7,7 @@ dataset is never silently smaller than its source.
 
 from .common import DropReason, Fix, PrepareReport, RowNote
 from .edit import prepare_edit, write_parquet_info
+from .interleaved import prepare_interleaved
 from .t2i import prepare_t2i
 from .vlm import prepare_vlm
 
@@ -16,6 +17,7 @@ __all__ = [
     "PrepareReport",
     "RowNote",
     "prepare_edit",
+    "prepare_interleaved",
     "prepare_t2i",
     "prepare_vlm",
     "write_parquet_info",

@@ -1,0 +1,272 @@
+"""The extension contract of BAGEL: `InterleavedBaseIterableDataset` + `ParquetStandardIterableDataset`.
+
+A user family subclasses both (in that order, as the reference's edit family does) and
+implements `parse_row(row)` with the plan builders `init_data` / `add_text` / `add_image` /
+`add_video` (the reference's `_init_data` / `_add_text` / ... work too). Everything else is
+the base class's: units are (parquet file, row group) pairs listed through `parquet_info`,
+sharded over ranks and workers, resumed exactly, restarted elastically; an exception in
+`parse_row` is a counted `parse_row_failed` skip naming file, row group and row (strict mode
+raises it). During `parse_row`, `self.rng` is a `random.Random` and `self.np_rng` a numpy
+`Generator` seeded by the row's address, so a row gives the same sample wherever and
+whenever it is read. The global `random` / `numpy.random` are never seeded by the library:
+a `parse_row` that draws from them gets a different stream in every worker and every run,
+and a resumed run no longer repeats those draws.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import BagelDataError, ConfigError, SkipReason
+from ..media.images import decode_image, fast_draft_size
+from ..sample import SampleBuilder, plan_item
+from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from .base import DistributedIterableDataset
+
+
+class Row(Mapping):
+    """One parquet row: `row["column"]` (and `row.column`) as the reference's pandas row."""
+
+    __slots__ = ("_cells", "name")
+
+    def __init__(self, cells: dict, name: int):
+        self._cells, self.name = cells, name  # `name`: the row's index in its group, as pandas
+
+    def __getitem__(self, key):
+        try:
+            return self._cells[key]
+        except KeyError:
+            raise KeyError(f"no column {key!r}; the row has {sorted(self._cells)}") from None
+
+    def __getattr__(self, key):
+        if key.startswith("_"):  # never a column; keeps copy/pickle from recursing
+            raise AttributeError(key)
+        try:
+            return self._cells[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def __repr__(self) -> str:
+        return f"Row({self.name}, columns={list(self._cells)})"
+
+
+def _as_image(image, transforms):
+    """A PIL image from a PIL image, encoded bytes, or a path."""
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return decode_image(bytes(image), draft_size=fast_draft_size(*transforms))
+    if isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as handle:
+            return decode_image(handle.read(), draft_size=fast_draft_size(*transforms))
+    return image
+
+
+class InterleavedBaseIterableDataset(DistributedIterableDataset):
+    """Plan builders for interleaved samples; needs `tokenizer`, `transform` (and
+    `vit_transform` for understood images) on the instance.
+
+    `data` is the dict `init_data()` returns: `sequence_plan`, `text_ids_list`,
+    `image_tensor_list`, `num_tokens`, in the order the packer consumes them.
+    """
+
+    def init_data(self) -> dict:
+        return {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
+
+    def add_text(self, data: dict, text: str, need_loss: bool, enable_cfg: bool = True) -> dict:
+        """A text item; `need_loss` supervises it, `enable_cfg` lets CFG dropout drop it."""
+        ids = self.tokenizer.encode(text)
+        data["num_tokens"] += len(ids)
+        data["text_ids_list"].append(ids)
+        data["sequence_plan"].append(plan_item("text", enable_cfg=enable_cfg, loss=need_loss))
+        return data
+
+    def _append_image(self, data, kind, tensor, stride, *, enable_cfg, loss, **extra) -> None:
+        data["sequence_plan"].append({**plan_item(kind, enable_cfg=enable_cfg, loss=loss), **extra})
+        data["image_tensor_list"].append(tensor)
+        data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // stride**2
+
+    def _vit(self):
+        vit = getattr(self, "vit_transform", None)
+        if vit is None:
+            # a row-level problem here (a segment may ask for it): a named skip, not a crash
+            raise ValueError("an understood (ViT) image needs the group's vit_image_transform_args")
+        return vit
+
+    def add_image(
+        self, data: dict, image, need_loss: bool, need_vae: bool, need_vit: bool, enable_cfg: bool = True
+    ) -> dict:
+        """Up to three items for one image (a PIL image, encoded bytes or a path), in the
+        reference's order: generated (VAE, loss), conditioned (VAE), understood (ViT)."""
+        if not (need_loss or need_vae or need_vit):
+            raise ValueError("add_image needs at least one of need_loss, need_vae, need_vit")
+        vae = self.transform
+        transforms = (vae, self._vit()) if need_vit else (vae,)
+        image = _as_image(image, transforms)
+        if need_loss:
+            self._append_image(data, "vae_image", vae(image), vae.stride, enable_cfg=False, loss=True)
+        if need_vae:
+            self._append_image(data, "vae_image", vae(image), vae.stride, enable_cfg=enable_cfg, loss=False)
+        if need_vit:
+            vit = self._vit()
+            self._append_image(data, "vit_image", vit(image), vit.stride, enable_cfg=enable_cfg, loss=False)
+        return data
+
+    def add_video(
+        self, data: dict, frames: Sequence, frame_indexes: Sequence[int], need_loss: bool, need_vae: bool,
+        enable_cfg: bool = True,
+    ) -> dict:  # fmt: skip
+        """The frames as one split of VAE items (start on the first, end on the last, a
+        `frame_delta` to the next frame's index on all but the last): generated when
+        `need_loss`, conditioned when `need_vae` (exactly one of the two)."""
+        if int(bool(need_loss)) + int(bool(need_vae)) != 1:
+            raise ValueError("add_video needs exactly one of need_loss and need_vae")
+        if len(frames) != len(frame_indexes) or not frames:
+            raise ValueError(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
+        vae, last = self.transform, len(frames) - 1
+        for idx, frame in enumerate(frames):
+            extra = {"split_start": idx == 0, "split_end": idx == last}
+            if idx < last:
+                extra["frame_delta"] = int(frame_indexes[idx + 1]) - int(frame_indexes[idx])
+            tensor = vae(_as_image(frame, (vae,)))
+            cfg = False if need_loss else enable_cfg
+            self._append_image(data, "vae_image", tensor, vae.stride, enable_cfg=cfg, loss=bool(need_loss), **extra)
+        return data
+
+    # The reference's names, so a subclass written for BAGEL runs unchanged.
+    def _init_data(self) -> dict:
+        return self.init_data()
+
+    def _add_text(self, data, text, need_loss, enable_cfg=True):
+        return self.add_text(data, text, need_loss, enable_cfg)
+
+    def _add_image(self, data, image, need_loss, need_vae, need_vit, enable_cfg=True):
+        return self.add_image(data, image, need_loss, need_vae, need_vit, enable_cfg)
+
+    def _add_video(self, data, frames, frame_indexes, need_loss, need_vae, enable_cfg=True):
+        return self.add_video(data, frames, frame_indexes, need_loss, need_vae, enable_cfg)
+
+
+def builder_from_data(data: dict) -> SampleBuilder:
+    """A SampleBuilder holding a `parse_row` result; raises ValueError when the plan and its
+    lists disagree (which would make the packer read the wrong tensors)."""
+    missing = [key for key in ("sequence_plan", "text_ids_list", "image_tensor_list") if key not in data]
+    if missing:
+        raise ValueError(f"the returned dict lacks {missing}; start from init_data()")
+    plan = data["sequence_plan"]
+    texts = sum(item["type"] == "text" for item in plan)
+    if texts != len(data["text_ids_list"]) or len(plan) - texts != len(data["image_tensor_list"]):
+        raise ValueError(
+            f"{texts} text and {len(plan) - texts} image item(s) in the plan but "
+            f"{len(data['text_ids_list'])} text(s) and {len(data['image_tensor_list'])} image tensor(s)"
+        )
+    builder = SampleBuilder()
+    builder.sequence_plan, builder.text_ids_list = list(plan), list(data["text_ids_list"])
+    builder.image_tensor_list, builder.num_tokens = list(data["image_tensor_list"]), int(data["num_tokens"])
+    return builder
+
+
+class ParquetStandardIterableDataset(DistributedIterableDataset):
+    """Parquet rows handed to `parse_row`; units are (file, row group) pairs.
+
+    Position of a sample: `[unit index in this worker's list, row within the group]`, the
+    reference's. `columns` (a class attribute) limits the columns read; None reads all.
+    """
+
+    columns: Sequence[str] | None = None
+    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
+
+    def __init__(
+        self,
+        dataset_name,
+        transform,
+        tokenizer,
+        vit_transform=None,
+        data_dir_list=(),
+        num_used_data=(),
+        parquet_info=None,
+        local_rank=0,
+        world_size=1,
+        num_workers=8,
+        data_status=None,
+        *,
+        file_order: str = "sorted",
+        **options,
+    ):
+        # `options`: the base class's keyword-only settings (strict, max_consecutive_failures, ...)
+        super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
+        self.transform, self.vit_transform, self.tokenizer = transform, vit_transform, tokenizer
+        self.data_status = data_status
+        self.file_order = file_order
+        self.data_dir_list = list(data_dir_list)
+        self.data_paths = self.get_data_paths(data_dir_list, num_used_data, parquet_info or {})
+        self.set_epoch()
+
+    def parse_row(self, row: Row) -> dict:
+        """The sample of one row, built with `init_data` / `add_*`; `{}` skips the row."""
+        raise NotImplementedError(f"{type(self).__name__} must implement parse_row(row)")
+
+    def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
+        units = []
+        for data_dir, num_used in zip(data_dir_list, num_used_data):
+            for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
+                info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
+                if info is None:
+                    info = {"num_row_groups": self._count_row_groups(path)}
+                units.extend((path, group) for group in range(int(info["num_row_groups"])))
+        return units
+
+    @staticmethod
+    def _count_row_groups(path: str) -> int:
+        """A file missing from parquet_info is opened once for its row-group count."""
+        try:
+            with ParquetReader(path) as reader:
+                return reader.num_row_groups
+        except Exception as exc:  # an unreadable file is a config problem here, not a row
+            raise ConfigError("parquet_info", path, f"no entry, and the file cannot be read: {exc}") from None
+
+    def _unit_samples(self, unit_id, pass_index, start, log, single=False):
+        path, row_group = self.epoch_units[unit_id]
+        row_start = start[0] if start else 0
+        for row, cells in self._rows(unit_id, row_start, log, row_start + 1 if single else None):
+            location = f"{path}, row group {row_group}, row {row}"
+            builder = self._parse(Row(cells, row), self.sample_rng(unit_id, pass_index, row), location, log)
+            if builder is not None:
+                yield (row,), builder
+
+    def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
+        path, row_group = self.epoch_units[unit_id]
+        try:
+            with ParquetReader(path) as reader:
+                names = reader.schema.names if self.columns is None else list(self.columns)
+                table = reader.read_row_group(row_group, names)
+        except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
+            log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", str(exc))
+            return
+        columns = {name: table.column(name).to_pylist() for name in table.column_names}
+        for row in range(row_start, min(table.num_rows, stop_row or table.num_rows)):
+            yield row, {name: values[row] for name, values in columns.items()}
+
+    def _parse(self, row, rng: np.random.Generator, location: str, log) -> SampleBuilder | None:
+        """`parse_row` with the row's own generators; its failures become named skips."""
+        self.np_rng = rng
+        self.rng = random.Random(int(rng.integers(2**63)))
+        try:
+            data = self.parse_row(row)
+            if not data:
+                log.skip(SkipReason.PARSE_ROW_EMPTY, location, "parse_row returned an empty result")
+                return None
+            return builder_from_data(data)
+        except BagelDataError:  # a config mistake, or strict mode's BadSampleError
+            raise
+        except Exception as exc:  # the user's code: any failure is this row's
+            log.skip(SkipReason.PARSE_ROW_FAILED, location, f"{type(exc).__name__}: {exc}")
+            return None

@@ -1,0 +1,94 @@
+"""Which family class builds a group: `DATASET_REGISTRY`, or the group's own `dataset_class`.
+
+A group of `grouped_datasets` is built by `DATASET_REGISTRY[group name]`, as in the
+reference; a training script may add its own class (`DATASET_REGISTRY["my_group"] =
+MyFamily`) before building the dataset. A YAML group can instead name its class,
+`dataset_class: "my_package.my_module:MyFamily"`, imported by name so it works in spawned
+DataLoader workers and in `bagel-data run / validate / inspect` alike.
+
+Each family declares the group keys it accepts beyond the common ones as a class attribute
+`GROUP_KEYS`; config checking reads them from here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+
+from ..errors import ConfigError
+from .base import DistributedIterableDataset
+from .edit import UnifiedEditIterableDataset
+from .interleaved import InterleavedIterableDataset
+from .t2i import T2IIterableDataset
+from .vlm import SftJSONLIterableDataset
+
+DATASET_REGISTRY: dict[str, type] = {
+    "t2i_pretrain": T2IIterableDataset,
+    "vlm_sft": SftJSONLIterableDataset,
+    "unified_edit": UnifiedEditIterableDataset,
+    "interleaved": InterleavedIterableDataset,
+}
+
+COMMON_GROUP_KEYS = frozenset(
+    {
+        "dataset_names",
+        "weight",
+        "is_mandatory",
+        "num_used_data",
+        "image_transform_args",
+        "resume_data_status",
+        "dataset_class",
+    }
+)
+
+_BASE_FIX = (
+    "subclass bagel_data.InterleavedBaseIterableDataset and bagel_data.ParquetStandardIterableDataset "
+    "(or another bagel_data family) and implement parse_row(row)"
+)
+
+
+def allowed_group_keys(family: type) -> frozenset:
+    """The group keys `family` accepts: the common ones plus its `GROUP_KEYS`."""
+    return COMMON_GROUP_KEYS | frozenset(getattr(family, "GROUP_KEYS", ()))
+
+
+def import_family(group: str, path: object) -> type:
+    """The class named `"package.module:Class"`; a ConfigError naming the group otherwise."""
+    key = f"grouped_datasets.{group}.dataset_class"
+    if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
+        raise ConfigError(key, path, 'write it as "package.module:ClassName"')
+    module_name, class_name = path.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            key, path, f"cannot import {module_name!r} ({exc}); install the package or put it on PYTHONPATH"
+        ) from None
+    try:
+        return getattr(module, class_name)
+    except AttributeError:
+        raise ConfigError(key, path, f"module {module_name!r} has no {class_name!r}; check the class name") from None
+
+
+def check_family(group: str, family: object, where: str) -> type:
+    if not isinstance(family, type) or not issubclass(family, DistributedIterableDataset):
+        shown = family.__qualname__ if isinstance(family, type) else repr(family)
+        raise ConfigError(where, shown, f"group {group!r}: the class must {_BASE_FIX}")
+    return family
+
+
+def resolve_family(group: str, args: object) -> type:
+    """The family class of `group`: its `dataset_class`, else `DATASET_REGISTRY[group]`."""
+    if isinstance(args, Mapping) and args.get("dataset_class") is not None:
+        path = args["dataset_class"]
+        return check_family(group, import_family(group, path), f"grouped_datasets.{group}.dataset_class")
+    family = DATASET_REGISTRY.get(group)
+    if family is None:
+        raise ConfigError(
+            "grouped_datasets",
+            group,
+            f"unknown group; use one of {sorted(DATASET_REGISTRY)}, register your class "
+            f"(DATASET_REGISTRY[{group!r}] = MyFamily) or give the group a "
+            'dataset_class: "package.module:MyFamily"',
+        )
+    return check_family(group, family, f"DATASET_REGISTRY[{group!r}]")

@@ -1,0 +1,110 @@
+"""Interleaved shards, their parquet_info and a ready run config from OBELICS-style JSONL.
+
+Each input line is one document `{"texts": [...], "images": [...]}`: two aligned lists where
+exactly one of the two is non-null at each position (the text there, or the image's path
+relative to `image_root`). The output folder holds `part-NNNNN.parquet` (one `segments`
+column, image bytes embedded), `parquet_info.json`, `dataset_info.yaml` and `run.yaml`,
+which `bagel-data run / validate / inspect` take as they are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ...errors import ConfigError
+from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
+from .common import (
+    DropReason,
+    PrepareReport,
+    Progress,
+    _Drop,
+    _each_row,
+    _image_bytes,
+    _manifest_rows,
+    _Notes,
+    _prepare_out_dir,
+    _ShardWriter,
+)
+from .edit import write_parquet_info
+
+GROUP = "interleaved"
+IMAGE_TRANSFORM = {"image_stride": 16, "max_image_size": 512, "min_image_size": 256}
+VIT_TRANSFORM = {"image_stride": 14, "max_image_size": 518, "min_image_size": 224}
+
+
+def _segments(row: object, image_root: Path) -> dict:
+    if not isinstance(row, dict):
+        raise _Drop(DropReason.MALFORMED_ROW, "a document must be a JSON object with 'texts' and 'images'")
+    texts, images = row.get("texts"), row.get("images")
+    if not isinstance(texts, list) or not isinstance(images, list) or len(texts) != len(images):
+        raise _Drop(DropReason.MALFORMED_ROW, "'texts' and 'images' must be lists of the same length")
+    segments = []
+    for position, (text, image) in enumerate(zip(texts, images)):
+        if (text is None) == (image is None):
+            raise _Drop(DropReason.MALFORMED_ROW, f"position {position}: exactly one of text and image must be set")
+        if text is not None:
+            if not isinstance(text, str) or not text.strip():
+                raise _Drop(DropReason.MALFORMED_ROW, f"position {position}: the text must be a non-empty string")
+            segments.append({"type": "text", "text": text})
+        elif not isinstance(image, str) or "://" in image:
+            raise _Drop(DropReason.MALFORMED_ROW, f"position {position}: an image must be a local path, got {image!r}")
+        else:
+            segments.append({"type": "image", "image": _image_bytes(image_root / image)})
+    if not any(segment["type"] == "text" for segment in segments):
+        raise _Drop(DropReason.NO_CAPTION, "the document has no text")
+    return {"segments": segments}
+
+
+def write_run_config(out_dir: Path, num_files: int, segment_defaults: dict) -> Path:
+    """`dataset_info.yaml` (paths relative to it) and `run.yaml` for the shards in `out_dir`."""
+    info = {GROUP: {"docs": {"data_dir": ".", "parquet_info_path": "parquet_info.json"}}}
+    (out_dir / "dataset_info.yaml").write_text(yaml.safe_dump(info, sort_keys=False), encoding="utf-8")
+    group = {
+        "dataset_names": ["docs"],
+        "num_used_data": [num_files],
+        "weight": 1,
+        "image_transform_args": IMAGE_TRANSFORM,
+        "vit_image_transform_args": VIT_TRANSFORM,
+        "segment_defaults": segment_defaults,
+    }
+    run = {"grouped_datasets": {GROUP: group}, "dataset_info": "dataset_info.yaml", "packing": {}}
+    target = out_dir / "run.yaml"
+    target.write_text(yaml.safe_dump(run, sort_keys=False), encoding="utf-8")
+    return target
+
+
+def prepare_interleaved(
+    docs_jsonl: str | Path,
+    out_dir: str | Path,
+    *,
+    image_root: str | Path | None = None,
+    rows_per_group: int = 64,
+    rows_per_shard: int = 1024,
+    segment_defaults: dict | None = None,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> PrepareReport:
+    """Write interleaved shards, parquet_info.json, dataset_info.yaml and run.yaml.
+
+    Row groups are the family's sharding unit: keep them small enough that every worker of
+    every rank gets some. `segment_defaults` (the group's roles, see
+    docs/formats/interleaved.md) goes into run.yaml as given, the defaults otherwise.
+    """
+    docs, notes = Path(docs_jsonl), _Notes()
+    if not docs.is_file():
+        raise ConfigError("docs_jsonl", str(docs), "the file does not exist")
+    defaults = check_segment_defaults("segment_defaults", segment_defaults or dict(DEFAULTS))
+    root = Path(image_root or docs.parent)
+    rows = _manifest_rows(docs)
+    out = _prepare_out_dir(Path(out_dir), overwrite)
+    writer = _ShardWriter(out, INTERLEAVED_SCHEMA, rows_per_group, rows_per_shard)
+    try:
+        written = _each_row(rows, lambda _, row: writer.add(_segments(row, root)), notes, progress)
+    finally:
+        files = writer.close()
+    if not files:
+        return notes.report(written, ())
+    info = write_parquet_info(out, files)
+    return notes.report(written, (*files, info, write_run_config(out, len(files), defaults)))

@@ -1,0 +1,58 @@
+"""docs/extending.md works as written: its family file, run.yaml and train.py, run as they are."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import runpy
+from pathlib import Path
+
+import torch
+import yaml
+
+from bagel_data.tools.validate import validate_config
+from helpers.batches import assert_same_batch
+from helpers.builders import png_bytes, write_parquet
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
+
+
+def _block(name: str) -> str:
+    match = re.search(rf"<!-- {re.escape(name)} -->\n```\w+\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert match, f"docs/extending.md has no block for {name}"
+    return match.group(1)
+
+
+def _write_data(folder: Path) -> None:
+    folder.mkdir()
+    for part in range(2):
+        groups = [
+            [
+                {
+                    "image": png_bytes(64, 48, (part * 90, g * 60, i * 40)),
+                    "question": f"What colour is picture {part}-{g}-{i}?",
+                    "answers": [] if (part, g, i) == (1, 0, 2) else [f"colour {i}", f"shade {i}"],
+                }
+                for i in range(4)
+            ]
+            for g in range(2)
+        ]
+        write_parquet(folder / f"part-{part}.parquet", groups, {})
+
+
+def test_the_worked_example_runs_and_resumes(tmp_path, monkeypatch):
+    for name in ("my_family.py", "run.yaml", "train.py"):
+        (tmp_path / name).write_text(_block(name), encoding="utf-8")
+    _write_data(tmp_path / "vqa_data")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    script = runpy.run_path(str(tmp_path / "train.py"))
+    straight = list(itertools.islice(script["make_loader"](), 6))
+    resumed = script["make_loader"]()
+    resumed.load_state_dict(torch.load(tmp_path / "data_state.pt", weights_only=False))
+    for i, batch in enumerate(itertools.islice(resumed, 3)):
+        assert_same_batch(batch, straight[3 + i], f"batch {3 + i}")
+    report = validate_config(script["config"], num_workers=2)
+    assert report.groups["my_vqa"].skips == {"parse_row_failed": 1}
+    assert "part-1.parquet, row group 0, row 2" in report.groups["my_vqa"].examples["parse_row_failed"]
+    assert yaml.safe_load(_block("run.yaml"))["grouped_datasets"]["my_vqa"]["dataset_class"] == "my_family:VQAFamily"
