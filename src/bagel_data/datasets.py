@@ -18,6 +18,7 @@ from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
 from .packing.config import PackingConfig
 from .packing.packed_dataset import PackedDataset
+from .schema import check_dataset_settings, check_topology
 
 __all__ = [
     "DATASET_REGISTRY",
@@ -36,23 +37,6 @@ DEFAULT_DATASET_INFO: dict = {}
 # constants stay importable, but the library changes no global Pillow setting.
 _MaximumDecompressedSize = 1024
 _MegaByte = 2**20
-
-
-def _check_budgets(config: PackingConfig) -> None:
-    if config.max_num_tokens_per_sample > config.max_num_tokens:
-        raise ConfigError(
-            "max_num_tokens_per_sample",
-            config.max_num_tokens_per_sample,
-            f"must not exceed max_num_tokens={config.max_num_tokens}",
-        )
-    if config.expected_num_tokens > config.max_num_tokens:
-        raise ConfigError(
-            "expected_num_tokens", config.expected_num_tokens, f"must not exceed max_num_tokens={config.max_num_tokens}"
-        )
-    for key in ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob"):
-        value = getattr(config, key)
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(key, value, "a probability must lie in [0, 1]")
 
 
 def budget_risks(groups, config: PackingConfig) -> list[str]:
@@ -136,6 +120,10 @@ def make_bagel_multimodal_dataset(
     resumes each group just after those positions. `strict` raises on the first bad row;
     otherwise bad rows are skipped and counted by reason.
     """
+    check_topology(local_rank, world_size, num_workers)
+    check_dataset_settings(
+        {"data_seed": data_seed, "strict": strict, "max_consecutive_failures": max_consecutive_failures}
+    )
     config = PackingConfig(
         expected_num_tokens=expected_num_tokens,
         max_num_tokens_per_sample=max_num_tokens_per_sample,
@@ -152,7 +140,7 @@ def make_bagel_multimodal_dataset(
         vit_patch_size=vit_patch_size,
         max_num_patch_per_side=max_num_patch_per_side,
     )
-    _check_budgets(config)
+    config.check()
     local_rank, world_size = resolve_topology(local_rank, world_size)
     grouped, _ = load_mapping(grouped_datasets, "grouped_datasets")
     info, info_base = load_mapping(dataset_info, "dataset_info")
