@@ -23,10 +23,10 @@ TRANSFORM_FIELDS: dict[str, Field] = {
     "max_pixels": Field(
         Int(1), "pixel budget of one image (shared by the images of a row)", default=DEFAULT_MAX_PIXELS
     ),
-    "image_mean": Field(ListOf(Number(), length=3), "per-channel mean subtracted (RGB)", default=[0.5, 0.5, 0.5]),
-    "image_std": Field(
-        ListOf(Number(positive=True), length=3), "per-channel divisor (RGB), each > 0", default=[0.5, 0.5, 0.5]
+    "image_mean": Field(
+        ListOf(Number(-1e3, 1e3), length=3), "per-channel mean subtracted (RGB, pixels in [0, 1])", [0.5, 0.5, 0.5]
     ),
+    "image_std": Field(ListOf(Number(1e-3, 1e3), length=3), "per-channel divisor (RGB), never 0", [0.5, 0.5, 0.5]),
     "fast_decode": Field(Bool(), "decode JPEGs at a reduced size when the resize allows (opt-in)", default=False),
 }
 
@@ -76,14 +76,20 @@ GROUP_FIELDS: dict[str, Field] = {
 
 DATASET_INFO_FIELDS: dict[str, Field] = {
     "data_dir": Field(
-        Str(path=True), "T2I / edit: the folder of `*.parquet` files; VLM: the folder image/video names are relative to"
+        Str(path=True),
+        "T2I / edit: the folder of `*.parquet` files; VLM: the folder image/video names are relative to",
+        scope="all (required)",
     ),
-    "jsonl_path": Field(Str(path=True), "VLM: the SFT JSONL file"),
-    "parquet_info_path": Field(Str(path=True), "edit: the parquet_info JSON (file -> num_row_groups)"),
-    "num_files": Field(Int(0), "informational: parquet files in data_dir"),
-    "num_total_samples": Field(Int(0), "informational: rows or lines"),
+    "jsonl_path": Field(Str(path=True), "the SFT JSONL file", scope="vlm_sft (required)"),
+    "parquet_info_path": Field(
+        Str(path=True), "the parquet_info JSON (parquet file -> num_row_groups)", scope="unified_edit (required)"
+    ),
+    "num_files": Field(Int(0), "informational: parquet files in data_dir", scope="all"),
+    "num_total_samples": Field(Int(0), "informational: rows or lines", scope="all"),
     "storage_options": Field(
-        AnyMapping("mapping of filesystem options"), "options of this entry's s3:// / gs:// / hdfs:// filesystem"
+        AnyMapping("mapping of filesystem options"),
+        "options of this entry's s3:// / gs:// / hdfs:// filesystem",
+        scope="all",
     ),
 }
 
