@@ -117,6 +117,15 @@ def _table(fields: Mapping[str, Field], with_scope: bool) -> list[str]:
     return lines
 
 
+def _example_yaml() -> str:
+    # Leaf lists and mappings inline, except `packing`, which reads better one key a line.
+    parts = []
+    for key, value in EXAMPLE_RUN_CONFIG.items():
+        flow = False if key == "packing" else None
+        parts.append(yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=flow, width=100))
+    return "".join(parts).rstrip()
+
+
 def render_run_config_doc() -> str:
     """The reference page of every run-config key: type, default and meaning."""
     lines = [_INTRO]
@@ -135,7 +144,7 @@ def render_run_config_doc() -> str:
         "## Example",
         "",
         "```yaml",
-        yaml.safe_dump(EXAMPLE_RUN_CONFIG, sort_keys=False, default_flow_style=None).rstrip(),
+        _example_yaml(),
         "```",
         "",
     ]
