@@ -121,7 +121,7 @@ def _example_yaml() -> str:
     # Leaf lists and mappings inline, except `packing`, which reads better one key a line.
     parts = []
     for key, value in EXAMPLE_RUN_CONFIG.items():
-        flow = False if key == "packing" else None
+        flow = None if key == "grouped_datasets" else False
         parts.append(yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=flow, width=100))
     return "".join(parts).rstrip()
 
