@@ -47,8 +47,6 @@ def check_group_args(group: str, args: object, allowed) -> dict:
         raise ConfigError(
             join(group, "num_used_data"), counts, f"give one positive int per dataset name ({len(names)})"
         )
-    if len(set(names)) != len(names):
-        raise ConfigError(join(group, "dataset_names"), names, "a dataset name is listed twice; list each once")
     return args
 
 
