@@ -111,9 +111,7 @@ def _table(fields: Mapping[str, Field], with_scope: bool) -> list[str]:
     for key, field in fields.items():
         cells = [f"`{key}`", field.kind.describe(), _default(field), field.meaning]
         cells += [field.scope] if with_scope else []
-        lines.append(
-            "| " + " | ".join(cell.replace("|", "\\|") if i > 1 else cell for i, cell in enumerate(cells)) + " |"
-        )
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") if i else cell for i, cell in enumerate(cells)) + " |")
     return lines
 
 

@@ -118,7 +118,7 @@ class Str:
 
     def describe(self) -> str:
         if self.choices:
-            return " \\| ".join(f"`{c}`" for c in self.choices)
+            return " | ".join(f"`{c}`" for c in self.choices)
         return "path" if self.path else "str"
 
 
