@@ -25,6 +25,7 @@ from .schema import (
     check_dataset_info_group,
     check_group_args,
     check_group_weights,
+    check_transform_args,
 )
 from .sources import storage
 
@@ -89,6 +90,11 @@ class GroupSpec:
     is_mandatory: bool
     resume_data_status: bool
     kwargs: dict[str, Any]
+
+
+def _check_transform_args(group: str, key: str, args: object) -> dict:
+    """The checked keyword arguments of an `ImageTransform` (kept for existing callers)."""
+    return check_transform_args(f"{group}.{key}", args)
 
 
 def _meta(entries: dict, group: str, name: str, key: str, base: str | None, kind: str, required: bool = True):
