@@ -121,3 +121,11 @@ def test_run_config_accepts_every_documented_packing_key(run_config):
     packing = {"max_latent_size": 64, "data_seed": 7, "strict": True, "max_consecutive_failures": 3}
     config = load_run_config(run_config(packing=packing))
     assert config.packing == packing
+
+
+def test_a_number_written_as_text_gets_a_hint():
+    value = yaml.safe_load("p: 1e-3")["p"]  # YAML 1.1 reads this as a string
+    with pytest.raises(ConfigError, match=r"write 1\.0e-3"):
+        PackingConfig(text_cond_dropout_prob=value)
+    with pytest.raises(ConfigError, match="without quotes"):
+        PackingConfig(max_num_tokens="8192")

@@ -24,6 +24,20 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
+def _not_a_number(value: object) -> str:
+    """The tail of a type error: a number written as text gets a hint on how to write it."""
+    text = f"not a {_type_name(value)}"
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return text
+        if "e" in value.lower() and "." not in value:
+            return text + " (YAML reads 1e-3 as text: write 1.0e-3)"
+        return text + " (write it without quotes)"
+    return text
+
+
 @dataclasses.dataclass(frozen=True)
 class Bool:
     def check(self, key: str, value: object) -> object:
@@ -49,7 +63,7 @@ class Int:
 
     def check(self, key: str, value: object) -> object:
         if not _is_int(value):
-            raise ConfigError(key, value, f"must be an integer{self._range()}, not a {_type_name(value)}")
+            raise ConfigError(key, value, f"must be an integer{self._range()}, {_not_a_number(value)}")
         if self.min is not None and value < self.min:
             raise ConfigError(key, value, f"must be an integer{self._range()}")
         return value
@@ -73,7 +87,7 @@ class Number:
 
     def check(self, key: str, value: object) -> object:
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
-            raise ConfigError(key, value, f"must be a number{self._range()}, not a {_type_name(value)}")
+            raise ConfigError(key, value, f"must be a number{self._range()}, {_not_a_number(value)}")
         if not math.isfinite(value) or not self._inside(value):
             raise ConfigError(key, value, f"must be a finite number{self._range()}")
         return value
