@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
+from .config_files import read_structured
 from .errors import ConfigError
 from .families.edit import UnifiedEditIterableDataset
 from .families.interleaved_base import ParquetStandardIterableDataset
@@ -23,19 +21,17 @@ from .families.registry import COMMON_GROUP_KEYS, DATASET_REGISTRY, allowed_grou
 from .families.vlm import SftJSONLIterableDataset
 from .media.images import ImageTransform
 from .media.video import FrameSampler
+from .schema import (
+    check_dataset_entry,
+    check_dataset_info_group,
+    check_group_args,
+    check_group_weights,
+    check_transform_args,
+)
 from .sources import storage
 
 # The registry lives with the families; re-exported here for existing imports.
 ALLOWED_GROUP_KEYS = {family: allowed_group_keys(family) for family in DATASET_REGISTRY.values()}
-_TRANSFORM_KEYS = {
-    "max_image_size",
-    "min_image_size",
-    "image_stride",
-    "max_pixels",
-    "image_mean",
-    "image_std",
-    "fast_decode",
-}
 
 
 def load_mapping(source: Mapping | str | os.PathLike | None, what: str) -> tuple[dict, str | None]:
@@ -44,14 +40,22 @@ def load_mapping(source: Mapping | str | os.PathLike | None, what: str) -> tuple
         raise ConfigError(what, None, f"{what} is required: pass a dict or the path of a YAML/JSON file")
     if isinstance(source, Mapping):
         return copy.deepcopy(dict(source)), None
+    if not isinstance(source, (str, os.PathLike)):
+        raise ConfigError(what, source, "pass a mapping or the path of a YAML/JSON file")
     path = os.fspath(source)
-    if not storage.exists(path):
+    if not _exists(what, path):
         raise ConfigError(what, path, "the file does not exist")
-    text = storage.read_bytes(path).decode("utf-8")
-    data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    data = read_structured(path, what)
     if not isinstance(data, dict):
         raise ConfigError(what, path, "the file must hold a mapping at its top level")
     return data, None if storage.is_uri(path) else os.path.dirname(os.path.abspath(path))
+
+
+def _exists(key: str, path: str) -> bool:
+    try:
+        return storage.exists(path)
+    except (storage.StorageOptionsError, OSError, ValueError) as exc:  # a scheme no filesystem handles, a NUL
+        raise ConfigError(key, path, str(exc)) from None
 
 
 def _resolve(path: str, base: str | None) -> str:
@@ -73,46 +77,52 @@ class GroupSpec:
 
 
 def _check_transform_args(group: str, key: str, args: object) -> dict:
-    if not isinstance(args, Mapping):
-        raise ConfigError(f"{group}.{key}", args, "must be a mapping with max_image_size, min_image_size, image_stride")
-    unknown = set(args) - _TRANSFORM_KEYS
-    if unknown:
-        raise ConfigError(f"{group}.{key}", sorted(unknown), f"unknown key(s); allowed: {sorted(_TRANSFORM_KEYS)}")
-    missing = {"max_image_size", "min_image_size", "image_stride"} - set(args)
-    if missing:
-        raise ConfigError(f"{group}.{key}", dict(args), f"missing {sorted(missing)}")
-    return dict(args)
+    """The checked keyword arguments of an `ImageTransform` (kept for existing callers)."""
+    return check_transform_args(f"{group}.{key}", args)
 
 
-def _meta(dataset_info: dict, group: str, name: str, key: str, base: str | None, required: bool = True):
-    entry = dataset_info.get(group, {}).get(name, {})
-    value = entry.get(key)
+def _meta(entries: dict, group: str, name: str, key: str, base: str | None, kind: str, required: bool = True):
+    """The resolved path `key` of dataset `name`, checked to exist and to be a `kind` ('dir' or 'file')."""
+    where = f"dataset_info.{group}.{name}.{key}"
+    value = entries[name].get(key)
     if value is None:
         if required:
-            raise ConfigError(f"dataset_info.{group}.{name}.{key}", None, f"add the {key} of dataset {name!r}")
+            raise ConfigError(where, None, f"add the {key} of dataset {name!r}")
         return None
-    value = _resolve(str(value), base)
-    try:
-        found = storage.exists(value)
-    except storage.StorageOptionsError as exc:  # a scheme no filesystem handles
-        raise ConfigError(f"dataset_info.{group}.{name}.{key}", value, str(exc)) from None
-    if not found:
-        raise ConfigError(f"dataset_info.{group}.{name}.{key}", value, "this path does not exist")
+    value = _resolve(os.fspath(value), base)
+    if not _exists(where, value):
+        raise ConfigError(where, value, "this path does not exist")
+    if not storage.is_uri(value):
+        if kind == "dir" and not os.path.isdir(value):
+            raise ConfigError(where, value, "must be a folder, but this is a file; give the folder that holds the data")
+        if kind == "file" and os.path.isdir(value):
+            raise ConfigError(where, value, "must be a file, but this is a folder; give the file's path")
     return value
+
+
+def _parquet_info(path: str, where: str) -> dict:
+    """The parquet_info JSON at `path`: parquet file -> {"num_row_groups": N, ...}."""
+    info = read_structured(path, where, json_only=True)
+    if not isinstance(info, dict):
+        raise ConfigError(where, path, "must hold a JSON object: parquet file -> {num_row_groups: N}")
+    for file, meta in info.items():
+        count = meta.get("num_row_groups") if isinstance(meta, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(
+                where, path, f"entry {file!r} = {meta!r}: each value must be an object with an int num_row_groups >= 0"
+            )
+    return info
 
 
 _URI_KEYS = ("data_dir", "jsonl_path", "parquet_info_path")
 
 
-def _register_storage_options(dataset_info: dict, group: str, name: str) -> None:
+def _register_storage_options(entry: dict, group: str, name: str) -> None:
     """Give the buckets of one dataset's URIs the filesystem options of its entry."""
-    entry = dataset_info.get(group, {}).get(name, {})
     options = entry.get("storage_options")
     if options is None:
         return
     key = f"dataset_info.{group}.{name}.storage_options"
-    if not isinstance(options, Mapping):
-        raise ConfigError(key, type(options).__name__, "must be a mapping of filesystem options")
     uris = [str(entry[k]) for k in _URI_KEYS if entry.get(k) is not None and storage.is_uri(str(entry[k]))]
     if not uris:
         raise ConfigError(
@@ -131,93 +141,94 @@ def _register_storage_options(dataset_info: dict, group: str, name: str) -> None
             ) from None
 
 
+def _dataset_entries(dataset_info: Mapping, group: str, names: list[str]) -> dict[str, dict]:
+    """The checked dataset_info entries of the datasets a group uses."""
+    entries = check_dataset_info_group(group, dataset_info.get(group, {}))
+    for dataset in names:
+        if dataset not in entries:
+            raise ConfigError(
+                f"{group}.dataset_names", dataset, f"not in dataset_info[{group!r}] (known: {sorted(entries)})"
+            )
+    return {dataset: check_dataset_entry(group, dataset, entries[dataset]) for dataset in names}
+
+
+def _transform(name: str, key: str, args: Mapping) -> ImageTransform:
+    if args.get(key) is None:
+        raise ConfigError(
+            f"{name}.{key}", None, "required: the image transform sizes (max_image_size, min_image_size, image_stride)"
+        )
+    return ImageTransform(**args[key])
+
+
+def _frame_sampler(name: str, sampler_args: Mapping | None) -> FrameSampler | None:
+    if sampler_args is None:
+        return None
+    try:
+        return FrameSampler(**sampler_args)
+    except ConfigError as exc:  # name the key where the user wrote it
+        raise ConfigError(f"{name}.frame_sampler_args.{exc.key}", exc.value, exc.fix) from None
+
+
 def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | None) -> GroupSpec:
     """Check one group's config and gather what its family's constructor needs."""
     family = resolve_family(name, args)
-    if not isinstance(args, Mapping):
-        raise ConfigError(f"grouped_datasets.{name}", args, "must be a mapping")
-    allowed = allowed_group_keys(family)
-    unknown = set(args) - allowed
-    if unknown:
-        raise ConfigError(f"grouped_datasets.{name}", sorted(unknown), f"unknown key(s); allowed: {sorted(allowed)}")
-    names = args.get("dataset_names")
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{name}.dataset_names", names, "must be a non-empty list of dataset names")
+    args = check_group_args(name, args, allowed_group_keys(family))
+    names = list(args["dataset_names"])
+    entries = _dataset_entries(dataset_info, name, names)
     for dataset in names:
-        if dataset not in dataset_info.get(name, {}):
-            known = sorted(dataset_info.get(name, {}))
-            raise ConfigError(f"{name}.dataset_names", dataset, f"not in dataset_info[{name!r}] (known: {known})")
-    num_used = args.get("num_used_data")
-    if (
-        not isinstance(num_used, list)
-        or len(num_used) != len(names)
-        or not all(isinstance(n, int) and n > 0 for n in num_used)
-    ):
-        raise ConfigError(f"{name}.num_used_data", num_used, f"give one positive int per dataset name ({len(names)})")
-    if "image_transform_args" not in args:
-        raise ConfigError(f"{name}.image_transform_args", None, "required: the image transform sizes")
-    for dataset in names:
-        _register_storage_options(dataset_info, name, dataset)
+        _register_storage_options(entries[dataset], name, dataset)
     kwargs: dict[str, Any] = {
-        "num_used_data": list(num_used),
-        "transform": ImageTransform(
-            **_check_transform_args(name, "image_transform_args", args["image_transform_args"])
-        ),
-        "data_dir_list": [_meta(dataset_info, name, d, "data_dir", info_base) for d in names],
+        "num_used_data": list(args["num_used_data"]),
+        "transform": _transform(name, "image_transform_args", args),
+        "data_dir_list": [_meta(entries, name, d, "data_dir", info_base, "dir") for d in names],
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]
     if issubclass(family, ParquetStandardIterableDataset):
-        kwargs.update(_parquet_standard_kwargs(family, name, names, args, dataset_info, info_base))
+        kwargs.update(_parquet_standard_kwargs(family, name, names, args, entries, info_base))
     if issubclass(family, UnifiedEditIterableDataset):
-        if "vit_image_transform_args" not in args:
-            raise ConfigError(f"{name}.vit_image_transform_args", None, "required: the ViT transform sizes")
-        kwargs["vit_transform"] = ImageTransform(
-            **_check_transform_args(name, "vit_image_transform_args", args["vit_image_transform_args"])
-        )
+        kwargs["vit_transform"] = _transform(name, "vit_image_transform_args", args)
         kwargs["parquet_info"] = {}
         for dataset in names:
-            path = _meta(dataset_info, name, dataset, "parquet_info_path", info_base)
-            kwargs["parquet_info"].update(json.loads(storage.read_bytes(path)))
+            path = _meta(entries, name, dataset, "parquet_info_path", info_base, "file")
+            kwargs["parquet_info"].update(_parquet_info(path, f"dataset_info.{name}.{dataset}.parquet_info_path"))
     if issubclass(family, SftJSONLIterableDataset):
-        kwargs["jsonl_path_list"] = [_meta(dataset_info, name, d, "jsonl_path", info_base) for d in names]
-        sampler_args = args.get("frame_sampler_args")
-        kwargs["frame_sampler"] = FrameSampler(**sampler_args) if sampler_args is not None else None
-        kwargs["shuffle_lines"] = bool(args.get("shuffle_lines", False))
-        kwargs["shuffle_seed"] = int(args.get("shuffle_seed", 0))
+        kwargs["jsonl_path_list"] = [_meta(entries, name, d, "jsonl_path", info_base, "file") for d in names]
+        kwargs["frame_sampler"] = _frame_sampler(name, args.get("frame_sampler_args"))
+        kwargs["shuffle_lines"] = args.get("shuffle_lines", False)
+        kwargs["shuffle_seed"] = args.get("shuffle_seed", 0)
     return GroupSpec(
         name=name,
         family=family,
         weight=float(args.get("weight", 0.0)),
-        is_mandatory=bool(args.get("is_mandatory", False)),
-        resume_data_status=bool(args.get("resume_data_status", True)),
+        is_mandatory=args.get("is_mandatory", False),
+        resume_data_status=args.get("resume_data_status", True),
         kwargs=kwargs,
     )
 
 
-def _parquet_standard_kwargs(family, name, names, args, dataset_info, info_base) -> dict:
+def _parquet_standard_kwargs(family, name, names, args, entries, info_base) -> dict:
     """What a ParquetStandardIterableDataset subclass (a user's family, or `interleaved`)
     takes beyond the common kwargs; parquet_info and the ViT transform are optional."""
     kwargs: dict[str, Any] = {"parquet_info": {}}
-    if "vit_image_transform_args" in args:
-        vit_args = _check_transform_args(name, "vit_image_transform_args", args["vit_image_transform_args"])
-        kwargs["vit_transform"] = ImageTransform(**vit_args)
+    if args.get("vit_image_transform_args") is not None:
+        kwargs["vit_transform"] = _transform(name, "vit_image_transform_args", args)
     for dataset in names:
-        path = _meta(dataset_info, name, dataset, "parquet_info_path", info_base, required=False)
+        path = _meta(entries, name, dataset, "parquet_info_path", info_base, "file", required=False)
         if path is not None:
-            info = json.loads(storage.read_bytes(path))
-            base = _meta(dataset_info, name, dataset, "data_dir", info_base)
+            info = _parquet_info(path, f"dataset_info.{name}.{dataset}.parquet_info_path")
+            base = _meta(entries, name, dataset, "data_dir", info_base, "dir")
             # keyed by file name relative to data_dir, or by full path
             kwargs["parquet_info"].update({storage.join(base, k) if "/" not in k else k: v for k, v in info.items()})
     if "segment_defaults" in args:
         kwargs["segment_defaults"] = args["segment_defaults"]
     if "frame_sampler_args" in args:
-        kwargs["frame_sampler"] = FrameSampler(**args["frame_sampler_args"])
+        kwargs["frame_sampler"] = _frame_sampler(name, args["frame_sampler_args"])
     consumed = {"vit_image_transform_args", "file_order", "segment_defaults", "frame_sampler_args"}
     for key in set(getattr(family, "GROUP_KEYS", ())) - consumed - COMMON_GROUP_KEYS:
         if key in args:  # a user family's own keys reach its constructor as keywords
             kwargs[key] = args[key]
-    jsonl = [_meta(dataset_info, name, d, "jsonl_path", info_base, required=False) for d in names]
+    jsonl = [_meta(entries, name, d, "jsonl_path", info_base, "file", required=False) for d in names]
     if any(jsonl):
         if not all(jsonl) or not issubclass(family, _jsonl_capable()):
             raise ConfigError(
@@ -238,7 +249,5 @@ def parse_groups(grouped_datasets: Mapping, dataset_info: dict, info_base: str |
     if not grouped_datasets:
         raise ConfigError("grouped_datasets", grouped_datasets, "configure at least one group")
     groups = [parse_group(name, args, dataset_info, info_base) for name, args in grouped_datasets.items()]
-    if sum(group.weight for group in groups) <= 0:
-        weights = {group.name: group.weight for group in groups}
-        raise ConfigError("weight", weights, "the group weights must sum to more than 0")
+    check_group_weights({group.name: group.weight for group in groups})
     return groups

@@ -34,6 +34,7 @@ from .packing.layout import (
 from .packing.packed_dataset import PackedDataset
 from .reference.config import BagelDatasetConfig, DataConfig
 from .reference.helpers import MaxLongEdgeMinShortEdgeResize, init_arrow_pf_fs
+from .schema import check_dataset_settings, check_topology
 from .sources.parquet import get_parquet_data_paths
 from .tokenizer import add_special_tokens
 
@@ -77,23 +78,6 @@ DEFAULT_DATASET_INFO: dict = {}
 # constants stay importable, but the library changes no global Pillow setting.
 _MaximumDecompressedSize = 1024
 _MegaByte = 2**20
-
-
-def _check_budgets(config: PackingConfig) -> None:
-    if config.max_num_tokens_per_sample > config.max_num_tokens:
-        raise ConfigError(
-            "max_num_tokens_per_sample",
-            config.max_num_tokens_per_sample,
-            f"must not exceed max_num_tokens={config.max_num_tokens}",
-        )
-    if config.expected_num_tokens > config.max_num_tokens:
-        raise ConfigError(
-            "expected_num_tokens", config.expected_num_tokens, f"must not exceed max_num_tokens={config.max_num_tokens}"
-        )
-    for key in ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob"):
-        value = getattr(config, key)
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(key, value, "a probability must lie in [0, 1]")
 
 
 def budget_risks(groups, config: PackingConfig) -> list[str]:
@@ -174,7 +158,9 @@ def assemble(
     max_consecutive_failures: int = 100,
 ) -> Assembled:
     """Check the configuration and build one family dataset per group."""
-    _check_budgets(config)
+    check_topology(local_rank, world_size, num_workers)
+    check_dataset_settings({"strict": strict, "max_consecutive_failures": max_consecutive_failures})
+    config.check()
     local_rank, world_size = resolve_topology(local_rank, world_size)
     grouped, _ = load_mapping(grouped_datasets, "grouped_datasets")
     info, info_base = load_mapping(dataset_info, "dataset_info")
@@ -210,6 +196,7 @@ def assemble(
 
 
 def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat) -> PackedDataset:
+    check_dataset_settings({"data_seed": arguments["data_seed"]})
     config = PackingConfig(**{name: arguments[name] for name in PACKING_FIELDS})
     parts = assemble(
         arguments["tokenizer"],

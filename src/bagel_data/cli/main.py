@@ -10,16 +10,16 @@ from pathlib import Path
 import typer
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..errors import BagelDataError
 from ..tools.run import RunConfig, RunSummary, load_run_config, run_pipeline
+from .errors import ClearingProgress, guarded, set_debug
 from .tools import inspect_command, prepare_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Read, pack and check BAGEL training data.")
 app.add_typer(prepare_app, name="prepare", help="Turn your own data into the BAGEL formats.")
-app.command("inspect", help="Draw packed batches to PNG and print a text rendering.")(inspect_command)
+app.command("inspect", help="Draw packed batches to PNG and print a text rendering.")(guarded(inspect_command))
 console = Console()
 
 DEMO_PACKING = {
@@ -34,7 +34,7 @@ DEMO_PACKING = {
 
 def _run_with_progress(config: RunConfig, batches: int, **kwargs) -> RunSummary:
     columns = [TextColumn("packing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=console, transient=False) as progress:
+    with ClearingProgress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("packs", total=batches)
         return run_pipeline(config, num_batches=batches, on_batch=lambda i, b: progress.advance(task), **kwargs)
 
@@ -57,16 +57,12 @@ def _print_summary(summary: RunSummary) -> None:
     console.print(table)
 
 
-def _fail(error: Exception) -> None:
-    message = str(error)
-    if "Original Traceback" in message:  # raised in a DataLoader worker: keep the error line
-        message = message.strip().splitlines()[-1].split(": ", 1)[-1]
-    console.print(f"[red]error:[/red] {type(error).__name__}: {message}")
-    raise typer.Exit(2)
-
-
 @app.callback()
-def main_options(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every skipped row.")) -> None:
+def main_options(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every skipped row."),
+    debug: bool = typer.Option(False, "--debug", help="On an error, also print the full traceback."),
+) -> None:
+    set_debug(debug)
     logging.basicConfig(level=logging.WARNING if verbose else logging.ERROR, format="%(levelname)s %(message)s")
 
     def show(message, category, filename, lineno, file=None, line=None):
@@ -76,10 +72,11 @@ def main_options(verbose: bool = typer.Option(False, "--verbose", "-v", help="Lo
 
 
 @app.command()
+@guarded
 def demo(
     root: Path = typer.Option(Path("demo_data"), help="Folder for the generated demo dataset."),
-    batches: int = typer.Option(20, help="Packed batches to draw."),
-    workers: int = typer.Option(2, help="DataLoader worker processes."),
+    batches: int = typer.Option(20, min=1, help="Packed batches to draw."),
+    workers: int = typer.Option(2, min=0, help="DataLoader worker processes."),
     seed: int = typer.Option(0, help="Seed of the generated dataset."),
 ) -> None:
     """Generate a small dataset of all three families and run the packed pipeline on it."""
@@ -94,44 +91,40 @@ def demo(
         )
     )
     console.print(f"demo dataset in {paths.root}; run config {run_config_path}")
-    try:
-        summary = _run_with_progress(load_run_config(str(run_config_path)), batches, num_workers=workers)
-    except BagelDataError as error:
-        _fail(error)
+    summary = _run_with_progress(load_run_config(str(run_config_path)), batches, num_workers=workers)
     _print_summary(summary)
 
 
 @app.command()
+@guarded
 def run(
     config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
     dataset_info: Path | None = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
-    batches: int = typer.Option(20, help="Packed batches to draw."),
-    workers: int = typer.Option(2, help="DataLoader worker processes."),
-    rank: int = typer.Option(0, help="This process's rank."),
-    world_size: int = typer.Option(1, help="Number of ranks."),
+    batches: int = typer.Option(20, min=1, help="Packed batches to draw."),
+    workers: int = typer.Option(2, min=0, help="DataLoader worker processes."),
+    rank: int = typer.Option(0, min=0, help="This process's rank."),
+    world_size: int = typer.Option(1, min=1, help="Number of ranks."),
     tokenizer: str | None = typer.Option(None, help="'qwen2' (default, offline) or a local HF tokenizer folder."),
     strict: bool = typer.Option(False, help="Stop at the first bad row, naming where it is."),
-    max_consecutive_failures: int = typer.Option(100, help="Bad rows in a row before the run stops."),
+    max_consecutive_failures: int = typer.Option(100, min=0, help="Bad rows in a row before the run stops."),
 ) -> None:
     """Run the packed pipeline on your config and print what it produced and skipped."""
-    try:
-        run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
-        run_config.packing.update(strict=strict, max_consecutive_failures=max_consecutive_failures)
-        summary = _run_with_progress(
-            run_config, batches, num_workers=workers, rank=rank, world_size=world_size, tokenizer=tokenizer
-        )
-    except BagelDataError as error:
-        _fail(error)
+    run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
+    run_config.packing.update(strict=strict, max_consecutive_failures=max_consecutive_failures)
+    summary = _run_with_progress(
+        run_config, batches, num_workers=workers, rank=rank, world_size=world_size, tokenizer=tokenizer
+    )
     _print_summary(summary)
 
 
 @app.command()
+@guarded
 def validate(
     config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
     dataset_info: Path | None = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
-    world_size: int = typer.Option(1, help="Ranks the job will run on."),
-    num_workers: int = typer.Option(1, help="DataLoader workers per rank."),
-    sample: int | None = typer.Option(None, help="Check only the first N rows of each group."),
+    world_size: int = typer.Option(1, min=1, help="Ranks the job will run on."),
+    num_workers: int = typer.Option(1, min=1, help="DataLoader workers per rank."),
+    sample: int | None = typer.Option(None, min=1, help="Check only the first N rows of each group."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     tokenizer: str | None = typer.Option(None, help="'qwen2' (default) or a local HF tokenizer folder."),
 ) -> None:
@@ -140,10 +133,7 @@ def validate(
 
     from ..tools.validate import validate_config
 
-    try:
-        run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
-    except BagelDataError as error:
-        _fail(error)
+    run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
     with console.status("checking every row" if sample is None else f"checking {sample} rows per group"):
         report = validate_config(
             run_config, world_size=world_size, num_workers=num_workers, sample=sample, tokenizer=tokenizer
@@ -156,6 +146,16 @@ def validate(
 
 
 def _print_validation(report) -> None:
+    if report.groups:  # a configuration error leaves no group to show
+        _print_group_table(report)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    for error in report.errors:
+        console.print(f"[red]problem:[/red] {error}")
+    console.print("[green]OK: the run would neither fail nor drop data[/green]" if report.ok else "[red]NOT OK[/red]")
+
+
+def _print_group_table(report) -> None:
     table = Table(title="bagel-data validate")
     for column in ("group", "units", "rows checked", "samples", "skipped", "length min/median/max", "units per worker"):
         table.add_column(column)
@@ -167,14 +167,10 @@ def _print_validation(report) -> None:
             str(sum(group.skips.values())), lengths, workers,
         )  # fmt: skip
     console.print(table)
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
-    for error in report.errors:
-        console.print(f"[red]problem:[/red] {error}")
-    console.print("[green]OK: the run would neither fail nor drop data[/green]" if report.ok else "[red]NOT OK[/red]")
 
 
 @app.command()
+@guarded
 def bench(
     root: Path = typer.Option(Path("bench_data"), help="Benchmark dataset folder (generated on first use)."),
     out: Path = typer.Option(Path("benchmarks/results.json"), help="Where to write the results JSON."),

@@ -17,14 +17,13 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TextColumn,
     TimeElapsedColumn,
 )
 from rich.table import Table
 
-from ..errors import BagelDataError
 from ..tools.prepare import PrepareReport, prepare_edit, prepare_interleaved, prepare_t2i, prepare_vlm
+from .errors import ClearingProgress, guarded
 
 prepare_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Write raw data in the BAGEL formats (T2I, edit, VLM SFT)."
@@ -36,20 +35,15 @@ ReportOption = Annotated[Path | None, typer.Option(help="Also write the full rep
 OverwriteOption = Annotated[bool, typer.Option(help="Replace parquet files already in OUT_DIR.")]
 
 
-def _fail(error: Exception) -> None:
-    console.print(f"[red]error:[/red] {error}")
-    raise typer.Exit(2)
-
-
 def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], PrepareReport]) -> PrepareReport:
     columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task(label, total=None)
-        try:
+    try:
+        with ClearingProgress(*columns, console=console) as progress:
+            task = progress.add_task(label, total=None)
             return work(lambda done, total: progress.update(task, completed=done, total=total))
-        except (BagelDataError, OSError) as error:
-            _fail(error)
-    raise AssertionError("unreachable")
+    except OSError as error:  # a file the user named: their mistake, said in one line
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
 
 
 def _print_report(report: PrepareReport, report_path: Path | None) -> None:
@@ -76,6 +70,7 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
 
 
 @prepare_app.command("t2i")
+@guarded
 def t2i_command(
     source: Annotated[Path, typer.Argument(help="Folder of images with .txt/.json captions, or a CSV/JSONL manifest.")],
     out_dir: Annotated[Path, typer.Argument(help="Folder for part-NNNNN.parquet shards.")],
@@ -99,6 +94,7 @@ def t2i_command(
 
 
 @prepare_app.command("edit")
+@guarded
 def edit_command(
     manifest: Annotated[Path, typer.Argument(help='JSONL rows {"images": [...], "instructions": [[...], ...]}.')],
     out_dir: Annotated[Path, typer.Argument(help="Folder for the shards and parquet_info.json.")],
@@ -124,6 +120,7 @@ def edit_command(
 
 
 @prepare_app.command("vlm")
+@guarded
 def vlm_command(
     source: Annotated[Path, typer.Argument(help="LLaVA-style JSON (a list of rows) or JSONL.")],
     out_jsonl: Annotated[Path, typer.Argument(help="The SFT JSONL to write.")],
@@ -138,6 +135,7 @@ def vlm_command(
 
 
 @prepare_app.command("interleaved")
+@guarded
 def interleaved_command(
     docs: Annotated[Path, typer.Argument(help='JSONL documents {"texts": [...], "images": [...]} (OBELICS layout).')],
     out_dir: Annotated[Path, typer.Argument(help="Folder for the shards, parquet_info.json and run.yaml.")],
@@ -161,7 +159,7 @@ def interleaved_command(
 def inspect_command(
     config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),
-    batches: Annotated[int, typer.Option(help="Packs to draw.")] = 4,
+    batches: Annotated[int, typer.Option(min=1, help="Packs to draw.")] = 4,
     dataset_info: Annotated[Path | None, typer.Option(help="dataset_info YAML/JSON, overrides the config's")] = None,
     tokenizer: Annotated[str | None, typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
 ) -> None:
@@ -173,8 +171,9 @@ def inspect_command(
     try:
         with console.status(f"packing {batches} batch(es)"):
             report = inspect_packs(config, out, num_batches=batches, dataset_info=dataset_info, tokenizer=tokenizer)
-    except (BagelDataError, ImportError, OSError) as error:
-        _fail(error)
+    except (ImportError, OSError) as error:  # a missing extra (matplotlib) or an unwritable --out
+        console.print(f"[red]error:[/red] {type(error).__name__}: {error}")
+        raise typer.Exit(2) from None
     if report.pack_texts:
         console.print(report.pack_texts[0], markup=False, highlight=False, soft_wrap=True)
     # Plain lines, never wrapped or cut, so the paths can be copied.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import ConfigError
+from ..schema import check_packing
+
 
 @dataclasses.dataclass(frozen=True)
 class PackingConfig:
@@ -23,6 +26,20 @@ class PackingConfig:
     max_latent_size: int = 32
     vit_patch_size: int = 14
     max_num_patch_per_side: int = 70
+
+    def __post_init__(self) -> None:
+        # Each value by type and range (the schema's PACKING_FIELDS); pairs are in check().
+        check_packing(dataclasses.asdict(self))
+
+    def check(self) -> None:
+        """The budgets against each other (not at construction: tests build partial configs)."""
+        for key in ("max_num_tokens_per_sample", "expected_num_tokens"):
+            if getattr(self, key) > self.max_num_tokens:
+                raise ConfigError(
+                    key,
+                    getattr(self, key),
+                    f"must not exceed max_num_tokens={self.max_num_tokens}; lower it or raise max_num_tokens",
+                )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,11 +19,11 @@ from ..config import load_mapping
 from ..datasets import make_bagel_multimodal_dataset
 from ..errors import ConfigError
 from ..loader import build_dataloader
-from ..packing.config import PackingConfig
+from ..schema import RUN_PACKING_FIELDS, check_run_config
 from ..tokenizer import add_special_tokens, load_tokenizer
 
 # Everything PackingConfig holds, plus the dataset-level settings make_bagel_multimodal_dataset takes.
-PACKING_KEYS = set(PackingConfig.__dataclass_fields__) | {"data_seed", "strict", "max_consecutive_failures"}
+PACKING_KEYS = set(RUN_PACKING_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,9 +43,7 @@ def load_run_config(path: str, dataset_info: str | None = None) -> RunConfig:
     """Read a run config, or a grouped-datasets YAML plus a `dataset_info` path."""
     data, base = load_mapping(path, "config")
     if "grouped_datasets" in data:
-        unknown = set(data) - {"grouped_datasets", "dataset_info", "packing"}
-        if unknown:
-            raise ConfigError("config", sorted(unknown), "a run config holds grouped_datasets, dataset_info, packing")
+        data = check_run_config(data)  # the top level and every packing value
         grouped, _ = load_mapping(_resolve_relative(data["grouped_datasets"], base), "grouped_datasets")
         info = dataset_info or _resolve_relative(data.get("dataset_info"), base)
         packing = dict(data.get("packing") or {})
@@ -53,9 +51,6 @@ def load_run_config(path: str, dataset_info: str | None = None) -> RunConfig:
         grouped, info, packing = data, dataset_info, {}
     if info is None:
         raise ConfigError("dataset_info", None, "pass --dataset-info PATH or put dataset_info in the run config")
-    unknown = set(packing) - PACKING_KEYS
-    if unknown:
-        raise ConfigError("packing", sorted(unknown), f"unknown key(s); allowed: {sorted(PACKING_KEYS)}")
     return RunConfig(grouped, info, packing)
 
 
