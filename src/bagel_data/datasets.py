@@ -126,6 +126,8 @@ def make_bagel_multimodal_dataset(
     *,
     strict: bool = False,
     max_consecutive_failures: int = 100,
+    mix_by: str = "samples",
+    pack_strategy: str = "greedy",
 ) -> PackedDataset:
     """Build a BAGEL packed dataset for Stage 1 or Stage 2 training.
 
@@ -134,7 +136,8 @@ def make_bagel_multimodal_dataset(
     (else 0 / 1); values passed explicitly win.
     `data_status` (group -> per-worker positions, as rebuilt from `batch_data_indexes`)
     resumes each group just after those positions. `strict` raises on the first bad row;
-    otherwise bad rows are skipped and counted by reason.
+    otherwise bad rows are skipped and counted by reason. `mix_by="tokens"` and
+    `pack_strategy="best_fit"` are the opt-in modes of `packing/strategies.py`.
     """
     config = PackingConfig(
         expected_num_tokens=expected_num_tokens,
@@ -151,6 +154,8 @@ def make_bagel_multimodal_dataset(
         max_latent_size=max_latent_size,
         vit_patch_size=vit_patch_size,
         max_num_patch_per_side=max_num_patch_per_side,
+        mix_by=mix_by,
+        pack_strategy=pack_strategy,
     )
     _check_budgets(config)
     local_rank, world_size = resolve_topology(local_rank, world_size)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import ConfigError
+from .strategies import MIX_BY, PACK_STRATEGIES
+
 
 @dataclasses.dataclass(frozen=True)
 class PackingConfig:
@@ -23,6 +26,15 @@ class PackingConfig:
     max_latent_size: int = 32
     vit_patch_size: int = 14
     max_num_patch_per_side: int = 70
+    # Opt-in modes (packing/strategies.py); the defaults are the reference's behaviour.
+    mix_by: str = "samples"  # or "tokens": weights are target shares of packed tokens
+    pack_strategy: str = "greedy"  # or "best_fit": fill each pack from the buffer before it closes
+
+    def __post_init__(self) -> None:
+        if self.mix_by not in MIX_BY:
+            raise ConfigError("mix_by", self.mix_by, f"use one of {list(MIX_BY)}")
+        if self.pack_strategy not in PACK_STRATEGIES:
+            raise ConfigError("pack_strategy", self.pack_strategy, f"use one of {list(PACK_STRATEGIES)}")
 
 
 @dataclasses.dataclass(frozen=True)
