@@ -197,7 +197,7 @@ def assemble(
 
 def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat) -> PackedDataset:
     check_dataset_settings({"data_seed": arguments["data_seed"]})
-    config = PackingConfig(**{name: arguments[name] for name in PACKING_FIELDS})
+    config = PackingConfig(**{name: arguments[name] for name in PACKING_FIELDS + OPT_IN_FIELDS})
     parts = assemble(
         arguments["tokenizer"],
         arguments["grouped_datasets"],
@@ -229,7 +229,10 @@ def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat)
 
 # The reference's signature: the packing settings (names and defaults from PackingConfig)
 # sit in two runs, around `data_status` and `data_seed`.
-PACKING_FIELDS = tuple(field.name for field in dataclasses.fields(PackingConfig))
+# The opt-in packing modes (packing/strategies.py) are keyword-only: they are no part of the
+# reference's positional order.
+OPT_IN_FIELDS = ("mix_by", "pack_strategy")
+PACKING_FIELDS = tuple(field.name for field in dataclasses.fields(PackingConfig) if field.name not in OPT_IN_FIELDS)
 _SPLIT = PACKING_FIELDS.index("text_cond_dropout_prob")
 _P = inspect.Parameter
 
@@ -259,6 +262,7 @@ _SIGNATURE = inspect.Signature(
         _P("strict", _P.KEYWORD_ONLY, default=False),
         _P("max_consecutive_failures", _P.KEYWORD_ONLY, default=100),
         _P("compat", _P.KEYWORD_ONLY, default=None),
+        *[_P(name, _P.KEYWORD_ONLY, default=getattr(PackingConfig, name)) for name in OPT_IN_FIELDS],
     ],
     return_annotation="PackedDataset",
 )
@@ -271,7 +275,8 @@ def make_bagel_multimodal_dataset(*args, **kwargs) -> PackedDataset:
     grouped_datasets, local_rank=0, world_size=1, num_workers=4, <packing settings>,
     data_status=None, data_seed=42, <dropouts and image sizes>, dataset_info=None)`, every
     setting named and defaulted as in `PackingConfig`, plus keyword-only `strict=False`,
-    `max_consecutive_failures=100` and `compat=None`.
+    `max_consecutive_failures=100`, `compat=None` and the opt-in packing modes
+    `mix_by="samples"` and `pack_strategy="greedy"` (docs/packing.md).
 
     `grouped_datasets` and `dataset_info` are dicts or paths to YAML/JSON files.
     `local_rank` / `world_size` default to the initialized torch.distributed process group

@@ -92,7 +92,13 @@ def test_make_bagel_multimodal_dataset_keeps_the_spec_signature():
         for p in inspect.signature(make_bagel_multimodal_dataset).parameters.values()
         if p.kind is p.KEYWORD_ONLY
     }
-    assert keyword_only == {"strict": False, "max_consecutive_failures": 100, "compat": None}
+    assert keyword_only == {
+        "strict": False,
+        "max_consecutive_failures": 100,
+        "compat": None,
+        "mix_by": "samples",
+        "pack_strategy": "greedy",
+    }
 
 
 @pytest.fixture(scope="module")

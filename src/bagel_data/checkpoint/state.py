@@ -76,6 +76,11 @@ class PackState:
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    group_tokens: list[int] = dataclasses.field(default_factory=list)  # drawn and not skipped, per group
+
+    def __post_init__(self) -> None:
+        if not self.group_tokens:
+            self.group_tokens = [0] * len(self.units)
 
     def to_dict(self, group_names: list[str]) -> dict:
         return {
@@ -90,6 +95,7 @@ class PackState:
             "packs": self.packs,
             "tokens": self.tokens,
             "samples": dict(self.samples),
+            "group_tokens": dict(zip(group_names, self.group_tokens)),
             "skips": {name: log.as_dict() for name, log in zip(group_names, self.logs)},
             "restart": self.restart,
             "history": self.history,
@@ -113,6 +119,8 @@ class PackState:
         self.carry = None if carry is None else Buffered(group_names.index(carry[0]), _tuple(carry[1]))
         self.packs, self.tokens = saved["packs"], saved["tokens"]
         self.samples = collections.Counter(saved["samples"])
+        saved_tokens = saved.get("group_tokens", {})
+        self.group_tokens = [int(saved_tokens.get(name, 0)) for name in group_names]
         for name, log in zip(group_names, self.logs):
             log.counts = collections.Counter(saved["skips"].get(name, {}))
 

@@ -56,7 +56,9 @@ def choose_steps(rng, num_images: int) -> tuple[int, int, bool]:
 class UnifiedEditIterableDataset(DistributedIterableDataset):
     """Image-editing dataset: (input, instruction, output) chains over parquet row groups."""
 
-    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})  # group keys beyond the common ones (families/registry.py)
+    GROUP_KEYS = frozenset(
+        {"vit_image_transform_args", "file_order"}
+    )  # group keys beyond the common ones (families/registry.py)
 
     def __init__(
         self,

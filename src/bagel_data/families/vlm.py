@@ -30,7 +30,9 @@ class _RowSkipped(Exception):
 class SftJSONLIterableDataset(DistributedIterableDataset):
     """Iterable over conversation JSONL rows where each row may reference images."""
 
-    GROUP_KEYS = frozenset({"frame_sampler_args", "shuffle_lines", "shuffle_seed"})  # group keys beyond the common ones (families/registry.py)
+    GROUP_KEYS = frozenset(
+        {"frame_sampler_args", "shuffle_lines", "shuffle_seed"}
+    )  # group keys beyond the common ones (families/registry.py)
 
     def __init__(
         self,

@@ -26,6 +26,9 @@ class PackingConfig:
     max_latent_size: int = 32
     vit_patch_size: int = 14
     max_num_patch_per_side: int = 70
+    # Opt-in modes (packing/strategies.py); the defaults are the reference's behaviour.
+    mix_by: str = "samples"  # or "tokens": weights are target shares of packed tokens
+    pack_strategy: str = "greedy"  # or "best_fit": fill each pack from the buffer before it closes
 
     def __post_init__(self) -> None:
         # Each value by type and range (the schema's PACKING_FIELDS); pairs are in check().

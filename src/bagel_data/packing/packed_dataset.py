@@ -31,6 +31,7 @@ from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens, check_compat
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder
+from .strategies import best_subset, group_chooser
 
 
 class PackedDataset(torch.utils.data.IterableDataset):
@@ -288,7 +289,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         state = self._start_state()
         self._live = state
         cfg = self.config
-        cumulative = _cumulative_shares(self.grouped_weights)
+        choose = group_chooser(cfg.mix_by, self.grouped_weights, state.group_tokens, state.rng)
         sources = [
             dataset.iter_samples(after=cursor, log=log)
             for dataset, cursor, log in zip(self.grouped_datasets, state.cursors, state.logs)
@@ -297,6 +298,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         def draw(group: int) -> Buffered:
             cursor, sample = next(sources[group])
             state.cursors[group] = cursor
+            state.group_tokens[group] += sample_length(sample)  # taken back if it is skipped
             return Buffered(group, cursor, sample)
 
         pad_pool = PadBufferPool()  # this iteration's padded_images buffers, reused once freed
@@ -318,11 +320,17 @@ class PackedDataset(torch.utils.data.IterableDataset):
                         pack.add(self._next_fitting(draw, group, state).sample)
                 if state.carry is not None:
                     self._add_carry(pack, state)
+            if cfg.pack_strategy == "best_fit":
+                self._fill_best(pack, state, lambda: draw(choose()))
+                batch = emit(pack)
+                pack = new_pack()
+                yield batch
+                continue
             if pack.curr < cfg.prefer_buffer_before and state.buffer:
                 item, from_buffer = state.buffer.popleft(), True
                 self._materialize(item)
             else:
-                item, from_buffer = draw(_choose_group(cumulative, state.rng.random())), False
+                item, from_buffer = draw(choose()), False
                 if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
                     self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
                     continue
@@ -361,8 +369,33 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 return item
             self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
 
+    def _fill_best(self, pack: PackBuilder, state: PackState, draw_next) -> None:
+        """`pack_strategy="best_fit"`: top the buffer up (a look-ahead bounded by its size),
+        put the oldest buffered sample in (so nothing waits more than a buffer's worth of
+        packs), then the buffered samples whose total fills the room left best."""
+        cfg = self.config
+        while len(state.buffer) < max(cfg.max_buffer_size, 1):
+            item = draw_next()
+            if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+                self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
+            else:
+                state.buffer.append(item)
+        for item in state.buffer:
+            self._materialize(item)
+        oldest = state.buffer.popleft()
+        if pack.curr + sample_length(oldest.sample) > cfg.max_num_tokens:  # only beside mandatory samples
+            self._skip(oldest, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+        else:
+            pack.add(oldest.sample)
+        chosen = best_subset([sample_length(item.sample) for item in state.buffer], cfg.max_num_tokens - pack.curr)
+        for index in chosen:
+            pack.add(state.buffer[index].sample)
+        for index in reversed(chosen):
+            del state.buffer[index]
+
     def _skip(self, item: Buffered, state: PackState, reason: SkipReason) -> None:
         cfg = self.config
+        state.group_tokens[item.group] -= sample_length(item.sample)
         budgets = (
             f"max_num_tokens_per_sample={cfg.max_num_tokens_per_sample}"
             if reason is SkipReason.OVER_SAMPLE_BUDGET
@@ -393,19 +426,3 @@ def _check_global_seed(global_seed):
 
         raise ConfigError("global_seed", global_seed, "must be None or a non-negative int")
     return int(global_seed)
-
-
-def _cumulative_shares(weights: list[float]) -> list[float]:
-    total = sum(weights)
-    running, shares = 0.0, []
-    for weight in weights:
-        running += weight
-        shares.append(running / total)
-    return shares
-
-
-def _choose_group(cumulative: list[float], u: float) -> int:
-    for group, share in enumerate(cumulative):
-        if u < share:
-            return group
-    return 0

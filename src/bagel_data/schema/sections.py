@@ -12,6 +12,8 @@ from .kinds import AnyMapping, Bool, Field, Int, ListOf, Number, OneOf, Str
 
 # Mirrors of constants that live in heavier modules (kept equal by tests/test_config_schema.py).
 FILE_ORDERS = ("sorted", "filesystem")
+MIX_BY = ("samples", "tokens")  # packing/strategies.py
+PACK_STRATEGIES = ("greedy", "best_fit")
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 
 TRANSFORM_FIELDS: dict[str, Field] = {
@@ -116,6 +118,14 @@ PACKING_FIELDS: dict[str, Field] = {
     "max_latent_size": Field(Int(1), "side of the VAE position table: max_image_size / vae_image_downsample must fit", 32),
     "vit_patch_size": Field(Int(1), "pixels per ViT patch side (the ViT transform's stride)", 14),
     "max_num_patch_per_side": Field(Int(1), "side of the ViT position table", 70),
+    "mix_by": Field(
+        Str(MIX_BY), "what a group weight is a share of: samples (the reference) or packed tokens (docs/packing.md)",
+        "samples",
+    ),
+    "pack_strategy": Field(
+        Str(PACK_STRATEGIES), "greedy (the reference) or best_fit: fill each pack from the buffer before it closes",
+        "greedy",
+    ),
 }  # fmt: skip
 
 # Settings of make_bagel_multimodal_dataset beyond PackingConfig, accepted under `packing:`.

@@ -1,0 +1,210 @@
+"""The opt-in packing modes: token-share mixing and best-fit packs (packing/strategies.py).
+
+Expectations here come from properties that hold whatever the implementation: a pack
+never exceeds `max_num_tokens`, every drawn sample is packed, waiting or counted as
+skipped exactly once, the buffer keeps its bound, realized token shares approach the
+targets, and a resumed stream equals the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bagel_data import ConfigError
+from bagel_data.packing.config import PackingConfig
+from bagel_data.packing.invariants import check_batch
+from bagel_data.packing.packed_dataset import PackedDataset
+from bagel_data.packing.strategies import best_subset, choose_by_deficit
+from helpers.fake_groups import FakeGroup
+from helpers.plans import TOKENS, TOKENS_DICT, text_sample
+
+
+def _config(**changes) -> PackingConfig:
+    base = dict(
+        expected_num_tokens=180,
+        max_num_tokens=200,
+        max_num_tokens_per_sample=120,
+        prefer_buffer_before=100,
+        max_buffer_size=6,
+        use_flex=True,
+        text_cond_dropout_prob=0.0,
+        vit_cond_dropout_prob=0.0,
+        vae_cond_dropout_prob=0.0,
+    )
+    return PackingConfig(**{**base, **changes})
+
+
+def _packed(groups: dict, cfg: PackingConfig, weights: dict, mandatory=None, seed: int = 5) -> PackedDataset:
+    dataset = PackedDataset.from_groups(
+        groups,
+        cfg,
+        TOKENS_DICT,
+        weights=weights,
+        mandatory=mandatory or {name: False for name in groups},
+        data_seed=seed,
+    )
+    dataset.set_epoch(seed)
+    return dataset
+
+
+def _group(name: str, lengths):
+    return FakeGroup(name, lambda i: text_sample(lengths(i), index=i, dataset_name=name))
+
+
+def _lengths(seed: int, low: int, high: int):
+    table = np.random.default_rng(seed).integers(low, high + 1, size=100_000)
+    return lambda i: int(table[i])
+
+
+def _positions(batches, name):
+    return [d["data_indexes"] for b in batches for d in b["batch_data_indexes"] if d["dataset_name"] == name]
+
+
+# -- the pure helpers -----------------------------------------------------------------------
+@given(st.lists(st.integers(1, 60), max_size=10), st.integers(0, 200))
+def test_best_subset_is_the_fullest_that_fits(lengths, room):
+    """Checked against every subset (at most 2**10 of them)."""
+    chosen = best_subset(lengths, room)
+    assert chosen == sorted(set(chosen))
+    total = sum(lengths[i] for i in chosen)
+    best = max(
+        (sum(c) for k in range(len(lengths) + 1) for c in itertools.combinations(lengths, k) if sum(c) <= room),
+        default=0,
+    )
+    assert total == best
+
+
+def test_deficit_choice_goes_to_the_group_furthest_below_its_share():
+    rng = np.random.default_rng(0)
+    assert choose_by_deficit([1, 1, 2], [100, 50, 250], rng) == 1  # targets 100 / 100 / 200
+    assert choose_by_deficit([1, 0, 1], [500, 0, 100], rng) == 2  # weight 0 is never drawn
+    first_draws = {choose_by_deficit([1, 1, 1], [0, 0, 0], np.random.default_rng(s)) for s in range(40)}
+    assert first_draws == {0, 1, 2}, "a tie is broken at random, not by config order"
+
+
+@pytest.mark.parametrize("key, value", [("mix_by", "token"), ("pack_strategy", "bestfit")])
+def test_an_unknown_mode_is_a_config_error(key, value):
+    with pytest.raises(ConfigError, match=key):
+        _config(**{key: value})
+
+
+# -- token shares ---------------------------------------------------------------------------
+SHARE_GROUPS = {"short": (4, 20), "medium": (20, 60), "long": (60, 110)}
+
+
+def _realized_shares(mix_by: str, packs: int, weights: dict) -> dict:
+    groups = {name: _group(name, _lengths(k, *SHARE_GROUPS[name])) for k, name in enumerate(SHARE_GROUPS)}
+    dataset = _packed(groups, _config(mix_by=mix_by), weights)
+    tokens = collections.Counter()
+    for batch in itertools.islice(iter(dataset), packs):
+        for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
+            tokens[where["dataset_name"]] += length
+    total = sum(tokens.values())
+    return {name: tokens[name] / total for name in weights}
+
+
+@pytest.mark.parametrize("weights", [{"short": 1, "medium": 1, "long": 1}, {"short": 5, "medium": 3, "long": 2}])
+def test_token_shares_converge_to_the_weights(weights):
+    """Over 1,000 packs each group's share of packed tokens is within 1 point of its weight
+    share, although the groups' samples differ in length by up to 25x; mixing by samples
+    with the same weights is far from it."""
+    targets = {name: weight / sum(weights.values()) for name, weight in weights.items()}
+    by_tokens = _realized_shares("tokens", 1000, weights)
+    for name, target in targets.items():
+        assert abs(by_tokens[name] - target) < 0.01, (name, by_tokens, targets)
+    by_samples = _realized_shares("samples", 300, weights)
+    assert max(abs(by_samples[name] - targets[name]) for name in targets) > 0.05, by_samples
+
+
+# -- best fit -------------------------------------------------------------------------------
+def _run(cfg: PackingConfig, lengths, packs: int, mandatory_length=None):
+    groups = {"g": _group("g", lengths)}
+    weights, mandatory = {"g": 1.0}, {"g": False}
+    if mandatory_length is not None:
+        groups["m"] = _group("m", lambda i: mandatory_length)
+        weights["m"], mandatory["m"] = 0.0, True
+    dataset = _packed(groups, cfg, weights, mandatory)
+    batches = list(itertools.islice(iter(dataset), packs))
+    return dataset, groups, batches
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    low=st.integers(2, 40),
+    spread=st.integers(0, 140),
+    max_tokens=st.integers(150, 400),
+    buffer=st.integers(0, 8),
+    mandatory=st.sampled_from([None, 12]),
+)
+def test_best_fit_keeps_every_invariant(seed, low, spread, max_tokens, buffer, mandatory):
+    cfg = _config(
+        max_num_tokens=max_tokens,
+        expected_num_tokens=max_tokens * 9 // 10,
+        max_num_tokens_per_sample=min(120, max_tokens - 20),
+        prefer_buffer_before=max_tokens // 2,
+        max_buffer_size=buffer,
+        pack_strategy="best_fit",
+    )
+    lengths = _lengths(seed, low, low + spread)
+    dataset, groups, batches = _run(cfg, lengths, 25, mandatory)
+    for batch in batches:
+        check_batch(batch, cfg, TOKENS)  # no pack over max_num_tokens, a well-formed batch
+    state = dataset.state_dict()
+    assert len(state["buffer"]) <= cfg.max_buffer_size
+    # Conservation: each drawn sample is packed once, waiting, or over the per-sample budget.
+    drawn = groups["g"].drawn
+    packed = collections.Counter(_positions(batches, "g"))
+    assert all(count == 1 for count in packed.values()), "a sample was packed twice"
+    waiting = {c[0] for name, c in state["buffer"] if name == "g"}
+    if state["carry"] and state["carry"][0] == "g":
+        waiting.add(state["carry"][1][0])
+    too_long = {i for i in drawn if lengths(i) > cfg.max_num_tokens_per_sample}
+    beside_mandatory = {i for i in drawn if mandatory and lengths(i) + mandatory > cfg.max_num_tokens}
+    lost = set(drawn) - set(packed) - waiting
+    assert lost <= too_long | beside_mandatory, sorted(lost)
+    assert not (waiting & set(packed))
+
+
+def _mean_fill(batches, cfg) -> float:
+    return float(np.mean([sum(b["sample_lens"][:-1]) / cfg.max_num_tokens for b in batches]))
+
+
+def test_best_fit_fills_packs_closer_to_the_budget_than_greedy():
+    lengths = _lengths(3, 5, 110)
+    greedy = _config(max_buffer_size=10)
+    best = _config(max_buffer_size=10, pack_strategy="best_fit")
+    _, _, greedy_batches = _run(greedy, lengths, 200)
+    _, _, best_batches = _run(best, lengths, 200)
+    assert _mean_fill(best_batches, best) >= 0.98
+    assert _mean_fill(best_batches, best) > _mean_fill(greedy_batches, greedy)
+
+
+# -- exact resume ---------------------------------------------------------------------------
+@pytest.mark.parametrize("mix_by, strategy", [("tokens", "greedy"), ("samples", "best_fit"), ("tokens", "best_fit")])
+def test_resume_is_exact_in_every_mode(mix_by, strategy):
+    cfg = _config(mix_by=mix_by, pack_strategy=strategy)
+
+    def build():
+        groups = {name: _group(name, _lengths(k, *SHARE_GROUPS[name])) for k, name in enumerate(SHARE_GROUPS)}
+        return _packed(groups, cfg, {"short": 2, "medium": 1, "long": 1})
+
+    total = 30
+    reference = [b["batch_data_indexes"] for b in itertools.islice(iter(build()), total)]
+    for cut in (1, 7, 19):
+        first = build()
+        stream = iter(first)
+        for _ in range(cut):
+            next(stream)
+        saved = pickle.loads(pickle.dumps(first.state_dict()))
+        resumed = build()
+        resumed.load_state_dict(saved)
+        rest = [b["batch_data_indexes"] for b in itertools.islice(iter(resumed), total - cut)]
+        assert rest == reference[cut:], f"cut {cut}"
