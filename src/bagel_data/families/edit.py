@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 
 from ..errors import ConfigError, SkipReason
+from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
 
-COLUMNS = ("image_list", "instruction_list")
+COLUMNS = EDIT_COLUMNS
 
 
 def check_edit_row(images: object, instructions: object) -> tuple[SkipReason, str] | None:

@@ -22,8 +22,6 @@ from ...media.images import ImageDecodeError, ImageTooLargeError, decode_image
 Progress = Callable[[int, int], None]  # (rows done, rows in total)
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
-T2I_SCHEMA = pa.schema([("image", pa.binary()), ("captions", pa.string())])
-EDIT_SCHEMA = pa.schema([("image_list", pa.list_(pa.binary())), ("instruction_list", pa.list_(pa.list_(pa.string())))])
 _ROLE_NAMES = {"user": "human", "assistant": "gpt"}
 _CAPTION_COLUMN = re.compile(r"caption_(\d+)$")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ...errors import ConfigError
+from ...formats import EDIT_SCHEMA
 from .common import (
-    EDIT_SCHEMA,
     DropReason,
     PrepareReport,
     Progress,

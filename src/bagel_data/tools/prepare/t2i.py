@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from ...errors import ConfigError
+from ...formats import T2I_SCHEMA
 from .common import (
     _CAPTION_COLUMN,
     IMAGE_SUFFIXES,
-    T2I_SCHEMA,
     DropReason,
     PrepareReport,
     Progress,
