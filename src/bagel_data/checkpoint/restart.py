@@ -31,7 +31,14 @@ import bisect
 import collections
 import dataclasses
 
-from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, row_key_at, shard_unit_ids, split_evenly
+from ..sharding import (
+    INHERITED_PHASE,
+    REMAINDER_PHASE,
+    WorkerShard,
+    WorkerTopology,
+    row_key_at,
+    split_evenly,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,9 +180,7 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
     num_units = len(dataset.epoch_units)
     segments, inherited, first_pass = [], [], 0
     for state, plan in zip(states, old_plans):
-        top = state["topology"]
-        ids = shard_unit_ids(num_units, top["rank"], top["world_size"], top["worker_id"], top["num_workers"])
-        shard = WorkerShard(top["rank"], top["world_size"], top["worker_id"], top["num_workers"], ids)
+        shard = WorkerTopology(**state["topology"]).shard(num_units)
         cursor = state["cursors"][group]
         left, left_inherited, next_pass = worker_leftover(shard, plan, None if cursor is None else tuple(cursor))
         held = ([state["carry"]] if state["carry"] else []) + list(state["buffer"])

@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import ResumeError, SkipLog
+from ..sharding import WorkerTopology
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
 STATE_VERSION = 2
@@ -37,14 +38,6 @@ def check_compatible(saved: dict, data_seed: int, group_names: list[str], units:
             )
 
 
-@dataclasses.dataclass(frozen=True)
-class Topology:
-    rank: int
-    world_size: int
-    worker_id: int
-    num_workers: int
-
-
 @dataclasses.dataclass
 class Buffered:
     """A sample waiting in the overflow buffer; `sample` is None until rebuilt."""
@@ -58,7 +51,7 @@ class Buffered:
 class PackState:
     """Everything a packing worker needs to continue exactly where it stopped."""
 
-    topology: Topology
+    topology: WorkerTopology
     data_seed: int
     units: list[int]  # units per group: a checkpoint only fits the same data
     rng: np.random.Generator
@@ -93,7 +86,7 @@ class PackState:
     def restore(self, saved: dict, group_names: list[str]) -> None:
         """Load a checkpoint made by `to_dict`, after checking it belongs to this pipeline."""
         check_compatible(saved, self.data_seed, group_names, self.units)
-        saved_topology = Topology(**saved["topology"])
+        saved_topology = WorkerTopology(**saved["topology"])
         if saved_topology != self.topology:
             raise ResumeError(
                 f"checkpoint saved by {saved_topology}, loaded into {self.topology}: restart with the "

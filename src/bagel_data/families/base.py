@@ -17,9 +17,9 @@ from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
     WorkerShard,
+    WorkerTopology,
     phase_work,
     row_key_at,
-    shard_unit_ids,
     split_evenly,
     stable_hash,
 )
@@ -82,12 +82,10 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
 
     def worker_shard(self) -> WorkerShard:
         """This process's share: the whole rank list outside a DataLoader worker."""
-        info = torch.utils.data.get_worker_info()
-        worker_id, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
-        if info is not None:
-            self._check_enough_units(len(self.epoch_units), num_workers)
-        ids = shard_unit_ids(len(self.epoch_units), self.local_rank, self.world_size, worker_id, num_workers)
-        return WorkerShard(self.local_rank, self.world_size, worker_id, num_workers, ids)
+        topology = WorkerTopology.current(self.local_rank, self.world_size)
+        if topology.num_workers:
+            self._check_enough_units(len(self.epoch_units), topology.num_workers)
+        return topology.shard(len(self.epoch_units))
 
     def get_data_paths_per_worker(self):
         """The reference's view: (this worker's units, worker id)."""

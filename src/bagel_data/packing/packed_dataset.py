@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
-from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
+from ..checkpoint.state import Buffered, PackState, ResumeError, check_compatible
 from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
+from ..sharding import WorkerTopology
 from ..sources import storage
 from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens
@@ -82,10 +83,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
             dataset.set_epoch(seed)
 
     # -- state ---------------------------------------------------------------------------
-    def _topology(self) -> Topology:
-        info = torch.utils.data.get_worker_info()
-        worker_id, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
-        return Topology(self.local_rank, self.world_size, worker_id, num_workers)
+    def _topology(self) -> WorkerTopology:
+        return WorkerTopology.current(self.local_rank, self.world_size)
 
     def _fresh_state(self, generation: int = 0) -> PackState:
         topology = self._topology()
