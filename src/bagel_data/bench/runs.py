@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..datasets import make_bagel_multimodal_dataset
 from ..tokenizer import add_special_tokens, load_tokenizer
+from ..tools.run import RunConfig, build_from_run_config
 
 _now = time.perf_counter
 
@@ -31,10 +31,9 @@ def load_tokenizer_once():
 
 
 def build(paths: dict, tok, special, packing: dict, num_workers: int = 1, **override):
-    return make_bagel_multimodal_dataset(
-        tokenizer=tok, special_tokens=special, grouped_datasets=paths["grouped"], dataset_info=paths["info"],
-        num_workers=num_workers, **{**packing, **override},
-    )  # fmt: skip
+    """The benchmark's packed dataset over `paths` ({"grouped", "info"}), with the warm `tok`."""
+    run = RunConfig(paths["grouped"], paths["info"], {**packing, **override})
+    return build_from_run_config(run, num_workers=num_workers, tokenizer=tok).dataset
 
 
 # -- process memory ------------------------------------------------------------------------------
