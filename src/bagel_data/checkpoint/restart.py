@@ -31,6 +31,7 @@ import bisect
 import collections
 import dataclasses
 
+from ..errors import ResumeError
 from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
@@ -161,13 +162,13 @@ def check_complete(topologies: list[dict]) -> tuple[int, int]:
     """(world size, workers per rank) of a complete set of old worker checkpoints."""
     shapes = {(t["world_size"], t["num_workers"]) for t in topologies}
     if len(shapes) != 1:
-        raise ValueError(f"checkpoints come from different topologies: {sorted(shapes)}")
+        raise ResumeError(f"checkpoints come from different topologies: {sorted(shapes)}")
     world_size, num_workers = shapes.pop()
     have = collections.Counter((t["rank"], t["worker_id"]) for t in topologies)
     want = {(rank, worker) for rank in range(world_size) for worker in range(max(num_workers, 1))}
     missing, doubled = sorted(want - set(have)), sorted(key for key, n in have.items() if n > 1)
     if missing or doubled or set(have) != want:
-        raise ValueError(
+        raise ResumeError(
             f"an elastic restart needs the checkpoint of every worker of every rank exactly once "
             f"(world size {world_size}, {num_workers} worker(s) per rank); missing (rank, worker) "
             f"{missing}, given twice {doubled}"

@@ -18,24 +18,12 @@ import av
 import numpy as np
 from PIL import Image
 
-from ..errors import ConfigError
+from ..errors import ConfigError, VideoDecodeError
 from ..sources import storage
 
 _SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
 # Same pattern as the reference (the dot is unescaped there too), so the order is identical.
 _FRAME_NUMBER = re.compile(r"_(\d+).jpg$")
-
-
-class VideoDecodeError(ValueError):
-    """A video or frame folder that is missing, empty, corrupt or otherwise unreadable."""
-
-    def __init__(self, path: str, reason: str):
-        self.path, self.reason = path, reason
-        # args holds both fields so the error survives pickling across worker processes.
-        super().__init__(path, reason)
-
-    def __str__(self) -> str:
-        return f"cannot read video frames from {self.path!r}: {self.reason}"
 
 
 def _output_fps(sample: str) -> float | None:
