@@ -60,7 +60,7 @@ class StageProfiler:
         self._stack: list[float] = []
         self._targets = {
             "read": [(ParquetReader, "read_row_group"), (JsonlIndex, "read_line")],
-            "decode": [*DECODERS, (video, "_open_rgb"), (video, "_decode_frames")],
+            "decode": [*DECODERS, (video, "open_frame"), (video, "decode_frames")],
             "resize": [(ImageTransform, "resize")],
             "tensorize": [(ImageTransform, "to_tensor")],
             "tokenize": [(type(tokenizer), "encode")],
@@ -148,14 +148,14 @@ class WorkRecorder:
 
         return decode
 
-    def _wrap_open_rgb(self, fn):
-        def open_rgb(folder, file):
+    def _wrap_open_frame(self, fn):
+        def open_frame(folder, file):
             start = _now()
             image = fn(folder, file)
             self._add_image(image, ("file", file), _now() - start)
             return image
 
-        return open_rgb
+        return open_frame
 
     def _wrap_frames(self, fn):
         def decode_frames(path, indices):
@@ -221,8 +221,8 @@ class WorkRecorder:
         self._patcher = Patcher()
         for owner, name in DECODERS:
             self._patcher.wrap(owner, name, self._wrap_decode)
-        self._patcher.wrap(video, "_open_rgb", self._wrap_open_rgb)
-        self._patcher.wrap(video, "_decode_frames", self._wrap_frames)
+        self._patcher.wrap(video, "open_frame", self._wrap_open_frame)
+        self._patcher.wrap(video, "decode_frames", self._wrap_frames)
         self._patcher.wrap(ImageTransform, "__call__", self._wrap_call)
         self._patcher.wrap(SampleBuilder, "build", self._wrap_build)
         self._patcher.wrap(pack_module.PackBuilder, "add", self._wrap_add)
@@ -337,7 +337,7 @@ def _decode(source, video_cache: dict):
     if source[0] == "video":
         key = source[1:3]
         if key not in video_cache:
-            video_cache[key] = video._decode_frames(source[1], list(source[2]))
+            video_cache[key] = video.decode_frames(source[1], list(source[2]))
         return video_cache[key][source[3]]
     return source[1]  # ("pixels", image)
 

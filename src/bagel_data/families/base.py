@@ -157,9 +157,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
                 position = [index, *row]
                 yield position, self._build(builder, shard, position, (unit_id, pass_index, *row))
 
-    def _iter_pass(self, shard: WorkerShard, pass_index: int, start: list[int] | None, log: SkipLog):
-        """Yield `(position, sample)` for one full pass over the shard."""
-        return self._iter_phase(shard, pass_index, start, log)
+    def iter_pass(self, log: SkipLog, pass_index: int = 0, shard: WorkerShard | None = None):
+        """Yield `(position, sample)` for one full pass over `shard` (default: this process's).
+
+        Skipped rows are counted in `log`. Unlike `iter(dataset)`, this stops after the pass
+        and ignores any restart plan or resume cursor: `bagel-data validate` walks the data
+        with it.
+        """
+        return self._iter_phase(self.worker_shard() if shard is None else shard, pass_index, None, log)
 
     def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple) -> dict:
         sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)

@@ -16,7 +16,7 @@ derived from `data_seed`, the rank and the worker id. `state_dict()` / `load_sta
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -35,6 +35,10 @@ from .pack import PackBuilder
 
 class PackedDataset(torch.utils.data.IterableDataset):
     """Packs the samples of several dataset groups into token-budgeted sequences."""
+
+    # The pool each iteration lends `padded_images` buffers from: a hook, so the benchmark
+    # can measure against fresh zero-filled buffers (`bagel_data.bench.fast.FreshZeroPool`).
+    pad_pool_factory: Callable[[], PadBufferPool] = PadBufferPool
 
     def __init__(
         self,
@@ -178,7 +182,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             state.cursors[group] = cursor
             return Buffered(group, cursor, sample)
 
-        pad_pool = PadBufferPool()  # this iteration's padded_images buffers, reused once freed
+        pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
         def new_pack() -> PackBuilder:
             return PackBuilder(cfg, self.special_tokens, state.rng, self.get_flattened_position_ids, pad_pool)

@@ -57,7 +57,7 @@ def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int)
     """One pass over the group's units (all of them: built as rank 0 of 1), counting outcomes."""
     log = SkipLog(report.name, strict=False, max_consecutive_failures=10**12)
     lengths = []
-    for _, sample in dataset._iter_pass(dataset.worker_shard(), 0, None, log):
+    for _, sample in dataset.iter_pass(log):
         length = sample_length(sample)
         lengths.append(length)
         if length >= budget:
