@@ -175,6 +175,3 @@ def write_jsonl(path: Path, lines: int) -> Path:
         for first in range(0, lines, 100_000):
             out.write("".join(row % (i, i, i * 7919 % 100_003) for i in range(first, min(lines, first + 100_000))))
     return path
-
-
-# -- the benchmark -----------------------------------------------------------------------------------

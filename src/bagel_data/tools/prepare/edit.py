@@ -83,6 +83,3 @@ def prepare_edit(
     finally:
         files = writer.close()
     return notes.report(written, (*files, write_parquet_info(out, files)))
-
-
-# -- VLM ---------------------------------------------------------------------------------
