@@ -11,7 +11,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import tiktoken
 
@@ -257,7 +257,7 @@ class HFTokenizerAdapter:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
 
-TokenizerLike = Union[QwenTokenizer, HFTokenizerAdapter]
+TokenizerLike = QwenTokenizer | HFTokenizerAdapter
 
 
 def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> TokenizerLike:

@@ -19,6 +19,7 @@ Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.ze
 
 from __future__ import annotations
 
+import contextlib
 import math
 import mmap
 import sys
@@ -32,10 +33,8 @@ _CAN_ADVISE = hasattr(mmap, "MADV_HUGEPAGE")
 
 def _huge_mapping(nbytes: int) -> mmap.mmap:
     mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
+    with contextlib.suppress(OSError):  # THP disabled for this process: still correct, just 4 KiB pages
         mapping.madvise(mmap.MADV_HUGEPAGE)
-    except OSError:  # THP disabled for this process: still correct, just 4 KiB pages
-        pass
     return mapping
 
 
