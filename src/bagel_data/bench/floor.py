@@ -261,7 +261,7 @@ class WorkRecorder:
     def warm_mask_rows(self, packs: list[list[dict]], rounds: int = 3) -> list[tuple[str, bool, float, float]]:
         """Like `mask_rows`, but each sample's mask is rebuilt `rounds` times in a row (best
         kept), so it lands in pages just freed: the build's own cost, without the first touch
-        of fresh memory (which on the development VM comes from the host, see bench.py)."""
+        of fresh memory (which on the development VM comes from the host, see bench/main.py)."""
         calls = {key: (split_lens, attn_modes) for key, split_lens, attn_modes in self.mask_calls}
         rows = []
         for where in (w for pack in packs for w in pack):

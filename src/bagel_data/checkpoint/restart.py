@@ -2,7 +2,7 @@
 
 An exact resume needs the same topology, because a worker's cursor is a position in *its*
 share of the units. To change the topology, the checkpoints of all old workers are merged
-into one restart plan per group (`packing/elastic.py`, called by
+into one restart plan per group (`checkpoint/merge.py`, called by
 `PackedDataset.load_elastic_state`). Every new worker then reads, in order:
 
 1. **inherited** (`INHERITED_PHASE`): its round-robin share of the samples the old workers

@@ -3,7 +3,7 @@
 `inspect_packs` builds the packed dataset of a run config in this process, draws the first
 packs and writes their text rendering. The pure functions (`position_kinds`,
 `attention_fraction`, `render_pack_text`) work on one batch dict and are what the pictures
-are made from; the pictures themselves are drawn by `_inspect_plots.py`.
+are made from; the pictures themselves are drawn by `plots.py`.
 """
 
 from __future__ import annotations
