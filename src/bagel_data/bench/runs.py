@@ -75,7 +75,8 @@ class RssSampler(threading.Thread):
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.pid, self.peaks, self._stop_event = pid, {}, threading.Event()
+        self.pid, self._stop_event = pid, threading.Event()
+        self.peaks: dict[int, dict[str, int]] = {}  # pid -> the largest of each status field
 
     def sample(self) -> None:
         for pid in [self.pid, *_children(self.pid)]:
