@@ -87,13 +87,13 @@ class WorkerTopology:
 class WorkerShard(WorkerTopology):
     """A worker's topology and the units it iterates, as global unit indices."""
 
-    unit_ids: Sequence[int]
+    unit_ids: np.ndarray  # int64, in iteration order (`shard_unit_ids`)
 
 
 class PassWork:
     """One pass over a shard: item i is the whole unit `unit_ids[i]`, read in pass `pass_index`."""
 
-    def __init__(self, unit_ids: Sequence[int], pass_index: int):
+    def __init__(self, unit_ids: Sequence[int] | np.ndarray, pass_index: int):
         self.unit_ids, self.pass_index = unit_ids, pass_index
 
     def __len__(self) -> int:

@@ -143,19 +143,20 @@ def worker_leftover(shard: WorkerShard, plan: GroupRestart | None, cursor) -> tu
     inherited = plan.inherited_for(*worker) if plan is not None else []
     remainder = plan.remainder_for(*worker) if plan is not None else None
     if cursor is None:  # nothing drawn yet: everything before the first full pass is left
-        if plan is None:
+        if remainder is None:
             return _pass_segments(shard.unit_ids, 0, 0, ()), [], 1
         return remainder.segments_from(0), inherited, first_pass
     phase, index, *row = cursor
+    if phase >= 0:  # in a full pass
+        if row:
+            return _pass_segments(shard.unit_ids, index, phase, _after(row)), [], phase + 1
+        return _pass_segments(shard.unit_ids, index + 1, phase, ()), [], phase + 1
+    assert remainder is not None, "the phases before the first full pass exist only under a restart plan"
     if phase == INHERITED_PHASE:
         return remainder.segments_from(0), inherited[index + 1 :], first_pass
-    if phase == REMAINDER_PHASE:
-        if row:
-            return remainder.segments_from(index, _after(row)), [], first_pass
-        return remainder.segments_from(index + 1), [], first_pass
     if row:
-        return _pass_segments(shard.unit_ids, index, phase, _after(row)), [], phase + 1
-    return _pass_segments(shard.unit_ids, index + 1, phase, ()), [], phase + 1
+        return remainder.segments_from(index, _after(row)), [], first_pass
+    return remainder.segments_from(index + 1), [], first_pass
 
 
 def check_complete(topologies: list[dict]) -> tuple[int, int]:
