@@ -8,6 +8,8 @@ resume exact, and the per-sample random generators.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -24,9 +26,19 @@ from ..sharding import (
     stable_hash,
 )
 
+if TYPE_CHECKING:
+    from ..checkpoint.restart import GroupRestart
+
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset):
     """Base of the three families: units, epoch shuffling, rank/worker sharding."""
+
+    # Set by `set_epoch` once the family has its units; `data_status` by each family's
+    # constructor (the reference's per-worker resume positions, or None).
+    epoch_units: Sequence[Any]
+    rank_unit_ids: range
+    num_files_per_rank: int
+    data_status: list | None
 
     def __init__(self, dataset_name: str, local_rank: int = 0, world_size: int = 1, num_workers: int = 8):
         if world_size < 1 or not 0 <= local_rank < world_size:
@@ -38,12 +50,12 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.world_size = world_size
         self.num_workers = num_workers
         self.rng = random.Random()  # only ever re-seeded by set_epoch
-        self.data_paths = None
+        self.data_paths: Any = None  # the family's units: a list, or the VLM family's JsonlIndex
         self.epoch_seed = 42
         self.strict = False
         self.max_consecutive_failures = 100
         self.skip_log = SkipLog(dataset_name)
-        self.restart_plan = None  # set by an elastic restart (restart.py)
+        self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)
 
     # -- units -------------------------------------------------------------------------
     def get_data_paths(self, *args, **kwargs):
@@ -131,12 +143,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
 
     def _next_phase(self, phase: int) -> int:
         if phase == REMAINDER_PHASE:
+            assert self.restart_plan is not None  # only a restart plan has a remainder phase
             return self.restart_plan.first_pass
         return phase + 1
 
     def _iter_phase(self, shard: WorkerShard, phase: int, start: list[int] | None, log: SkipLog):
         """Yield `(position, sample)` for one phase, from `start` (inclusive) or its beginning."""
         if phase == INHERITED_PHASE:
+            assert self.restart_plan is not None  # only a restart plan has an inherited phase
             refs = self.restart_plan.inherited_for(*shard.global_worker)
             for index in range(start[0] if start else 0, len(refs)):
                 sample = self._sample_at_row(shard, refs[index], [index], log)

@@ -82,7 +82,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         self.set_epoch()
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
-        units = []
+        units: list[tuple[str, int]] = []  # (parquet file, row group)
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
                 info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
