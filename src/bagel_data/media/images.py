@@ -154,7 +154,8 @@ class ImageTransform:
 
     def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
         # A drafted image (fast_decode) carries its original size; others use image.size.
-        size = self.target_size(*image.info.get("bagel_original_size", image.size), img_num=img_num)
+        original: tuple[int, int] = image.info.get("bagel_original_size", image.size)
+        size = self.target_size(*original, img_num=img_num)
         if size == image.size:
             return image
         return image.resize(size, Image.Resampling.BICUBIC)

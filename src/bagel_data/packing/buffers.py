@@ -75,17 +75,17 @@ class PadBufferPool:
         for index in free:
             if len(self.mappings[index]) >= nbytes:
                 return _view(self.mappings[index], shape), False
-        if len(self.mappings) < self.capacity:
-            self.mappings.append(None)
-            self._idle_counts.append(0)
-            index = len(self.mappings) - 1
-        elif free:  # a free mapping too small for this pack: keep a larger one instead
-            index = free[0]
-        else:  # every pooled mapping is in use: this one is not pooled
-            return _view(_huge_mapping(2 * nbytes), shape), True
         # Twice the size asked for: packs vary, and untouched pages of a private anonymous
         # mapping cost address space only, so a later, larger pack can still reuse it.
-        self.mappings[index] = _huge_mapping(2 * nbytes)
+        if len(self.mappings) < self.capacity:
+            index = len(self.mappings)
+            self.mappings.append(_huge_mapping(2 * nbytes))
+            self._idle_counts.append(0)
+        elif free:  # a free mapping too small for this pack: keep a larger one instead
+            index = free[0]
+            self.mappings[index] = _huge_mapping(2 * nbytes)
+        else:  # every pooled mapping is in use: this one is not pooled
+            return _view(_huge_mapping(2 * nbytes), shape), True
         # Measured, not assumed, while only the list refers to it: what "free" looks like.
         self._idle_counts[index] = sys.getrefcount(self.mappings[index])
         return _view(self.mappings[index], shape), True

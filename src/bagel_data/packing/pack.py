@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -216,7 +217,7 @@ class PackBuilder:
 
     def to_batch(self) -> dict:
         """The packed batch dict of the SPEC (section 7)."""
-        batch = dict(
+        batch: dict[str, Any] = dict(
             sequence_length=self.curr,
             sample_lens=list(self.sample_lens),
             packed_text_ids=self.text_ids.tensor(),
