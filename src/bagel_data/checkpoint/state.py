@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,9 @@ class Buffered:
 
     group: int
     cursor: tuple
-    sample: dict | None = None
+    # The sample dict. None only for an item restored from a checkpoint (it holds cursors,
+    # not samples) until `PackedDataset._materialize` rebuilds it, before any other use.
+    sample: Any = None
 
 
 @dataclasses.dataclass

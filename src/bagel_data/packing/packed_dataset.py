@@ -230,6 +230,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """Put the carried sample right after the mandatory ones, or skip it, counted, when
         it cannot fit beside them (it would not fit in any later pack either)."""
         item, state.carry = state.carry, None
+        assert item is not None  # called only while a sample is carried
         self._materialize(item)
         if pack.curr + sample_length(item.sample) > self.config.max_num_tokens:
             self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
