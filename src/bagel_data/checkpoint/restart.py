@@ -34,7 +34,6 @@ import dataclasses
 from ..errors import ResumeError
 from ..sharding import (
     INHERITED_PHASE,
-    REMAINDER_PHASE,
     WorkerShard,
     WorkerTopology,
     row_key_at,
@@ -154,6 +153,7 @@ def worker_leftover(shard: WorkerShard, plan: GroupRestart | None, cursor) -> tu
     assert remainder is not None, "the phases before the first full pass exist only under a restart plan"
     if phase == INHERITED_PHASE:
         return remainder.segments_from(0), inherited[index + 1 :], first_pass
+    # REMAINDER_PHASE: within the old workers' remainder
     if row:
         return remainder.segments_from(index, _after(row)), [], first_pass
     return remainder.segments_from(index + 1), [], first_pass

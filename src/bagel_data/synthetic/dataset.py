@@ -225,7 +225,8 @@ def _write_vlm(rng: np.random.Generator, jsonl: Path, image_dir: Path, v: VlmSiz
     n_images = n_single = 0
     with jsonl.open("w", encoding="utf-8") as out:
         for i, j in enumerate(rng.permutation(len(kinds))):
-            kind, row = kinds[j], {"id": f"vlm_{i:05d}"}
+            kind = kinds[j]
+            row: dict[str, object] = {"id": f"vlm_{i:05d}"}
             count = {"one": 1, "two": 2}.get(kind, 0)
             if kind in ("mp4", "frames"):
                 row["video"] = "clip_0.mp4" if kind == "mp4" else "clip_0/"

@@ -59,7 +59,7 @@ def _array(batch: dict, key: str) -> np.ndarray:
 
 
 def _special_ids(special_tokens) -> dict[str, int]:
-    if dataclasses.is_dataclass(special_tokens):
+    if dataclasses.is_dataclass(special_tokens) and not isinstance(special_tokens, type):
         return dataclasses.asdict(special_tokens)
     return {name: int(value) for name, value in dict(special_tokens).items()}
 

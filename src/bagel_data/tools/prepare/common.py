@@ -276,6 +276,7 @@ def manifest_rows(manifest: Path) -> Rows:
 def caption_values(value: object) -> list[str]:
     """Captions from a sidecar/manifest value: a string, a list of strings or an object of them."""
     values = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else [value]
-    if not all(isinstance(text, str) for text in values):
+    texts = [text for text in values if isinstance(text, str)]
+    if len(texts) != len(values):
         raise RowDropped(SkipReason.CAPTION_INVALID, "captions must be strings")
-    return [text.strip() for text in values if text.strip()]
+    return [text.strip() for text in texts if text.strip()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from ...errors import ConfigError, SkipReason
 from ...formats import T2I_SCHEMA
@@ -96,7 +97,8 @@ def prepare_t2i(
     writer = ShardWriter(prepare_out_dir(Path(out_dir), overwrite), T2I_SCHEMA, rows_per_group, rows_per_shard)
 
     def handle(location: str, row: object) -> None:
-        path, captions = row if from_folder else _manifest_captions(row, root)
+        # A folder row is what `_folder_rows` made of it: (image path, caption texts).
+        path, captions = cast(tuple[Path, list[str]], row) if from_folder else _manifest_captions(row, root)
         if not captions:
             raise RowDropped(DropReason.NO_CAPTION, "no caption text found for this image")
         numbered = {f"caption_{i}": text for i, text in enumerate(dict.fromkeys(captions), 1)}
