@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from bagel_data.bench.main import SECTIONS, run_benchmark
@@ -14,6 +15,7 @@ from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.sample import SampleBuilder
 
 
+@pytest.mark.slow
 def test_quick_benchmark_writes_every_section(tmp_path):
     originals = (images.ImageTransform.__call__, t2i.decode_image, pack.PackBuilder.add, PackedDataset.pad_pool_factory,
                  pack.prepare_attention_mask_per_sample, SampleBuilder.build)  # fmt: skip
