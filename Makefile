@@ -1,11 +1,12 @@
-# Two entry points: `make demo` (the main job on the embedded default) and `make test`.
+# Entry points: `make demo` (the main job on the embedded default), `make test`, and
+# `make lint` (ruff check, ruff format --check, mypy; `.ci/run` runs it before the tests).
 # Both create .venv and install the project into it on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench mutate clean
+.PHONY: install demo lint test bench mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,6 +21,11 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/bagel-data demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -38,7 +38,7 @@ def t2i(folder, tokenizer, files=None) -> T2IIterableDataset:
 
 def one_pass(dataset) -> tuple[list, SkipLog]:
     log = SkipLog(dataset.dataset_name)
-    samples = [sample for _, sample in dataset._iter_pass(dataset.worker_shard(), 0, None, log)]
+    samples = [sample for _, sample in dataset.iter_pass(log)]
     return samples, log
 
 

@@ -22,6 +22,14 @@ class SimpleCustomBatch:
     `to_dict()` gives the batch dict back for the model's forward.
     """
 
+    # The fields every packed batch has (SPEC section 7); the others depend on its content.
+    sequence_length: int
+    sample_lens: list[int]
+    packed_text_ids: torch.Tensor
+    packed_text_indexes: torch.Tensor
+    packed_position_ids: torch.Tensor
+    batch_data_indexes: list[dict]
+
     def __init__(self, batch: list[dict]):
         if len(batch) != 1:
             raise ValueError(f"a packed batch holds one sequence; got {len(batch)} (use batch_size=1)")

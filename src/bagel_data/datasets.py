@@ -72,10 +72,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Kept for import compatibility: paths always come from an explicit dataset_info.
+# Public names of the reference's module (SPEC section 2), for code that imports them.
+# Paths always come from an explicit dataset_info, so the default mapping stays empty; the
+# reference raises Pillow's PNG text-chunk limit process-wide with the two sizes below,
+# which this library does not do (no global side effects).
 DEFAULT_DATASET_INFO: dict = {}
-# The reference raises Pillow's PNG text-chunk limit to this size process-wide; the
-# constants stay importable, but the library changes no global Pillow setting.
 _MaximumDecompressedSize = 1024
 _MegaByte = 2**20
 

@@ -64,6 +64,34 @@ class ResumeError(BagelDataError):
     """A checkpoint that cannot be loaded into this pipeline."""
 
 
+class ImageDecodeError(BagelDataError, ValueError):
+    """The bytes are not a decodable image (corrupt, truncated or unknown format)."""
+
+
+class ImageTooLargeError(BagelDataError, ValueError):
+    """The image header declares more pixels than the configured limit."""
+
+
+class VideoDecodeError(BagelDataError, ValueError):
+    """A video or frame folder that is missing, empty, corrupt or otherwise unreadable."""
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        # args holds both fields so the error survives pickling across worker processes.
+        super().__init__(path, reason)
+
+    def __str__(self) -> str:
+        return f"cannot read video frames from {self.path!r}: {self.reason}"
+
+
+class StorageOptionsError(BagelDataError, ValueError):
+    """Options that do not fit the filesystem, or that clash with options given before."""
+
+
+class InvariantError(BagelDataError, AssertionError):
+    """A packed batch breaks an invariant of the SPEC's batch schema."""
+
+
 class BadSampleError(BagelDataError):
     """Raised in strict mode on the first bad row, with where it lives."""
 

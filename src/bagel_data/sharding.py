@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
+import torch.utils.data
 
 
 def split_evenly(count: int, parts: int, index: int) -> range:
@@ -51,17 +52,24 @@ def shard_unit_ids(num_units: int, rank: int, world_size: int, worker_id: int, n
 
 
 @dataclasses.dataclass(frozen=True)
-class WorkerShard:
-    """The units one worker of one rank iterates, as global unit indices.
+class WorkerTopology:
+    """Which worker of which rank this is: the one description of a process's place.
 
-    `num_workers` is 0 in the main process (a DataLoader without workers).
+    `num_workers` is 0 in the main process (a DataLoader without workers). A checkpoint
+    stores it as `dataclasses.asdict` (keys rank, world_size, worker_id, num_workers).
     """
 
     rank: int
     world_size: int
     worker_id: int
     num_workers: int
-    unit_ids: Sequence[int]
+
+    @classmethod
+    def current(cls, rank: int, world_size: int) -> WorkerTopology:
+        """The calling process's topology: `torch.utils.data.get_worker_info()`, read once."""
+        info = torch.utils.data.get_worker_info()
+        worker_id, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
+        return cls(rank, world_size, worker_id, num_workers)
 
     @property
     def global_worker(self) -> tuple[int, int]:
@@ -69,11 +77,23 @@ class WorkerShard:
         per_rank = max(self.num_workers, 1)
         return self.rank * per_rank + self.worker_id, self.world_size * per_rank
 
+    def shard(self, num_units: int) -> WorkerShard:
+        """This worker's share of `num_units` units (`shard_unit_ids`)."""
+        ids = shard_unit_ids(num_units, self.rank, self.world_size, self.worker_id, self.num_workers)
+        return WorkerShard(self.rank, self.world_size, self.worker_id, self.num_workers, ids)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerShard(WorkerTopology):
+    """A worker's topology and the units it iterates, as global unit indices."""
+
+    unit_ids: np.ndarray  # int64, in iteration order (`shard_unit_ids`)
+
 
 class PassWork:
     """One pass over a shard: item i is the whole unit `unit_ids[i]`, read in pass `pass_index`."""
 
-    def __init__(self, unit_ids: Sequence[int], pass_index: int):
+    def __init__(self, unit_ids: Sequence[int] | np.ndarray, pass_index: int):
         self.unit_ids, self.pass_index = unit_ids, pass_index
 
     def __len__(self) -> int:

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, cast
 
 import tiktoken
 
@@ -130,7 +130,8 @@ class QwenTokenizer:
         """Decode ids to text; invalid UTF-8 from partial byte tokens becomes U+FFFD, as in HF."""
         id_to_added = {v: k for k, v in self._added.items()}
         specials, enc = set(QWEN2_SPECIAL_TOKENS.values()), _qwen_encoding()
-        out, run = bytearray(), []
+        out = bytearray()
+        run: list[int] = []  # ids of base tokens not yet decoded
         for tid in map(int, ids):
             if skip_special_tokens and (tid in specials or tid in id_to_added):
                 continue
@@ -257,7 +258,7 @@ class HFTokenizerAdapter:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
 
-TokenizerLike = Union[QwenTokenizer, HFTokenizerAdapter]
+TokenizerLike = QwenTokenizer | HFTokenizerAdapter
 
 
 def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> TokenizerLike:
@@ -286,5 +287,6 @@ def add_special_tokens(tokenizer: TokenizerLike) -> tuple[TokenizerLike, dict[st
     ids = tokenizer.convert_tokens_to_ids(wanted)
     if not isinstance(ids, list) or any(i is None for i in ids):
         raise ValueError(f"tokenizer could not resolve {wanted}: got ids {ids}")
-    new_token_ids = dict(zip(("bos_token_id", "eos_token_id", "start_of_image", "end_of_image"), ids))
+    resolved = cast(list[int], ids)  # no None left: checked just above
+    new_token_ids = dict(zip(("bos_token_id", "eos_token_id", "start_of_image", "end_of_image"), resolved))
     return tokenizer, new_token_ids, num_new_tokens

@@ -35,6 +35,7 @@ def config(golden_root):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_ranks_under_torchrun(config, tmp_path, world_size):
     (tmp_path / "config.json").write_text(json.dumps(config))

@@ -158,7 +158,7 @@ def test_jsonl_documents_with_image_paths(tokenizer, special_tokens, tmp_path):
     group = dict(GROUP, num_used_data=[3])
     family = build(tokenizer, special_tokens, info, group).grouped_datasets[0]
     log = family.new_skip_log()
-    samples = [s for _, s in family._iter_pass(family.worker_shard(), 0, None, log)]
+    samples = [s for _, s in family.iter_pass(log, 0, family.worker_shard())]
     assert len(samples) == 2
     assert [i["type"] for i in samples[0]["sequence_plan"]] == ["vit_image", "text"]
     assert log.as_dict() == {"parse_row_failed": 1}
@@ -179,7 +179,7 @@ def test_without_a_vit_transform_only_vae_roles_are_allowed(tokenizer, special_t
     vae_only = {"first_image": ["conditioned"], "later_images": ["generated"]}
     family = build(tokenizer, special_tokens, parquet_info, dict(group, segment_defaults=vae_only)).grouped_datasets[0]
     log = family.new_skip_log()
-    plans = [s["sequence_plan"] for _, s in family._iter_pass(family.worker_shard(), 0, None, log)]
+    plans = [s["sequence_plan"] for _, s in family.iter_pass(log, 0, family.worker_shard())]
     assert len(plans) == len(DOCS) - 1 and all(item["type"] != "vit_image" for plan in plans for item in plan)
     assert log.as_dict() == {"parse_row_failed": 1}  # "bravo" asks for an understood image
     assert "vit_image_transform_args" in log.examples["parse_row_failed"]

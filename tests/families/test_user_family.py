@@ -144,20 +144,20 @@ def test_parse_row_failure_names_file_row_group_and_row(tokenizer, special_token
     group = dict(GROUP, dataset_class=f"{user_module}:CaptionFamily")
     family = build(tokenizer, special_tokens, "g", group, info).grouped_datasets[0]
     log = family.new_skip_log()
-    samples = list(family._iter_pass(family.worker_shard(), 0, None, log))
+    samples = list(family.iter_pass(log))
     assert len(samples) == 11 and log.as_dict() == {"parse_row_failed": 1}
     assert "part-0.parquet, row group 1, row 1" in log.examples["parse_row_failed"]
     family.strict = True
     with pytest.raises(Exception, match="parse_row_failed.*row group 1, row 1"):
-        list(family._iter_pass(family.worker_shard(), 0, None, family.new_skip_log()))
+        list(family.iter_pass(family.new_skip_log()))
 
 
 def test_row_choices_come_from_the_row_not_the_reader(tokenizer, special_tokens, user_module, info):
     group = dict(GROUP, dataset_class=f"{user_module}:CaptionFamily")
     family = build(tokenizer, special_tokens, "g", group, info).grouped_datasets[0]
     shard = family.worker_shard()
-    once = [s["text_ids_list"] for _, s in family._iter_pass(shard, 0, None, family.new_skip_log())]
-    again = [s["text_ids_list"] for _, s in family._iter_pass(shard, 0, None, family.new_skip_log())]
+    once = [s["text_ids_list"] for _, s in family.iter_pass(family.new_skip_log(), 0, shard)]
+    again = [s["text_ids_list"] for _, s in family.iter_pass(family.new_skip_log(), 0, shard)]
     assert once == again
     assert len({tokenizer.decode(ids[0])[:8] for ids in once}) == 2  # both phrasings occur
 
@@ -250,7 +250,7 @@ def test_an_empty_result_is_a_named_skip(tokenizer, special_tokens, user_module,
     group = dict(GROUP, dataset_class=f"{user_module}:SkipFirstFamily")
     family = build(tokenizer, special_tokens, "g", group, info).grouped_datasets[0]
     log = family.new_skip_log()
-    samples = list(family._iter_pass(family.worker_shard(), 0, None, log))
+    samples = list(family.iter_pass(log))
     assert len(samples) == 7
     assert log.as_dict() == {"parse_row_returned_nothing": 4, "parse_row_failed": 1}
 

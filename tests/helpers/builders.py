@@ -21,8 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-T2I_TYPES = {"image": pa.binary(), "captions": pa.string()}
-EDIT_TYPES = {"image_list": pa.list_(pa.binary()), "instruction_list": pa.list_(pa.list_(pa.string()))}
+from bagel_data.formats import EDIT_SCHEMA, T2I_SCHEMA, column_types
+
+T2I_TYPES = column_types(T2I_SCHEMA)
+EDIT_TYPES = column_types(EDIT_SCHEMA)
 
 
 # -- media -------------------------------------------------------------------------------

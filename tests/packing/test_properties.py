@@ -127,7 +127,7 @@ def test_any_row_gives_a_consistent_sample_or_a_named_skip(row, vlm_folder, toke
         num_workers=1,
     )
     log = SkipLog("vlm_sft")
-    produced = list(dataset._iter_pass(dataset.worker_shard(), 0, None, log))
+    produced = list(dataset.iter_pass(log))
     assert len(produced) + sum(log.counts.values()) == 1, "one row: one sample or one counted skip"
     assert set(log.counts) <= {reason.value for reason in SkipReason}
     if not produced:

@@ -204,7 +204,7 @@ def test_strip_pixel_shares_match_position_shares(flex_batches, special_tokens, 
 def test_inspect_command_prints_the_first_pack_and_the_files(demo, tmp_path):
     app = typer.Typer()
     app.command("inspect")(inspect_command)
-    app.command("unused")(lambda: None)  # two commands, so "inspect" is a subcommand as in cli.py
+    app.command("unused")(lambda: None)  # two commands, so "inspect" is a subcommand as in cli/main.py
     result = CliRunner().invoke(
         app, ["inspect", str(_run_config(demo, False)), "--out", str(tmp_path / "o"), "--batches", "1"]
     )

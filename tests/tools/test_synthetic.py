@@ -16,9 +16,8 @@ import pytest
 import yaml
 from PIL import Image
 
+from bagel_data.formats import EDIT_SCHEMA, T2I_SCHEMA
 from bagel_data.synthetic.dataset import (
-    EDIT_SCHEMA,
-    T2I_SCHEMA,
     DemoPaths,
     DemoSizes,
     encode_image,

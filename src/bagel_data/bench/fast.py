@@ -3,10 +3,8 @@ the current code on the same inputs in the same run.
 
 * `measure_fast_decode`: exact vs fast decode + transform, speed and pixel difference;
 * `simplejpeg_check`: whether the optional decoder gives Pillow's pixels, per JPEG mode;
-* `proposed_mask`: a faster, bit-identical version of the nested-mask helper
-  (`packing/layout.py`) that profiling flagged (see `benchmarks/NOTES.md`);
-* `fresh_zero_pad`: `padded_images` as it was before the buffer pool (a fresh
-  `torch.zeros` per pack), the same-run baseline for `packing/buffers.py`.
+* `FreshZeroPool`: a buffer pool that lends a fresh `torch.zeros` per pack, the same-run
+  baseline for `packing/buffers.py` (through `PackedDataset.pad_pool_factory`).
 """
 
 from __future__ import annotations
@@ -22,10 +20,8 @@ from PIL import Image
 from ..media import fast_decode
 from ..media.fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
 from ..media.images import ImageTransform, decode_image
-from ..packing.layout import prepare_attention_mask_per_sample
-from ..packing.pack import _pad_images
 from ..synthetic.dataset import encode_image, photo_like_image
-from .floor import Patcher, best_seconds
+from .floor import Patcher
 
 _now = time.perf_counter
 
@@ -141,57 +137,9 @@ def simplejpeg_check(jpegs: list[bytes]) -> dict:
             "decode_speedup": pil_s / max(fast_s, 1e-12)}  # fmt: skip
 
 
-# -- proposed fixes, bit-identical to the current helpers ---------------------------------------
-def proposed_mask(split_lens, attn_modes) -> torch.Tensor:
-    """`prepare_attention_mask_per_sample` from calloc'd zeros, writing only the -inf entries.
-
-    The kernel maps zero pages lazily, so the allowed (0) region costs nothing here, and the
-    bool matrix, the second float matrix and `masked_fill_` of the current version go away.
-    """
-    total = int(sum(split_lens))
-    mask = np.zeros((total, total), dtype=np.float32)
-    start, noise = 0, []
-    for length, mode in zip(split_lens, attn_modes):
-        end = start + length
-        mask[start:end, end:] = -np.inf
-        if mode == "causal":
-            cols = np.arange(length)
-            mask[start:end, start:end][cols[None, :] > cols[:, None]] = -np.inf
-        elif mode == "noise":
-            noise.append((start, end))
-        start = end
-    for start, end in noise:
-        mask[end:, start:end] = -np.inf  # nothing after a noise split sees into it
-    return torch.from_numpy(mask)
-
-
-class _FreshZeros:
-    """A stand-in buffer pool that always lends a fresh `torch.zeros` (the code before it)."""
+class FreshZeroPool:
+    """A buffer pool that always lends a fresh `torch.zeros`: padding without reuse."""
 
     @staticmethod
     def float32(shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
         return torch.zeros(shape, dtype=torch.float32), True
-
-
-def fresh_zero_pad(images: list[torch.Tensor], pool=None) -> torch.Tensor:
-    """`_pad_images` without the buffer pool or huge pages: a fresh zero-filled tensor."""
-    return _pad_images(images, _FreshZeros())
-
-
-def measure_proposals(mask_calls: list, rounds: int = 3) -> dict:
-    """Current vs proposed mask helper, alone, on the inputs the nested-mask run saw.
-
-    Alone means best case: `bench.py` also runs the whole nested-mask pipeline with it.
-    """
-    mask_current = mask_proposed = 0.0
-    identical = True
-    for _, split_lens, attn_modes in mask_calls:
-        identical &= torch.equal(prepare_attention_mask_per_sample(split_lens, attn_modes),
-                                 proposed_mask(split_lens, attn_modes))  # fmt: skip
-        mask_current += best_seconds(prepare_attention_mask_per_sample, split_lens, attn_modes, rounds=rounds)
-        mask_proposed += best_seconds(proposed_mask, split_lens, attn_modes, rounds=rounds)
-    return {
-        "bit_identical": bool(identical),
-        "mask_alone": {"calls": len(mask_calls), "current_seconds": mask_current, "proposed_seconds": mask_proposed,
-                       "speedup": mask_current / max(mask_proposed, 1e-12)},
-    }  # fmt: skip

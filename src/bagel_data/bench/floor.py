@@ -13,6 +13,7 @@ import collections
 import time
 import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -55,12 +56,12 @@ class StageProfiler:
     """Self time (children excluded) and call count of each pipeline stage inside the block."""
 
     def __init__(self, tokenizer):
-        self.seconds: collections.Counter = collections.Counter()
+        self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
         self.calls: collections.Counter = collections.Counter()
         self._stack: list[float] = []
-        self._targets = {
+        self._targets: dict[str, list[tuple[Any, str]]] = {
             "read": [(ParquetReader, "read_row_group"), (JsonlIndex, "read_line")],
-            "decode": [*DECODERS, (video, "_open_rgb"), (video, "_decode_frames")],
+            "decode": [*DECODERS, (video, "open_frame"), (video, "decode_frames")],
             "resize": [(ImageTransform, "resize")],
             "tensorize": [(ImageTransform, "to_tensor")],
             "tokenize": [(type(tokenizer), "encode")],
@@ -98,7 +99,9 @@ class StageProfiler:
         self._patcher.__exit__(*exc)
 
     def breakdown(self, wall_seconds: float) -> dict:
-        stages = {s: {"seconds": self.seconds[s], "calls": self.calls[s]} for s in self._targets}
+        stages: dict[str, dict[str, float]] = {
+            s: {"seconds": self.seconds[s], "calls": self.calls[s]} for s in self._targets
+        }
         stages["other"] = {"seconds": max(0.0, wall_seconds - sum(self.seconds.values())), "calls": 0}
         for entry in stages.values():
             entry["share"] = entry["seconds"] / wall_seconds if wall_seconds else 0.0
@@ -123,8 +126,8 @@ class WorkRecorder:
     def __init__(self):
         self.images: list[ImageRecord] = []
         self.samples: dict[int, tuple[dict, list[tuple[int, int]]]] = {}
-        self.mask_seconds: collections.Counter = collections.Counter()
-        self.mask_calls: list[tuple[int, list, list]] = []  # (sample key, split_lens, attn_modes)
+        self.mask_seconds: collections.defaultdict[int | None, float] = collections.defaultdict(float)
+        self.mask_calls: list[tuple[int | None, list, list]] = []  # (sample key, split_lens, attn_modes)
         self._image_ids: dict[int, tuple] = {}
         self._tensor_ids: dict[int, tuple] = {}
         self._current: int | None = None
@@ -148,14 +151,14 @@ class WorkRecorder:
 
         return decode
 
-    def _wrap_open_rgb(self, fn):
-        def open_rgb(folder, file):
+    def _wrap_open_frame(self, fn):
+        def open_frame(folder, file):
             start = _now()
             image = fn(folder, file)
             self._add_image(image, ("file", file), _now() - start)
             return image
 
-        return open_rgb
+        return open_frame
 
     def _wrap_frames(self, fn):
         def decode_frames(path, indices):
@@ -221,8 +224,8 @@ class WorkRecorder:
         self._patcher = Patcher()
         for owner, name in DECODERS:
             self._patcher.wrap(owner, name, self._wrap_decode)
-        self._patcher.wrap(video, "_open_rgb", self._wrap_open_rgb)
-        self._patcher.wrap(video, "_decode_frames", self._wrap_frames)
+        self._patcher.wrap(video, "open_frame", self._wrap_open_frame)
+        self._patcher.wrap(video, "decode_frames", self._wrap_frames)
         self._patcher.wrap(ImageTransform, "__call__", self._wrap_call)
         self._patcher.wrap(SampleBuilder, "build", self._wrap_build)
         self._patcher.wrap(pack_module.PackBuilder, "add", self._wrap_add)
@@ -250,7 +253,7 @@ class WorkRecorder:
 
     def mask_rows(self, packs: list[list[dict]]) -> list[tuple[str, bool, float, float]]:
         """(group, has images, mask seconds, image-work seconds) of each packed sample, in order."""
-        rows = []
+        rows: list[tuple[str, bool, float, float]] = []
         for where in (w for pack in packs for w in pack):
             key = id(where)
             rows.append(
@@ -261,9 +264,9 @@ class WorkRecorder:
     def warm_mask_rows(self, packs: list[list[dict]], rounds: int = 3) -> list[tuple[str, bool, float, float]]:
         """Like `mask_rows`, but each sample's mask is rebuilt `rounds` times in a row (best
         kept), so it lands in pages just freed: the build's own cost, without the first touch
-        of fresh memory (which on the development VM comes from the host, see bench.py)."""
+        of fresh memory (which on the development VM comes from the host, see bench/main.py)."""
         calls = {key: (split_lens, attn_modes) for key, split_lens, attn_modes in self.mask_calls}
-        rows = []
+        rows: list[tuple[str, bool, float, float]] = []
         for where in (w for pack in packs for w in pack):
             key = id(where)
             best = best_seconds(build_mask, *calls[key], rounds=rounds)
@@ -298,7 +301,7 @@ def mask_report(runs: list[list[tuple]]) -> dict:
     `runs` are `mask_rows` of repeated identical runs; each sample keeps its fastest times.
     """
     rows = [(r[0][0], r[0][1], min(x[2] for x in r), min(x[3] for x in r)) for r in zip(*runs)]
-    report = {"text_only_samples": sum(not r[1] for r in rows), "by_group": {}}
+    report: dict[str, Any] = {"text_only_samples": sum(not r[1] for r in rows), "by_group": {}}
     for group in sorted({r[0] for r in rows}) + ["all"]:
         report["by_group"][group] = _mask_stats([(r[2], r[3]) for r in rows if r[1] and group in ("all", r[0])])
     return report
@@ -337,7 +340,7 @@ def _decode(source, video_cache: dict):
     if source[0] == "video":
         key = source[1:3]
         if key not in video_cache:
-            video_cache[key] = video._decode_frames(source[1], list(source[2]))
+            video_cache[key] = video.decode_frames(source[1], list(source[2]))
         return video_cache[key][source[3]]
     return source[1]  # ("pixels", image)
 

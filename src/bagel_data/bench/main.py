@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from ..batch import collate_wrapper
-from ..packing import pack as pack_module
+from ..packing.packed_dataset import PackedDataset
 from ..synthetic.dataset import DemoSizes, write_demo_dataset
 from . import fast as fast
 from . import floor as floor
@@ -41,7 +41,6 @@ SECTIONS = (
     "stages",
     "loader",
     "nested_mask",
-    "proposals",
     "checkpoint",
     "jsonl_index",
     "fast_decode",
@@ -156,7 +155,7 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
         runs.append(_run_packs(running.build(paths, tok, special, packing), batches))
         res.setdefault("process_peak_rss_mb", running.process_status(os.getpid()).get("VmHWM", 0) / 2**20)
         floors.append(floor.replay_floor(recorder, work))
-        with _without_pad_pool():  # baseline: padded_images as before packing/buffers.py
+        with _without_pad_pool():  # baseline: padded_images into fresh zeros, no buffer reuse
             no_pool.append(_run_packs(running.build(paths, tok, special, packing), batches)["seconds"])
         fast_runs.append(_run_packs(running.build(fast_paths, tok, special, packing), batches))  # fast_decode: true
     best = min(runs, key=lambda r: r["seconds"])
@@ -190,26 +189,21 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
     }  # fmt: skip
     del recorder, work, jpegs, twice, dataset
 
-    # nested-mask mode (dense masks instead of split_lens / attn_modes), as is and with the
-    # proposed helpers; then the helpers alone on the inputs this run saw.
-    nested: dict = {"current": [], "proposed": []}
+    # nested-mask mode (dense masks instead of split_lens / attn_modes)
+    runs_nested = []
     warm_rebuild = None  # the same masks rebuilt in warm memory: the code's cost, not the VM's
     for _ in range(repeats):
-        for name, runs in nested.items():
-            helpers = _proposed_helpers() if name == "proposed" else floor.Patcher()
-            with helpers, floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
-                run = _run_packs(running.build(paths, tok, special, packing, use_flex=False), batches)
-            runs.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))
-            if name == "current" and warm_rebuild is None:
-                warm_rebuild = floor.mask_report([recorder.warm_mask_rows(run["packs"], rounds=repeats)])
-    for name, runs in nested.items():
-        fastest = min(runs, key=lambda r: r[0]["seconds"])
-        nested[name] = {"tokens_per_second": fastest[0]["tokens_per_second"], "seconds": fastest[0]["seconds"],
-                        "all_seconds": [r[0]["seconds"] for r in runs], "mask_build_seconds": min(r[1] for r in runs),
-                        **floor.mask_report([r[2] for r in runs])}  # fmt: skip
-    res["nested_mask"] = {**nested["current"], "with_proposed_helpers": nested["proposed"], "warm_rebuild": warm_rebuild,
-                          "relative_to_flex": nested["current"]["tokens_per_second"] / best["tokens_per_second"]}  # fmt: skip
-    res["proposals"] = fast.measure_proposals(recorder.mask_calls, rounds=repeats)
+        with floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
+            run = _run_packs(running.build(paths, tok, special, packing, use_flex=False), batches)
+        runs_nested.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))
+        if warm_rebuild is None:
+            warm_rebuild = floor.mask_report([recorder.warm_mask_rows(run["packs"], rounds=repeats)])
+    fastest = min(runs_nested, key=lambda r: r[0]["seconds"])
+    res["nested_mask"] = {"tokens_per_second": fastest[0]["tokens_per_second"], "seconds": fastest[0]["seconds"],
+                          "all_seconds": [r[0]["seconds"] for r in runs_nested],
+                          "mask_build_seconds": min(r[1] for r in runs_nested),
+                          **floor.mask_report([r[2] for r in runs_nested]), "warm_rebuild": warm_rebuild,
+                          "relative_to_flex": fastest[0]["tokens_per_second"] / best["tokens_per_second"]}  # fmt: skip
     return res
 
 
@@ -223,17 +217,10 @@ def _with_fast_decode(grouped_path: str) -> dict:
     return grouped
 
 
-def _proposed_helpers() -> floor.Patcher:
-    """What-if: the packer runs with the proposed (bit-identical) nested-mask helper."""
-    patcher = floor.Patcher()
-    patcher.wrap(pack_module, "prepare_attention_mask_per_sample", lambda fn: fast.proposed_mask)
-    return patcher
-
-
 def _without_pad_pool() -> floor.Patcher:
-    """Baseline: a fresh zero-filled `padded_images` per pack, as before the buffer pool."""
+    """Baseline: a fresh zero-filled `padded_images` per pack, through the pool hook."""
     patcher = floor.Patcher()
-    patcher.wrap(pack_module, "_pad_images", lambda fn: fast.fresh_zero_pad)
+    patcher.wrap(PackedDataset, "pad_pool_factory", lambda _: fast.FreshZeroPool)
     return patcher
 
 
@@ -243,7 +230,7 @@ def print_report(res: dict) -> None:
     from rich.table import Table
 
     pipe, flo, nest, jl, fd = res["pipeline"], res["floor"], res["nested_mask"], res["jsonl_index"], res["fast_decode"]
-    prop, sj = res["proposals"], fd["simplejpeg"]
+    sj = fd["simplejpeg"]
     warm = res["config"]["warm_memory"]
     rows = [
         ("memory warmed first", f"{warm['megabytes']} MiB in {warm['seconds']:.2f} s ({warm['mb_per_second']:,.0f} MiB/s)"),
@@ -272,18 +259,17 @@ def print_report(res: dict) -> None:
                 ),
             )
         )
-    for label, n in (("", nest), (", proposed helpers", nest["with_proposed_helpers"])):
-        m = n["by_group"]["all"]
-        rows.append(
+    m = nest["by_group"]["all"]
+    rows.append(
+        (
+            "nested masks",
             (
-                f"nested masks{label}",
-                (
-                    f"{n['tokens_per_second']:,.0f} tok/s; mask < image work in "
-                    f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
-                    f"max ratio {m['max_mask_to_image_ratio']:.2f}"
-                ),
-            )
+                f"{nest['tokens_per_second']:,.0f} tok/s; mask < image work in "
+                f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
+                f"max ratio {m['max_mask_to_image_ratio']:.2f}"
+            ),
         )
+    )
     m = nest["warm_rebuild"]["by_group"]["all"]
     rows.append(
         (
@@ -293,9 +279,6 @@ def print_report(res: dict) -> None:
                 f"{m['samples']} samples, max ratio {m['max_mask_to_image_ratio']:.2f}"
             ),
         )
-    )
-    rows.append(
-        ("proposed mask helper alone", (f"x{prop['mask_alone']['speedup']:.1f}, bit-identical {prop['bit_identical']}"))
     )
     rows.append(("checkpoint", f"{res['checkpoint']['bytes']:,} bytes"))
     rows.append(

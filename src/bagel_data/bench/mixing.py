@@ -61,6 +61,9 @@ class LengthGroup(torch.utils.data.IterableDataset):
         for i in itertools.count(0 if after is None else after[0] + 1):
             yield (i,), self.sample_at((i,))
 
+    def __iter__(self):
+        return (sample for _, sample in self.iter_samples())
+
 
 def real_lengths(dataset, per_group: int) -> dict[str, list[int]]:
     """Packed lengths of the first `per_group` good samples of each group of a built
@@ -118,11 +121,11 @@ def measure_mixing(run_config: str, packs: int = 1000, per_group: int = 150, wor
     lengths = real_lengths(dataset, per_group)
     weights = dict(zip(dataset.group_names, dataset.grouped_weights))
     mandatory = dict(zip(dataset.group_names, dataset.is_mandatory))
-    results = {"packs": packs, "world_size": world_size, "samples_per_group": per_group, "modes": {}}
+    modes = {}
     for mix_by, strategy in MODES:
         config = dataclasses.replace(dataset.config, mix_by=mix_by, pack_strategy=strategy)
-        results["modes"][f"{mix_by}/{strategy}"] = simulate(lengths, weights, mandatory, config, packs, world_size)
-    return results
+        modes[f"{mix_by}/{strategy}"] = simulate(lengths, weights, mandatory, config, packs, world_size)
+    return {"packs": packs, "world_size": world_size, "samples_per_group": per_group, "modes": modes}
 
 
 def print_mixing(results: dict) -> None:

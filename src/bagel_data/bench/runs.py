@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..datasets import make_bagel_multimodal_dataset
 from ..tokenizer import add_special_tokens, load_tokenizer
+from ..tools.run import RunConfig, build_from_run_config
 
 _now = time.perf_counter
 
@@ -31,10 +31,9 @@ def load_tokenizer_once():
 
 
 def build(paths: dict, tok, special, packing: dict, num_workers: int = 1, **override):
-    return make_bagel_multimodal_dataset(
-        tokenizer=tok, special_tokens=special, grouped_datasets=paths["grouped"], dataset_info=paths["info"],
-        num_workers=num_workers, **{**packing, **override},
-    )  # fmt: skip
+    """The benchmark's packed dataset over `paths` ({"grouped", "info"}), with the warm `tok`."""
+    run = RunConfig(paths["grouped"], paths["info"], {**packing, **override})
+    return build_from_run_config(run, num_workers=num_workers, tokenizer=tok).dataset
 
 
 # -- process memory ------------------------------------------------------------------------------
@@ -76,7 +75,8 @@ class RssSampler(threading.Thread):
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.pid, self.peaks, self._stop_event = pid, {}, threading.Event()
+        self.pid, self._stop_event = pid, threading.Event()
+        self.peaks: dict[int, dict[str, int]] = {}  # pid -> the largest of each status field
 
     def sample(self) -> None:
         for pid in [self.pid, *_children(self.pid)]:
@@ -176,6 +176,3 @@ def write_jsonl(path: Path, lines: int) -> Path:
         for first in range(0, lines, 100_000):
             out.write("".join(row % (i, i, i * 7919 % 100_003) for i in range(first, min(lines, first + 100_000))))
     return path
-
-
-# -- the benchmark -----------------------------------------------------------------------------------

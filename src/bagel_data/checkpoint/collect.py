@@ -6,14 +6,20 @@ import torch.distributed as dist
 
 from ..distributed import process_group_ready
 
+# The layout of `StatefulDataLoader.state_dict()` (torchdata 0.11). torchdata offers no
+# public accessor for the per-worker dataset states inside it, so these keys are read as
+# its own loader reads them (`_MultiProcessingDataLoaderIter._SNAPSHOT` and friends); the
+# tests in tests/checkpoint fail if a torchdata release changes them.
+_SNAPSHOT, _WORKER_SNAPSHOTS, _DATASET_STATE = "_snapshot", "_worker_snapshots", "dataset_state"
+
 
 def worker_dataset_states(loader_state: dict) -> list[dict]:
     """The packed dataset's checkpoint of each worker inside a StatefulDataLoader state."""
-    if "_snapshot" not in loader_state:  # num_workers == 0: the state is the main process's
-        state = loader_state.get("dataset_state")
+    if _SNAPSHOT not in loader_state:  # num_workers == 0: the state is the main process's
+        state = loader_state.get(_DATASET_STATE)
         return [state] if state else []
-    snapshots = loader_state["_snapshot"]["_worker_snapshots"]
-    return [snapshots[key]["dataset_state"] for key in sorted(snapshots) if snapshots[key].get("dataset_state")]
+    snapshots = loader_state[_SNAPSHOT][_WORKER_SNAPSHOTS]
+    return [snapshots[key][_DATASET_STATE] for key in sorted(snapshots) if snapshots[key].get(_DATASET_STATE)]
 
 
 def gather_worker_states(states: list[dict]) -> list[dict]:

@@ -27,10 +27,7 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:
         if is_elastic(saved):
             raise ResumeError("merge the checkpoints taken by the workers, not an elastic checkpoint")
         check_compatible(saved, packed.data_seed, packed.group_names, packed.group_unit_counts())
-    try:
-        world_size, num_workers = check_complete([saved["topology"] for saved in worker_states])
-    except ValueError as exc:
-        raise ResumeError(str(exc)) from None
+    world_size, num_workers = check_complete([saved["topology"] for saved in worker_states])
     ordered = sorted(worker_states, key=lambda saved: (saved["topology"]["rank"], saved["topology"]["worker_id"]))
     restarts = [saved["restart"] for saved in ordered]
     generations = {0 if restart is None else restart["generation"] for restart in restarts}

@@ -2,7 +2,7 @@
 
 An exact resume needs the same topology, because a worker's cursor is a position in *its*
 share of the units. To change the topology, the checkpoints of all old workers are merged
-into one restart plan per group (`packing/elastic.py`, called by
+into one restart plan per group (`checkpoint/merge.py`, called by
 `PackedDataset.load_elastic_state`). Every new worker then reads, in order:
 
 1. **inherited** (`INHERITED_PHASE`): its round-robin share of the samples the old workers
@@ -31,7 +31,14 @@ import bisect
 import collections
 import dataclasses
 
-from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, row_key_at, shard_unit_ids, split_evenly
+from ..errors import ResumeError
+from ..sharding import (
+    INHERITED_PHASE,
+    WorkerShard,
+    WorkerTopology,
+    row_key_at,
+    split_evenly,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,32 +142,34 @@ def worker_leftover(shard: WorkerShard, plan: GroupRestart | None, cursor) -> tu
     inherited = plan.inherited_for(*worker) if plan is not None else []
     remainder = plan.remainder_for(*worker) if plan is not None else None
     if cursor is None:  # nothing drawn yet: everything before the first full pass is left
-        if plan is None:
+        if remainder is None:
             return _pass_segments(shard.unit_ids, 0, 0, ()), [], 1
         return remainder.segments_from(0), inherited, first_pass
     phase, index, *row = cursor
+    if phase >= 0:  # in a full pass
+        if row:
+            return _pass_segments(shard.unit_ids, index, phase, _after(row)), [], phase + 1
+        return _pass_segments(shard.unit_ids, index + 1, phase, ()), [], phase + 1
+    assert remainder is not None, "the phases before the first full pass exist only under a restart plan"
     if phase == INHERITED_PHASE:
         return remainder.segments_from(0), inherited[index + 1 :], first_pass
-    if phase == REMAINDER_PHASE:
-        if row:
-            return remainder.segments_from(index, _after(row)), [], first_pass
-        return remainder.segments_from(index + 1), [], first_pass
+    # REMAINDER_PHASE: within the old workers' remainder
     if row:
-        return _pass_segments(shard.unit_ids, index, phase, _after(row)), [], phase + 1
-    return _pass_segments(shard.unit_ids, index + 1, phase, ()), [], phase + 1
+        return remainder.segments_from(index, _after(row)), [], first_pass
+    return remainder.segments_from(index + 1), [], first_pass
 
 
 def check_complete(topologies: list[dict]) -> tuple[int, int]:
     """(world size, workers per rank) of a complete set of old worker checkpoints."""
     shapes = {(t["world_size"], t["num_workers"]) for t in topologies}
     if len(shapes) != 1:
-        raise ValueError(f"checkpoints come from different topologies: {sorted(shapes)}")
+        raise ResumeError(f"checkpoints come from different topologies: {sorted(shapes)}")
     world_size, num_workers = shapes.pop()
     have = collections.Counter((t["rank"], t["worker_id"]) for t in topologies)
     want = {(rank, worker) for rank in range(world_size) for worker in range(max(num_workers, 1))}
     missing, doubled = sorted(want - set(have)), sorted(key for key, n in have.items() if n > 1)
     if missing or doubled or set(have) != want:
-        raise ValueError(
+        raise ResumeError(
             f"an elastic restart needs the checkpoint of every worker of every rank exactly once "
             f"(world size {world_size}, {num_workers} worker(s) per rank); missing (rank, worker) "
             f"{missing}, given twice {doubled}"
@@ -173,9 +182,7 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
     num_units = len(dataset.epoch_units)
     segments, inherited, first_pass = [], [], 0
     for state, plan in zip(states, old_plans):
-        top = state["topology"]
-        ids = shard_unit_ids(num_units, top["rank"], top["world_size"], top["worker_id"], top["num_workers"])
-        shard = WorkerShard(top["rank"], top["world_size"], top["worker_id"], top["num_workers"], ids)
+        shard = WorkerTopology(**state["topology"]).shard(num_units)
         cursor = state["cursors"][group]
         left, left_inherited, next_pass = worker_leftover(shard, plan, None if cursor is None else tuple(cursor))
         held = ([state["carry"]] if state["carry"] else []) + list(state["buffer"])

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from ..errors import ResumeError, SkipLog
+from ..sharding import WorkerTopology
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
 STATE_VERSION = 2
@@ -42,28 +44,22 @@ def check_compatible(saved: dict, data_seed: int, group_names: list[str], units:
             )
 
 
-@dataclasses.dataclass(frozen=True)
-class Topology:
-    rank: int
-    world_size: int
-    worker_id: int
-    num_workers: int
-
-
 @dataclasses.dataclass
 class Buffered:
     """A sample waiting in the overflow buffer; `sample` is None until rebuilt."""
 
     group: int
     cursor: tuple
-    sample: dict | None = None
+    # The sample dict. None only for an item restored from a checkpoint (it holds cursors,
+    # not samples) until `PackedDataset._materialize` rebuilds it, before any other use.
+    sample: Any = None
 
 
 @dataclasses.dataclass
 class PackState:
     """Everything a packing worker needs to continue exactly where it stopped."""
 
-    topology: Topology
+    topology: WorkerTopology
     data_seed: int
     units: list[int]  # units per group: a checkpoint only fits the same data
     rng: np.random.Generator
@@ -104,7 +100,7 @@ class PackState:
     def restore(self, saved: dict, group_names: list[str]) -> None:
         """Load a checkpoint made by `to_dict`, after checking it belongs to this pipeline."""
         check_compatible(saved, self.data_seed, group_names, self.units)
-        saved_topology = Topology(**saved["topology"])
+        saved_topology = WorkerTopology(**saved["topology"])
         if saved_topology != self.topology:
             raise ResumeError(
                 f"checkpoint saved by {saved_topology}, loaded into {self.topology}: restart with the "

@@ -1,6 +1,6 @@
 """Command-line faces of the tools: `bagel-data prepare t2i|edit|vlm` and `bagel-data inspect`.
 
-`cli.py` registers them with `app.add_typer(prepare_app, name="prepare")` and
+`cli/main.py` registers them with `app.add_typer(prepare_app, name="prepare")` and
 `app.command("inspect")(inspect_command)`. Parameters use `Annotated`, so the functions can
 also be called from Python with plain defaults.
 """

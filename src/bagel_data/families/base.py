@@ -8,6 +8,8 @@ resume exact, and the per-sample random generators.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -17,16 +19,26 @@ from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
     WorkerShard,
+    WorkerTopology,
     phase_work,
     row_key_at,
-    shard_unit_ids,
     split_evenly,
     stable_hash,
 )
 
+if TYPE_CHECKING:
+    from ..checkpoint.restart import GroupRestart
+
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset):
     """Base of the three families: units, epoch shuffling, rank/worker sharding."""
+
+    # Set by `set_epoch` once the family has its units; `data_status` by each family's
+    # constructor (the reference's per-worker resume positions, or None).
+    epoch_units: Sequence[Any]
+    rank_unit_ids: range
+    num_files_per_rank: int
+    data_status: list | None
 
     def __init__(
         self,
@@ -47,12 +59,12 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.world_size = world_size
         self.num_workers = num_workers
         self.rng = random.Random()  # only ever re-seeded by set_epoch
-        self.data_paths = None
+        self.data_paths: Any = None  # the family's units: a list, or the VLM family's JsonlIndex
         self.epoch_seed = 42
         self.strict = bool(strict)  # raise on the first bad row instead of skipping it
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.skip_log = SkipLog(dataset_name, self.strict, self.max_consecutive_failures)
-        self.restart_plan = None  # set by an elastic restart (restart.py)
+        self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)
 
     # -- units -------------------------------------------------------------------------
     def get_data_paths(self, *args, **kwargs):
@@ -91,12 +103,10 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
 
     def worker_shard(self) -> WorkerShard:
         """This process's share: the whole rank list outside a DataLoader worker."""
-        info = torch.utils.data.get_worker_info()
-        worker_id, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
-        if info is not None:
-            self._check_enough_units(len(self.epoch_units), num_workers)
-        ids = shard_unit_ids(len(self.epoch_units), self.local_rank, self.world_size, worker_id, num_workers)
-        return WorkerShard(self.local_rank, self.world_size, worker_id, num_workers, ids)
+        topology = WorkerTopology.current(self.local_rank, self.world_size)
+        if topology.num_workers:
+            self._check_enough_units(len(self.epoch_units), topology.num_workers)
+        return topology.shard(len(self.epoch_units))
 
     def get_data_paths_per_worker(self):
         """The reference's view: (this worker's units, worker id)."""
@@ -142,12 +152,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
 
     def _next_phase(self, phase: int) -> int:
         if phase == REMAINDER_PHASE:
+            assert self.restart_plan is not None  # only a restart plan has a remainder phase
             return self.restart_plan.first_pass
         return phase + 1
 
     def _iter_phase(self, shard: WorkerShard, phase: int, start: list[int] | None, log: SkipLog):
         """Yield `(position, sample)` for one phase, from `start` (inclusive) or its beginning."""
         if phase == INHERITED_PHASE:
+            assert self.restart_plan is not None  # only a restart plan has an inherited phase
             refs = self.restart_plan.inherited_for(*shard.global_worker)
             for index in range(start[0] if start else 0, len(refs)):
                 sample = self._sample_at_row(shard, refs[index], [index], log)
@@ -168,9 +180,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
                 position = [index, *row]
                 yield position, self._build(builder, shard, position, (unit_id, pass_index, *row))
 
-    def _iter_pass(self, shard: WorkerShard, pass_index: int, start: list[int] | None, log: SkipLog):
-        """Yield `(position, sample)` for one full pass over the shard."""
-        return self._iter_phase(shard, pass_index, start, log)
+    def iter_pass(self, log: SkipLog, pass_index: int = 0, shard: WorkerShard | None = None):
+        """Yield `(position, sample)` for one full pass over `shard` (default: this process's).
+
+        Skipped rows are counted in `log`. Unlike `iter(dataset)`, this stops after the pass
+        and ignores any restart plan or resume cursor: `bagel-data validate` walks the data
+        with it.
+        """
+        return self._iter_phase(self.worker_shard() if shard is None else shard, pass_index, None, log)
 
     def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple) -> dict:
         sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)

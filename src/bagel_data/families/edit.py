@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 
 from ..errors import ConfigError, SkipReason
+from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
 
-COLUMNS = ("image_list", "instruction_list")
+COLUMNS = EDIT_COLUMNS
 
 
 def check_edit_row(images: object, instructions: object) -> tuple[SkipReason, str] | None:
@@ -95,7 +96,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         self.set_epoch()
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
-        units = []
+        units: list[tuple[str, int]] = []  # (parquet file, row group)
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
                 info = parquet_info_entry(parquet_info, path, data_dir)

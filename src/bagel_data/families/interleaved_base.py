@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +79,11 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     `image_tensor_list`, `num_tokens`, in the order the packer consumes them.
     """
 
+    # Set by the concrete family's constructor (ParquetStandardIterableDataset's, or a user's).
+    tokenizer: Any
+    transform: Any
+    vit_transform: Any
+
     def init_data(self) -> dict:
         return {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
 
@@ -133,7 +139,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             raise ValueError(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
         vae, last = self.transform, len(frames) - 1
         for idx, frame in enumerate(frames):
-            extra = {"split_start": idx == 0, "split_end": idx == last}
+            extra: dict[str, int | bool] = {"split_start": idx == 0, "split_end": idx == last}
             if idx < last:
                 extra["frame_delta"] = int(frame_indexes[idx + 1]) - int(frame_indexes[idx])
             tensor = vae(_as_image(frame, (vae,)))
@@ -215,7 +221,7 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         raise NotImplementedError(f"{type(self).__name__} must implement parse_row(row)")
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
-        units = []
+        units: list[tuple] = []
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
                 info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 
 from ..errors import SkipReason
+from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
 
-COLUMNS = ("image", "captions")
+COLUMNS = T2I_COLUMNS
 
 
 def parse_captions(raw: object) -> list[str] | None:

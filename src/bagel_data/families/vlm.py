@@ -81,6 +81,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         return self.data_paths[int(unit)]
 
     def change_format(self, data, num_images):
+        """A row's conversation as the reference's element list (text / image), `num_images` images."""
         return conversation_to_elements(data["conversations"], num_images)
 
     def data_index(self, position):

@@ -85,7 +85,7 @@ def decode_drafted(
     width, height = image.size
     if image.format != "JPEG":
         return to_rgb(image)
-    target = draft_size(width, height) if callable(draft_size) else tuple(draft_size)
+    target = draft_size(width, height) if callable(draft_size) else (draft_size[0], draft_size[1])
     scale = draft_scale(width, height, target)
     decoded = None
     if _simplejpeg is not None and image.mode == "RGB" and data is not None:

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..errors import ImageDecodeError, ImageTooLargeError
+
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 # The reference raises Pillow's global bomb limit to 200 MP for the whole process; we apply
 # the same bound ourselves, per decode call.
@@ -37,14 +39,6 @@ def _own_pixel_limit():
             yield
         finally:
             Image.MAX_IMAGE_PIXELS = saved
-
-
-class ImageDecodeError(ValueError):
-    """The bytes are not a decodable image (corrupt, truncated or unknown format)."""
-
-
-class ImageTooLargeError(ValueError):
-    """The image header declares more pixels than the configured limit."""
 
 
 def pil_img2rgb(image: Image.Image) -> Image.Image:
@@ -160,7 +154,8 @@ class ImageTransform:
 
     def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
         # A drafted image (fast_decode) carries its original size; others use image.size.
-        size = self.target_size(*image.info.get("bagel_original_size", image.size), img_num=img_num)
+        original: tuple[int, int] = image.info.get("bagel_original_size", image.size)
+        size = self.target_size(*original, img_num=img_num)
         if size == image.size:
             return image
         return image.resize(size, Image.Resampling.BICUBIC)

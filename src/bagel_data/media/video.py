@@ -18,24 +18,12 @@ import av
 import numpy as np
 from PIL import Image
 
-from ..errors import ConfigError
+from ..errors import ConfigError, VideoDecodeError
 from ..sources import storage
 
 _SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
 # Same pattern as the reference (the dot is unescaped there too), so the order is identical.
 _FRAME_NUMBER = re.compile(r"_(\d+).jpg$")
-
-
-class VideoDecodeError(ValueError):
-    """A video or frame folder that is missing, empty, corrupt or otherwise unreadable."""
-
-    def __init__(self, path: str, reason: str):
-        self.path, self.reason = path, reason
-        # args holds both fields so the error survives pickling across worker processes.
-        super().__init__(path, reason)
-
-    def __str__(self) -> str:
-        return f"cannot read video frames from {self.path!r}: {self.reason}"
 
 
 def _output_fps(sample: str) -> float | None:
@@ -168,19 +156,22 @@ class FrameSampler:
             # input_fps stays 1.0: a folder carries no rate, as in the reference.
             keep = frame_indices(t or 0, len(names), self.sample, rng, max_num_frames=self.max_num_frames)
             names = [names[i] for i in keep]
-        return [_open_rgb(path, storage.join(path, name)) for name in names]
+        return [open_frame(path, storage.join(path, name)) for name in names]
 
     def _read_video(self, path: str, rng: np.random.Generator) -> list[Image.Image]:
         try:
             vlen, fps = _probe(path)
             t = self._draw_count(rng)
             keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
-            return _decode_frames(path, keep)
+            return decode_frames(path, keep)
         except (av.FFmpegError, OSError) as err:
             raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
 
 
-def _open_rgb(folder: str, file: str) -> Image.Image:
+# The two decoders below are the module's decode seams: FrameSampler calls them through
+# this module's namespace, so a profiler (bagel_data.bench) can wrap them to time decoding.
+def open_frame(folder: str, file: str) -> Image.Image:
+    """One frame file of the frame folder `folder`, as RGB; VideoDecodeError if it cannot be read."""
     try:
         with storage.open_input(file) as handle, Image.open(handle) as image:
             return image.convert("RGB")
@@ -219,8 +210,8 @@ def _video_stream(container: av.container.InputContainer, path: str) -> av.Video
     return container.streams.video[0]
 
 
-def _decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
-    """Images at `indices` (repeats allowed), decoding the stream once, front to back."""
+def decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
+    """The frames of the video at `path` at `indices` (repeats allowed), decoding the stream once."""
     if not indices:
         return []
     wanted, last = set(indices), max(indices)

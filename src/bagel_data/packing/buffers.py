@@ -19,6 +19,7 @@ Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.ze
 
 from __future__ import annotations
 
+import contextlib
 import math
 import mmap
 import sys
@@ -32,10 +33,8 @@ _CAN_ADVISE = hasattr(mmap, "MADV_HUGEPAGE")
 
 def _huge_mapping(nbytes: int) -> mmap.mmap:
     mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
+    with contextlib.suppress(OSError):  # THP disabled for this process: still correct, just 4 KiB pages
         mapping.madvise(mmap.MADV_HUGEPAGE)
-    except OSError:  # THP disabled for this process: still correct, just 4 KiB pages
-        pass
     return mapping
 
 
@@ -76,17 +75,17 @@ class PadBufferPool:
         for index in free:
             if len(self.mappings[index]) >= nbytes:
                 return _view(self.mappings[index], shape), False
-        if len(self.mappings) < self.capacity:
-            self.mappings.append(None)
-            self._idle_counts.append(0)
-            index = len(self.mappings) - 1
-        elif free:  # a free mapping too small for this pack: keep a larger one instead
-            index = free[0]
-        else:  # every pooled mapping is in use: this one is not pooled
-            return _view(_huge_mapping(2 * nbytes), shape), True
         # Twice the size asked for: packs vary, and untouched pages of a private anonymous
         # mapping cost address space only, so a later, larger pack can still reuse it.
-        self.mappings[index] = _huge_mapping(2 * nbytes)
+        if len(self.mappings) < self.capacity:
+            index = len(self.mappings)
+            self.mappings.append(_huge_mapping(2 * nbytes))
+            self._idle_counts.append(0)
+        elif free:  # a free mapping too small for this pack: keep a larger one instead
+            index = free[0]
+            self.mappings[index] = _huge_mapping(2 * nbytes)
+        else:  # every pooled mapping is in use: this one is not pooled
+            return _view(_huge_mapping(2 * nbytes), shape), True
         # Measured, not assumed, while only the list refers to it: what "free" looks like.
         self._idle_counts[index] = sys.getrefcount(self.mappings[index])
         return _view(self.mappings[index], shape), True

@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from ..errors import InvariantError
 from .config import PackingConfig, SpecialTokens
 
 INT_KEYS = (
@@ -42,10 +43,6 @@ INDEX_KEYS = (
     "mse_loss_indexes",
     "ce_loss_indexes",
 )
-
-
-class InvariantError(AssertionError):
-    """A packed batch breaks an invariant of the SPEC's batch schema."""
 
 
 def _require(condition, message: str) -> None:

@@ -9,7 +9,9 @@ ids, losses and attention split. Pieces are kept as numpy chunks and joined once
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,6 +45,17 @@ class _Chunks:
         if not self.parts:
             return torch.from_numpy(np.zeros(0, dtype=self.dtype))
         return torch.from_numpy(np.concatenate(self.parts))
+
+
+@dataclasses.dataclass
+class _SampleWalk:
+    """What `PackBuilder.add` carries from one plan item of a sample to the next."""
+
+    rope: int = 0  # the next rotary position id
+    split_len: int = 0  # tokens of the attention split in progress
+    timestep: float = float("-inf")  # the noise level of the VAE split in progress
+    splits: list[int] = dataclasses.field(default_factory=list)
+    modes: list[str] = dataclasses.field(default_factory=list)
 
 
 class PackBuilder:
@@ -95,108 +108,116 @@ class PackBuilder:
 
     def add(self, sample: dict) -> None:
         """Append one sample; consumes its id and tensor lists in plan order."""
-        cfg = self.config
         texts = iter(sample["text_ids_list"])
         images = iter(sample["image_tensor_list"])
         start_of_sample = self.curr
-        splits: list[int] = []
-        modes: list[str] = []
-        rope = 0
-        split_len = 0
-        timestep = float("-inf")
+        walk = _SampleWalk()
         for item in sample["sequence_plan"]:
             split_start = item.get("split_start", True)
             if split_start:
-                split_len = 0
+                walk.split_len = 0
             kind = item["type"]
-            first = self.curr
             if kind == "text":
-                ids = next(texts)
-                if self._dropped(item, cfg.text_cond_dropout_prob):
-                    continue
-                shifted = [self.tokens.bos_token_id, *ids]
-                self.text_ids.extend(shifted)
-                self.text_indexes.span(self.curr, self.curr + len(shifted))
-                if item["loss"] == 1:
-                    self.ce_indexes.span(self.curr, self.curr + len(shifted))
-                    self.ce_weights.fill(len2weight(len(shifted)), len(shifted))
-                    self.label_ids.extend([*ids, self.tokens.eos_token_id])
-                self.curr += len(shifted)
-                self._special(self.tokens.eos_token_id, item)
-                split_len += self.curr - first
-                modes.append("causal")
-                # One rotary id per position of this item (the reference used the split's
-                # running length, which over-counts when a split spans several items).
-                self.position.span(rope, rope + self.curr - first)
-                rope += self.curr - first
+                added = self._add_text(item, next(texts), walk)
             elif kind == "vit_image":
-                image = next(images)
-                if self._dropped(item, cfg.vit_cond_dropout_prob):
-                    rope += 1
-                    continue
-                self._special(self.tokens.start_of_image, {"special_token_loss": 0})
-                patches = patchify(image, cfg.vit_patch_size)
-                self.vit_indexes.span(self.curr, self.curr + len(patches))
-                self.curr += len(patches)
-                self.vit_tokens.append(patches)
-                self.vit_seqlens.append(len(patches))
-                self.vit_position_ids.append(
-                    self.position_ids(image.shape[1], image.shape[2], cfg.vit_patch_size, cfg.max_num_patch_per_side)
-                )
-                self._special(self.tokens.end_of_image, item)
-                split_len += self.curr - first
-                modes.append("full")
-                self.position.fill(rope, self.curr - first)
-                rope += 1
+                added = self._add_vit_image(item, next(images), walk)
             elif kind == "vae_image":
-                image = next(images)
-                split_end = item.get("split_end", True)
-                # Dropping one frame of a multi-frame split would break the split; the
-                # reference keeps such frames, and so do we.
-                if split_start and split_end and self._dropped(item, cfg.vae_cond_dropout_prob):
-                    rope += 1
-                    continue
-                self._special(self.tokens.start_of_image, {"special_token_loss": 0})
-                d = cfg.vae_image_downsample
-                h, w = image.shape[1] // d, image.shape[2] // d
-                self.vae_images.append(image)
-                self.latent_position_ids.append(
-                    self.position_ids(image.shape[1], image.shape[2], d, cfg.max_latent_size)
-                )
-                self.latent_shapes.append((h, w))
-                self.vae_indexes.span(self.curr, self.curr + h * w)
-                if item["loss"] == 1:
-                    self.mse_indexes.span(self.curr, self.curr + h * w)
-                    if split_start:
-                        timestep = float(self.rng.standard_normal())
-                else:
-                    timestep = float("-inf")
-                self.timesteps.fill(timestep, h * w)
-                self.curr += h * w
-                self._special(self.tokens.end_of_image, item)
-                split_len += self.curr - first
-                if split_start:
-                    modes.append("noise" if item["loss"] == 1 and "frame_delta" not in item else "full")
-                self.position.fill(rope, h * w + 2)
-                if "frame_delta" in item:
-                    rope += item["frame_delta"]
-                elif item["loss"] == 0:
-                    rope += 1
+                added = self._add_vae_image(item, next(images), walk, split_start)
             else:
                 raise ValueError(f"unknown plan item type {kind!r}")
-            if item.get("split_end", True):
-                splits.append(split_len)
+            if added and item.get("split_end", True):
+                walk.splits.append(walk.split_len)
         self.sample_lens.append(self.curr - start_of_sample)
         if self.config.use_flex:
-            self.split_lens.extend(splits)
-            self.attn_modes.extend(modes)
+            self.split_lens.extend(walk.splits)
+            self.attn_modes.extend(walk.modes)
         else:
-            self.nested_attention_masks.append(prepare_attention_mask_per_sample(splits, modes))
+            self.nested_attention_masks.append(prepare_attention_mask_per_sample(walk.splits, walk.modes))
         self.data_indexes.append(sample["data_indexes"])
+
+    def _add_text(self, item: dict, ids: list[int], walk: _SampleWalk) -> bool:
+        """`[bos] + ids + [eos]`, causal; False when classifier-free guidance dropped it."""
+        if self._dropped(item, self.config.text_cond_dropout_prob):
+            return False
+        first = self.curr
+        shifted = [self.tokens.bos_token_id, *ids]
+        self.text_ids.extend(shifted)
+        self.text_indexes.span(self.curr, self.curr + len(shifted))
+        if item["loss"] == 1:
+            self.ce_indexes.span(self.curr, self.curr + len(shifted))
+            self.ce_weights.fill(len2weight(len(shifted)), len(shifted))
+            self.label_ids.extend([*ids, self.tokens.eos_token_id])
+        self.curr += len(shifted)
+        self._special(self.tokens.eos_token_id, item)
+        walk.split_len += self.curr - first
+        walk.modes.append("causal")
+        # One rotary id per position of this item (the reference used the split's
+        # running length, which over-counts when a split spans several items).
+        self.position.span(walk.rope, walk.rope + self.curr - first)
+        walk.rope += self.curr - first
+        return True
+
+    def _add_vit_image(self, item: dict, image: torch.Tensor, walk: _SampleWalk) -> bool:
+        """`start_of_image + patches + end_of_image`, full attention, one rotary id."""
+        cfg = self.config
+        if self._dropped(item, cfg.vit_cond_dropout_prob):
+            walk.rope += 1
+            return False
+        first = self.curr
+        self._special(self.tokens.start_of_image, {"special_token_loss": 0})
+        patches = patchify(image, cfg.vit_patch_size)
+        self.vit_indexes.span(self.curr, self.curr + len(patches))
+        self.curr += len(patches)
+        self.vit_tokens.append(patches)
+        self.vit_seqlens.append(len(patches))
+        self.vit_position_ids.append(
+            self.position_ids(image.shape[1], image.shape[2], cfg.vit_patch_size, cfg.max_num_patch_per_side)
+        )
+        self._special(self.tokens.end_of_image, item)
+        walk.split_len += self.curr - first
+        walk.modes.append("full")
+        self.position.fill(walk.rope, self.curr - first)
+        walk.rope += 1
+        return True
+
+    def _add_vae_image(self, item: dict, image: torch.Tensor, walk: _SampleWalk, split_start: bool) -> bool:
+        """`start_of_image + latent tokens + end_of_image`; a generation target is a noised split."""
+        cfg = self.config
+        # Dropping one frame of a multi-frame split would break the split; the reference
+        # keeps such frames, and so do we.
+        if split_start and item.get("split_end", True) and self._dropped(item, cfg.vae_cond_dropout_prob):
+            walk.rope += 1
+            return False
+        first = self.curr
+        self._special(self.tokens.start_of_image, {"special_token_loss": 0})
+        d = cfg.vae_image_downsample
+        h, w = image.shape[1] // d, image.shape[2] // d
+        self.vae_images.append(image)
+        self.latent_position_ids.append(self.position_ids(image.shape[1], image.shape[2], d, cfg.max_latent_size))
+        self.latent_shapes.append((h, w))
+        self.vae_indexes.span(self.curr, self.curr + h * w)
+        if item["loss"] == 1:
+            self.mse_indexes.span(self.curr, self.curr + h * w)
+            if split_start:  # the frames of one split share its noise level
+                walk.timestep = float(self.rng.standard_normal())
+        else:
+            walk.timestep = float("-inf")
+        self.timesteps.fill(walk.timestep, h * w)
+        self.curr += h * w
+        self._special(self.tokens.end_of_image, item)
+        walk.split_len += self.curr - first
+        if split_start:
+            walk.modes.append("noise" if item["loss"] == 1 and "frame_delta" not in item else "full")
+        self.position.fill(walk.rope, h * w + 2)
+        if "frame_delta" in item:
+            walk.rope += item["frame_delta"]
+        elif item["loss"] == 0:
+            walk.rope += 1
+        return True
 
     def to_batch(self) -> dict:
         """The packed batch dict of the SPEC (section 7)."""
-        batch = dict(
+        batch: dict[str, Any] = dict(
             sequence_length=self.curr,
             sample_lens=list(self.sample_lens),
             packed_text_ids=self.text_ids.tensor(),

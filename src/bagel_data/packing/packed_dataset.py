@@ -16,16 +16,17 @@ derived from `data_seed`, the rank and the worker id. `state_dict()` / `load_sta
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
 
 from ..checkpoint.foreign import is_nemo_state, load_nemo_state
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
-from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
+from ..checkpoint.state import Buffered, PackState, ResumeError, check_compatible
 from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
+from ..sharding import WorkerTopology
 from ..sources import storage
 from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens, check_compat
@@ -36,6 +37,10 @@ from .strategies import best_subset, group_chooser
 
 class PackedDataset(torch.utils.data.IterableDataset):
     """Packs the samples of several dataset groups into token-budgeted sequences."""
+
+    # The pool each iteration lends `padded_images` buffers from: a hook, so the benchmark
+    # can measure against fresh zero-filled buffers (`bagel_data.bench.fast.FreshZeroPool`).
+    pad_pool_factory: Callable[[], PadBufferPool] = PadBufferPool
 
     def __init__(
         self,
@@ -196,10 +201,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
             dataset.set_epoch(seed)
 
     # -- state ---------------------------------------------------------------------------
-    def _topology(self) -> Topology:
-        info = torch.utils.data.get_worker_info()
-        worker_id, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
-        return Topology(self.local_rank, self.world_size, worker_id, num_workers)
+    def _topology(self) -> WorkerTopology:
+        return WorkerTopology.current(self.local_rank, self.world_size)
 
     def _fresh_state(self, generation: int = 0) -> PackState:
         topology = self._topology()
@@ -301,7 +304,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             state.group_tokens[group] += sample_length(sample)  # taken back if it is skipped
             return Buffered(group, cursor, sample)
 
-        pad_pool = PadBufferPool()  # this iteration's padded_images buffers, reused once freed
+        pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
         def new_pack() -> PackBuilder:
             return PackBuilder(cfg, self.special_tokens, state.rng, self.get_flattened_position_ids, pad_pool)
@@ -355,6 +358,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """Put the carried sample right after the mandatory ones, or skip it, counted, when
         it cannot fit beside them (it would not fit in any later pack either)."""
         item, state.carry = state.carry, None
+        assert item is not None  # called only while a sample is carried
         self._materialize(item)
         if pack.curr + sample_length(item.sample) > self.config.max_num_tokens:
             self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)

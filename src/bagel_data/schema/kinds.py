@@ -64,7 +64,7 @@ class Int:
     def check(self, key: str, value: object) -> object:
         if not _is_int(value):
             raise ConfigError(key, value, f"must be an integer{self._range()}, {_not_a_number(value)}")
-        if self.min is not None and value < self.min:
+        if self.min is not None and int(value) < self.min:  # type: ignore[call-overload]  # _is_int said int
             raise ConfigError(key, value, f"must be an integer{self._range()}")
         return value
 
@@ -88,7 +88,7 @@ class Number:
     def check(self, key: str, value: object) -> object:
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
             raise ConfigError(key, value, f"must be a number{self._range()}, {_not_a_number(value)}")
-        if not math.isfinite(value) or not self._inside(value):
+        if not math.isfinite(value) or not self._inside(float(value)):
             raise ConfigError(key, value, f"must be a finite number{self._range()}")
         return value
 

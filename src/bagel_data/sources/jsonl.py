@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import random
 from collections.abc import Sequence
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -83,14 +84,15 @@ def _kept_lines(count: int, num_lines: int, shuffle: bool, seed: int) -> np.ndar
     if shuffle:
         # random.shuffle only swaps items by index: on a memoryview it permutes the array
         # exactly as it would a list, with no Python int per line.
-        random.Random(seed).shuffle(memoryview(order))
+        # numpy's stubs do not declare ndarray a buffer, nor memoryview a mutable sequence.
+        random.Random(seed).shuffle(memoryview(order))  # type: ignore[arg-type]
     return order[:count]
 
 
 def _index_file(path: str, file_id: int, count: int, shuffle: bool, seed: int) -> tuple[np.ndarray, ...]:
     """(canonical line keys, byte offsets, line numbers, file ids) of the lines used from a file."""
     prefix = not shuffle and isinstance(count, (int, np.integer)) and count >= 0
-    blocks = _read_blocks(path, int(count) if prefix else None)
+    blocks: list[Any] = _read_blocks(path, int(count) if prefix else None)  # None once a block is used
     kept = _kept_lines(count, sum(len(starts) for _, starts in blocks), shuffle, seed)
     # Slots of the kept lines in file order, to walk the blocks once; unshuffled, kept[i] == i.
     slots = np.argsort(kept) if shuffle else kept
@@ -180,7 +182,7 @@ class JsonlIndex(Sequence):
         self.offsets, self.line_numbers, self.file_ids = offsets[order], line_numbers[order], file_ids[order]
         del order, offsets, line_numbers, file_ids
         release_free_heap()
-        self._handles: dict[int, object] = {}
+        self._handles: dict[int, BinaryIO] = {}
 
     def __len__(self) -> int:
         return len(self.offsets)

@@ -13,6 +13,8 @@ from typing import BinaryIO
 
 import pyarrow.fs as pafs
 
+from ..errors import StorageOptionsError
+
 
 def is_uri(path: str) -> bool:
     return "://" in path
@@ -24,10 +26,6 @@ def is_uri(path: str) -> bool:
 _OPTIONS: dict[str, tuple] = {}
 _FILESYSTEMS = {"s3": pafs.S3FileSystem, "gs": pafs.GcsFileSystem, "gcs": pafs.GcsFileSystem}
 _PYARROW_SCHEMES = {*_FILESYSTEMS, "hdfs", "viewfs", "file"}
-
-
-class StorageOptionsError(ValueError):
-    """Options that do not fit the filesystem, or that clash with options given before."""
 
 
 def _root(uri: str) -> str:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import yaml
 from PIL import Image
 
+from ..formats import EDIT_SCHEMA, T2I_SCHEMA
 from . import text
 from .images import (
     encode_image,
@@ -33,8 +34,6 @@ from .images import (
 
 # Bump when the generated layout changes, so stale ``.complete`` markers are ignored.
 _FORMAT_VERSION = 1
-T2I_SCHEMA = pa.schema([("image", pa.binary()), ("captions", pa.string())])
-EDIT_SCHEMA = pa.schema([("image_list", pa.list_(pa.binary())), ("instruction_list", pa.list_(pa.list_(pa.string())))])
 DATASET_NAMES = {"t2i_pretrain": "t2i", "unified_edit": "edit", "vlm_sft": "vlm"}
 # The file format each VLM image mode is stored in (JPEG cannot hold alpha or palettes).
 _MODE_FORMATS = {"RGB": "JPEG", "RGBA": "PNG", "L": "PNG", "P": "PNG", "CMYK": "JPEG"}
@@ -226,7 +225,8 @@ def _write_vlm(rng: np.random.Generator, jsonl: Path, image_dir: Path, v: VlmSiz
     n_images = n_single = 0
     with jsonl.open("w", encoding="utf-8") as out:
         for i, j in enumerate(rng.permutation(len(kinds))):
-            kind, row = kinds[j], {"id": f"vlm_{i:05d}"}
+            kind = kinds[j]
+            row: dict[str, object] = {"id": f"vlm_{i:05d}"}
             count = {"one": 1, "two": 2}.get(kind, 0)
             if kind in ("mp4", "frames"):
                 row["video"] = "clip_0.mp4" if kind == "mp4" else "clip_0/"

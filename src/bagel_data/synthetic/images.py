@@ -1,6 +1,6 @@
 """Photo-like synthetic pictures: smooth scenes, soft shapes, lighting and sensor grain.
 
-Used by the synthetic datasets (`synthetic.py`) and by tests and the benchmark that need
+Used by the synthetic datasets (`synthetic/dataset.py`) and by tests and the benchmark that need
 realistic JPEGs. All randomness comes from the generator passed in.
 """
 

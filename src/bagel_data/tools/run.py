@@ -13,14 +13,17 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from ..checkpoint.collect import worker_dataset_states
 from ..config import load_mapping
 from ..datasets import make_bagel_multimodal_dataset
+from ..distributed import RANK_UNSET, WORLD_UNSET
 from ..errors import ConfigError
 from ..loader import build_dataloader
+from ..packing.packed_dataset import PackedDataset
 from ..schema import RUN_PACKING_FIELDS, check_run_config
-from ..tokenizer import add_special_tokens, load_tokenizer
+from ..tokenizer import TokenizerLike, add_special_tokens, load_tokenizer
 
 # Everything PackingConfig holds, plus the dataset-level settings make_bagel_multimodal_dataset takes.
 PACKING_KEYS = set(RUN_PACKING_FIELDS)
@@ -70,6 +73,49 @@ class RunSummary:
         return self.tokens / (self.batches * self.max_num_tokens) if self.batches else 0.0
 
 
+def resolve_tokenizer(tokenizer: str | os.PathLike[str] | TokenizerLike | None) -> TokenizerLike:
+    """A tokenizer object: loaded for None / a name / a folder (`load_tokenizer`), else as given."""
+    if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
+        return load_tokenizer(tokenizer)
+    return tokenizer
+
+
+class BuiltRun(NamedTuple):
+    """What `build_from_run_config` makes: the packed dataset and the tokenizer it uses."""
+
+    dataset: PackedDataset
+    tokenizer: TokenizerLike
+    special_tokens: dict[str, int]
+
+
+def build_from_run_config(
+    run: RunConfig,
+    *,
+    rank: int = RANK_UNSET,
+    world_size: int = WORLD_UNSET,
+    num_workers: int = 1,
+    tokenizer: str | os.PathLike[str] | TokenizerLike | None = None,
+) -> BuiltRun:
+    """The packed dataset of a run config: the one way every tool builds from one.
+
+    `tokenizer` is None / "qwen2" / a local Hugging Face tokenizer folder, or a tokenizer
+    object (reused as is, e.g. one already warmed up). `rank` / `world_size` left unset are
+    resolved as `make_bagel_multimodal_dataset` does (from the environment).
+    """
+    tok, special_tokens, _ = add_special_tokens(resolve_tokenizer(tokenizer))
+    dataset = make_bagel_multimodal_dataset(
+        tokenizer=tok,
+        special_tokens=special_tokens,
+        grouped_datasets=run.grouped_datasets,
+        dataset_info=run.dataset_info,
+        local_rank=rank,
+        world_size=world_size,
+        num_workers=num_workers,
+        **run.packing,
+    )
+    return BuiltRun(dataset, tok, special_tokens)
+
+
 def run_pipeline(
     config: RunConfig,
     *,
@@ -81,17 +127,9 @@ def run_pipeline(
     on_batch: Callable[[int, object], None] | None = None,
 ) -> RunSummary:
     """Build the packed dataset and DataLoader, draw `num_batches` packs, summarize."""
-    tok, special_tokens, _ = add_special_tokens(load_tokenizer(tokenizer))
-    dataset = make_bagel_multimodal_dataset(
-        tokenizer=tok,
-        special_tokens=special_tokens,
-        grouped_datasets=config.grouped_datasets,
-        dataset_info=config.dataset_info,
-        local_rank=rank,
-        world_size=world_size,
-        num_workers=max(num_workers, 1),
-        **config.packing,
-    )
+    dataset = build_from_run_config(
+        config, rank=rank, world_size=world_size, num_workers=max(num_workers, 1), tokenizer=tokenizer
+    ).dataset
     loader = build_dataloader(dataset, num_workers=num_workers)
     summary = RunSummary(max_num_tokens=dataset.config.max_num_tokens)
     start = time.perf_counter()

@@ -14,12 +14,10 @@ import warnings
 
 import numpy as np
 
-from ..datasets import make_bagel_multimodal_dataset
 from ..errors import BagelDataError, SkipLog, SkipReason
 from ..sample import sample_length
 from ..sharding import split_evenly
-from ..tokenizer import add_special_tokens, load_tokenizer
-from .run import RunConfig
+from .run import RunConfig, build_from_run_config, resolve_tokenizer
 
 
 @dataclasses.dataclass
@@ -59,7 +57,7 @@ def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int)
     """One pass over the group's units (all of them: built as rank 0 of 1), counting outcomes."""
     log = SkipLog(report.name, strict=False, max_consecutive_failures=10**12)
     lengths = []
-    for _, sample in dataset._iter_pass(dataset.worker_shard(), 0, None, log):
+    for _, sample in dataset.iter_pass(log):
         length = sample_length(sample)
         lengths.append(length)
         if length >= budget:
@@ -87,19 +85,13 @@ def validate_config(
     tokenizer: str | None = None,
 ) -> ValidationReport:
     report = ValidationReport()
-    tok, special_tokens, _ = add_special_tokens(load_tokenizer(tokenizer))
+    tok = resolve_tokenizer(tokenizer)  # raises: a tokenizer that cannot load is not a data problem
     packing = {k: v for k, v in config.packing.items() if k not in ("strict", "max_consecutive_failures")}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            dataset = make_bagel_multimodal_dataset(
-                tokenizer=tok,
-                special_tokens=special_tokens,
-                grouped_datasets=config.grouped_datasets,
-                dataset_info=config.dataset_info,
-                num_workers=1,
-                **packing,
-            )
+            built = build_from_run_config(dataclasses.replace(config, packing=packing), tokenizer=tok)
+            dataset = built.dataset
         report.warnings.extend(str(w.message) for w in caught)
     except (BagelDataError, ValueError, OSError) as error:
         report.ok = False

@@ -3,7 +3,7 @@
 `inspect_packs` builds the packed dataset of a run config in this process, draws the first
 packs and writes their text rendering. The pure functions (`position_kinds`,
 `attention_fraction`, `render_pack_text`) work on one batch dict and are what the pictures
-are made from; the pictures themselves are drawn by `_inspect_plots.py`.
+are made from; the pictures themselves are drawn by `plots.py`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...datasets import make_bagel_multimodal_dataset
 from ...packing.layout import attention_allowed
-from ...tokenizer import add_special_tokens, load_tokenizer
-from ..run import RunConfig, load_run_config
+from ..run import RunConfig, build_from_run_config, load_run_config
 from .plots import (
     KIND_STYLE,
     UNKNOWN_KIND,
@@ -61,7 +59,7 @@ def _array(batch: dict, key: str) -> np.ndarray:
 
 
 def _special_ids(special_tokens) -> dict[str, int]:
-    if dataclasses.is_dataclass(special_tokens):
+    if dataclasses.is_dataclass(special_tokens) and not isinstance(special_tokens, type):
         return dataclasses.asdict(special_tokens)
     return {name: int(value) for name, value in dict(special_tokens).items()}
 
@@ -228,16 +226,7 @@ def inspect_packs(
     `tokenizer` is None / "qwen2" / a local HF tokenizer folder, or a tokenizer object.
     """
     config = _resolve_config(run_config, dataset_info)
-    tok = load_tokenizer(tokenizer) if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)) else tokenizer
-    tok, special_tokens, _ = add_special_tokens(tok)
-    dataset = make_bagel_multimodal_dataset(
-        tokenizer=tok,
-        special_tokens=special_tokens,
-        grouped_datasets=config.grouped_datasets,
-        dataset_info=config.dataset_info,
-        num_workers=1,
-        **config.packing,
-    )
+    dataset, tok, special_tokens = build_from_run_config(config, tokenizer=tokenizer)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     strips, attentions, texts, fills = [], [], [], []

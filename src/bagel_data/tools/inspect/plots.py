@@ -53,7 +53,8 @@ def _figure(width: float, height: float, dpi: int = 100):
 
 
 def _rgb(hex_colour: str) -> tuple[int, int, int]:
-    return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return red, green, blue
 
 
 def draw_strip(path: Path, kinds: np.ndarray, spans, groups, title: str) -> Path:

@@ -1,4 +1,9 @@
-"""Shared pieces of the prepare tools: the report, the row loop, the shard writer."""
+"""Shared pieces of the prepare tools: the report, the row loop, the shard writer.
+
+The per-format modules (t2i, edit, vlm) build on these: `manifest_rows` reads a manifest,
+`each_row` runs a row handler that raises `RowDropped` for a bad row, `image_bytes` loads
+an image as the readers will decode it, `ShardWriter` writes parquet shards.
+"""
 
 from __future__ import annotations
 
@@ -16,30 +21,45 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from ...errors import ConfigError
+from ...errors import BagelDataError, ConfigError, SkipReason
 from ...media.images import ImageDecodeError, ImageTooLargeError, decode_image
 
 Progress = Callable[[int, int], None]  # (rows done, rows in total)
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
-T2I_SCHEMA = pa.schema([("image", pa.binary()), ("captions", pa.string())])
-EDIT_SCHEMA = pa.schema([("image_list", pa.list_(pa.binary())), ("instruction_list", pa.list_(pa.list_(pa.string())))])
-_ROLE_NAMES = {"user": "human", "assistant": "gpt"}
-_CAPTION_COLUMN = re.compile(r"caption_(\d+)$")
+ROLE_NAMES = {"user": "human", "assistant": "gpt"}
+CAPTION_COLUMN = re.compile(r"caption_(\d+)$")
 
 
 class DropReason(str, enum.Enum):
-    IMAGE_MISSING = "image_missing"
-    IMAGE_UNREADABLE = "image_unreadable"
+    """Faults only the prepare tools meet; a fault the readers also skip is a `SkipReason`."""
+
     VIDEO_MISSING = "video_missing"
     NO_CAPTION = "no_caption"
-    CAPTION_UNREADABLE = "caption_file_unreadable"
     CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
-    MALFORMED_ROW = "malformed_row"
-    TOO_FEW_IMAGES = "fewer_than_two_images"
-    LISTS_DISAGREE = "instruction_count_mismatch"
-    PLACEHOLDER_MISMATCH = "placeholder_mismatch"
-    NO_ANSWER = "no_gpt_turn"
+
+
+# The report's names for the faults prepare shares with the readers (`SkipReason`); they
+# predate the shared vocabulary and reports and scripts match on them, so they stay.
+REPORT_NAMES: dict[SkipReason, str] = {
+    SkipReason.IMAGE_MISSING: "image_missing",
+    SkipReason.IMAGE_DECODE: "image_unreadable",
+    SkipReason.CAPTION_INVALID: "caption_file_unreadable",
+    SkipReason.JSON_INVALID: "malformed_row",
+    SkipReason.SCHEMA: "malformed_row",
+    SkipReason.EDIT_TOO_FEW_IMAGES: "fewer_than_two_images",
+    SkipReason.EDIT_LISTS_DISAGREE: "instruction_count_mismatch",
+    SkipReason.PLACEHOLDER_MISMATCH: "placeholder_mismatch",
+    SkipReason.VIDEO_TAG_MISSING: "placeholder_mismatch",
+    SkipReason.NO_LOSS: "no_gpt_turn",
+}
+
+
+def report_name(reason: SkipReason | DropReason) -> str:
+    """How a prepare report names `reason`."""
+    if isinstance(reason, SkipReason):
+        return REPORT_NAMES[reason]
+    return reason.value
 
 
 class Fix(str, enum.Enum):
@@ -93,16 +113,17 @@ def _by_reason(notes: tuple[RowNote, ...]) -> dict[str, tuple[str, ...]]:
     return {reason: tuple(locations) for reason, locations in grouped.items()}
 
 
-class _Drop(Exception):
-    """Raised by per-row helpers; the row loop records it and moves on."""
+class RowDropped(BagelDataError):
+    """Raised by per-row helpers of the prepare tools; `each_row` records it and moves on."""
 
-    def __init__(self, reason: DropReason, detail: str):
+    def __init__(self, reason: SkipReason | DropReason, detail: str):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
 
 
 # -- images ------------------------------------------------------------------------------
-def _check_format(reencode: str | None) -> str | None:
+def check_format(reencode: str | None) -> str | None:
+    """Pillow's name of the `reencode` format (None: keep each image's own); ConfigError if unknown."""
     if reencode is None:
         return None
     fmt = "JPEG" if reencode.upper() in ("JPG", "JPEG") else reencode.upper()
@@ -112,10 +133,10 @@ def _check_format(reencode: str | None) -> str | None:
     return fmt
 
 
-def _image_bytes(path: Path, reencode: str | None = None, max_side: int | None = None) -> bytes:
+def image_bytes(path: Path, reencode: str | None = None, max_side: int | None = None) -> bytes:
     """The bytes to store for `path`: the original ones unless a new size or format is asked."""
     if not path.is_file():
-        raise _Drop(DropReason.IMAGE_MISSING, f"{path} does not exist")
+        raise RowDropped(SkipReason.IMAGE_MISSING, f"{path} does not exist")
     try:
         data = path.read_bytes()
         # Decoding fully, with the reader's own function, catches truncated files too.
@@ -123,7 +144,7 @@ def _image_bytes(path: Path, reencode: str | None = None, max_side: int | None =
         with Image.open(io.BytesIO(data)) as probe:
             original_format = probe.format
     except (ImageDecodeError, ImageTooLargeError, OSError) as exc:
-        raise _Drop(DropReason.IMAGE_UNREADABLE, f"{path}: {exc}") from None
+        raise RowDropped(SkipReason.IMAGE_DECODE, f"{path}: {exc}") from None
     scale = max_side / max(image.size) if max_side else 1.0
     if reencode is None and scale >= 1.0:
         return data
@@ -137,7 +158,7 @@ def _image_bytes(path: Path, reencode: str | None = None, max_side: int | None =
 
 
 # -- parquet shards ----------------------------------------------------------------------
-class _ShardWriter:
+class ShardWriter:
     """Rows into `part-%05d.parquet` files of `rows_per_shard` rows in groups of `rows_per_group`."""
 
     def __init__(self, out_dir: Path, schema: pa.Schema, rows_per_group: int, rows_per_shard: int):
@@ -183,7 +204,8 @@ class _ShardWriter:
         return tuple(self.files)
 
 
-def _prepare_out_dir(out_dir: Path, overwrite: bool) -> Path:
+def prepare_out_dir(out_dir: Path, overwrite: bool) -> Path:
+    """Create `out_dir`; remove its parquet files if `overwrite`, else refuse a folder holding some."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     existing = sorted(out_dir.glob("*.parquet"))
@@ -201,11 +223,13 @@ def _prepare_out_dir(out_dir: Path, overwrite: bool) -> Path:
 
 
 # -- rows --------------------------------------------------------------------------------
-Rows = list[tuple[str, object]]  # (location, row); a row that already failed is a `_Drop`
+Rows = list[tuple[str, object]]  # (location, row); a row that already failed is a `RowDropped`
 
 
 @dataclasses.dataclass
-class _Notes:
+class Notes:
+    """The dropped and repaired rows of one prepare call, gathered into its report."""
+
     dropped: list[RowNote] = dataclasses.field(default_factory=list)
     fixed: list[RowNote] = dataclasses.field(default_factory=list)
 
@@ -213,23 +237,23 @@ class _Notes:
         return PrepareReport(written, files, tuple(self.dropped), tuple(self.fixed))
 
 
-def _each_row(rows: Rows, handle: Callable[[str, object], None], notes: _Notes, progress: Progress | None) -> int:
-    """Feed every row to `handle`; a `_Drop` from it is recorded and the next row goes on."""
+def each_row(rows: Rows, handle: Callable[[str, object], None], notes: Notes, progress: Progress | None) -> int:
+    """Feed every row to `handle`; a `RowDropped` from it is recorded and the next row goes on."""
     written = 0
     for done, (location, row) in enumerate(rows, 1):
         try:
-            if isinstance(row, _Drop):
+            if isinstance(row, RowDropped):
                 raise row
             handle(location, row)
             written += 1
-        except _Drop as bad:
-            notes.dropped.append(RowNote(location, bad.reason.value, bad.detail))
+        except RowDropped as bad:
+            notes.dropped.append(RowNote(location, report_name(bad.reason), bad.detail))
         if progress is not None:
             progress(done, len(rows))
     return written
 
 
-def _manifest_rows(manifest: Path) -> Rows:
+def manifest_rows(manifest: Path) -> Rows:
     """The rows of a CSV or JSONL manifest, located by file name and line number."""
     rows: Rows = []
     # utf-8-sig: spreadsheet exports often start with a byte-order mark.
@@ -244,14 +268,15 @@ def _manifest_rows(manifest: Path) -> Rows:
                 try:
                     rows.append((f"{manifest.name}:{number}", json.loads(line)))
                 except ValueError as exc:
-                    rows.append((f"{manifest.name}:{number}", _Drop(DropReason.MALFORMED_ROW, f"not JSON: {exc}")))
+                    rows.append((f"{manifest.name}:{number}", RowDropped(SkipReason.JSON_INVALID, f"not JSON: {exc}")))
     return rows
 
 
 # -- T2I ---------------------------------------------------------------------------------
-def _caption_values(value: object) -> list[str]:
+def caption_values(value: object) -> list[str]:
     """Captions from a sidecar/manifest value: a string, a list of strings or an object of them."""
     values = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else [value]
-    if not all(isinstance(text, str) for text in values):
-        raise _Drop(DropReason.CAPTION_UNREADABLE, "captions must be strings")
-    return [text.strip() for text in values if text.strip()]
+    texts = [text for text in values if isinstance(text, str)]
+    if len(texts) != len(values):
+        raise RowDropped(SkipReason.CAPTION_INVALID, "captions must be strings")
+    return [text.strip() for text in texts if text.strip()]

@@ -8,40 +8,41 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ...errors import ConfigError
+from ...errors import ConfigError, SkipReason
+from ...formats import EDIT_SCHEMA
 from ...sources import storage
 from .common import (
-    EDIT_SCHEMA,
-    DropReason,
+    Notes,
     PrepareReport,
     Progress,
-    _Drop,
-    _each_row,
-    _image_bytes,
-    _manifest_rows,
-    _Notes,
-    _prepare_out_dir,
-    _ShardWriter,
+    RowDropped,
+    ShardWriter,
+    each_row,
+    image_bytes,
+    manifest_rows,
+    prepare_out_dir,
 )
 
 
 def _edit_row(row: object, image_root: Path) -> dict:
     if not isinstance(row, dict):
-        raise _Drop(DropReason.MALFORMED_ROW, "a row must be a JSON object")
+        raise RowDropped(SkipReason.SCHEMA, "a row must be a JSON object")
     images, steps = row.get("images"), row.get("instructions")
     if not isinstance(images, list) or not all(isinstance(name, str) and name for name in images):
-        raise _Drop(DropReason.MALFORMED_ROW, "'images' must be a list of file names")
+        raise RowDropped(SkipReason.SCHEMA, "'images' must be a list of file names")
     if len(images) < 2:
-        raise _Drop(DropReason.TOO_FEW_IMAGES, f"{len(images)} image(s); an edit chain needs at least 2")
+        raise RowDropped(SkipReason.EDIT_TOO_FEW_IMAGES, f"{len(images)} image(s); an edit chain needs at least 2")
     if not isinstance(steps, list):
-        raise _Drop(DropReason.MALFORMED_ROW, "'instructions' must be a list with one entry per edit step")
+        raise RowDropped(SkipReason.SCHEMA, "'instructions' must be a list with one entry per edit step")
     # A lone string is accepted as the only phrasing of its step.
     steps = [[step] if isinstance(step, str) else step for step in steps]
     if not all(isinstance(step, list) and step and all(isinstance(t, str) and t for t in step) for step in steps):
-        raise _Drop(DropReason.MALFORMED_ROW, "each instruction step must be a non-empty list of strings")
+        raise RowDropped(SkipReason.SCHEMA, "each instruction step must be a non-empty list of strings")
     if len(steps) != len(images) - 1:
-        raise _Drop(DropReason.LISTS_DISAGREE, f"{len(images)} images need {len(images) - 1} steps, got {len(steps)}")
-    return {"image_list": [_image_bytes(image_root / name) for name in images], "instruction_list": steps}
+        raise RowDropped(
+            SkipReason.EDIT_LISTS_DISAGREE, f"{len(images)} images need {len(images) - 1} steps, got {len(steps)}"
+        )
+    return {"image_list": [image_bytes(image_root / name) for name in images], "instruction_list": steps}
 
 
 def write_parquet_info(out_dir: str | Path, files: tuple[Path, ...] | None = None, data_dir: str | None = None) -> Path:
@@ -85,18 +86,15 @@ def prepare_edit(
     `os.path.join(data_dir, file name)`, `data_dir` defaulting to `out_dir` made absolute:
     pass the `data_dir` the training's `dataset_info` will use if it differs.
     """
-    manifest, notes = Path(manifest_jsonl), _Notes()
+    manifest, notes = Path(manifest_jsonl), Notes()
     if not manifest.is_file():
         raise ConfigError("manifest_jsonl", str(manifest), "the file does not exist")
     root = Path(image_root or manifest.parent)
-    rows = _manifest_rows(manifest)
-    out = _prepare_out_dir(Path(out_dir), overwrite)
-    writer = _ShardWriter(out, EDIT_SCHEMA, rows_per_group, rows_per_shard)
+    rows = manifest_rows(manifest)
+    out = prepare_out_dir(Path(out_dir), overwrite)
+    writer = ShardWriter(out, EDIT_SCHEMA, rows_per_group, rows_per_shard)
     try:
-        written = _each_row(rows, lambda _, row: writer.add(_edit_row(row, root)), notes, progress)
+        written = each_row(rows, lambda _, row: writer.add(_edit_row(row, root)), notes, progress)
     finally:
         files = writer.close()
     return notes.report(written, (*files, write_parquet_info(out, files, data_dir)))
-
-
-# -- VLM ---------------------------------------------------------------------------------

@@ -13,19 +13,19 @@ from pathlib import Path
 
 import yaml
 
-from ...errors import ConfigError
+from ...errors import ConfigError, SkipReason
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from .common import (
     DropReason,
+    Notes,
     PrepareReport,
     Progress,
-    _Drop,
-    _each_row,
-    _image_bytes,
-    _manifest_rows,
-    _Notes,
-    _prepare_out_dir,
-    _ShardWriter,
+    RowDropped,
+    ShardWriter,
+    each_row,
+    image_bytes,
+    manifest_rows,
+    prepare_out_dir,
 )
 from .edit import write_parquet_info
 
@@ -36,24 +36,24 @@ VIT_TRANSFORM = {"image_stride": 14, "max_image_size": 518, "min_image_size": 22
 
 def _segments(row: object, image_root: Path) -> dict:
     if not isinstance(row, dict):
-        raise _Drop(DropReason.MALFORMED_ROW, "a document must be a JSON object with 'texts' and 'images'")
+        raise RowDropped(SkipReason.SCHEMA, "a document must be a JSON object with 'texts' and 'images'")
     texts, images = row.get("texts"), row.get("images")
     if not isinstance(texts, list) or not isinstance(images, list) or len(texts) != len(images):
-        raise _Drop(DropReason.MALFORMED_ROW, "'texts' and 'images' must be lists of the same length")
-    segments = []
+        raise RowDropped(SkipReason.SCHEMA, "'texts' and 'images' must be lists of the same length")
+    segments: list[dict[str, object]] = []
     for position, (text, image) in enumerate(zip(texts, images)):
         if (text is None) == (image is None):
-            raise _Drop(DropReason.MALFORMED_ROW, f"position {position}: exactly one of text and image must be set")
+            raise RowDropped(SkipReason.SCHEMA, f"position {position}: exactly one of text and image must be set")
         if text is not None:
             if not isinstance(text, str) or not text.strip():
-                raise _Drop(DropReason.MALFORMED_ROW, f"position {position}: the text must be a non-empty string")
+                raise RowDropped(SkipReason.SCHEMA, f"position {position}: the text must be a non-empty string")
             segments.append({"type": "text", "text": text})
         elif not isinstance(image, str) or "://" in image:
-            raise _Drop(DropReason.MALFORMED_ROW, f"position {position}: an image must be a local path, got {image!r}")
+            raise RowDropped(SkipReason.SCHEMA, f"position {position}: an image must be a local path, got {image!r}")
         else:
-            segments.append({"type": "image", "image": _image_bytes(image_root / image)})
+            segments.append({"type": "image", "image": image_bytes(image_root / image)})
     if not any(segment["type"] == "text" for segment in segments):
-        raise _Drop(DropReason.NO_CAPTION, "the document has no text")
+        raise RowDropped(DropReason.NO_CAPTION, "the document has no text")
     return {"segments": segments}
 
 
@@ -92,16 +92,16 @@ def prepare_interleaved(
     every rank gets some. `segment_defaults` (the group's roles, see
     docs/formats/interleaved.md) goes into run.yaml as given, the defaults otherwise.
     """
-    docs, notes = Path(docs_jsonl), _Notes()
+    docs, notes = Path(docs_jsonl), Notes()
     if not docs.is_file():
         raise ConfigError("docs_jsonl", str(docs), "the file does not exist")
     defaults = check_segment_defaults("segment_defaults", segment_defaults or dict(DEFAULTS))
     root = Path(image_root or docs.parent)
-    rows = _manifest_rows(docs)
-    out = _prepare_out_dir(Path(out_dir), overwrite)
-    writer = _ShardWriter(out, INTERLEAVED_SCHEMA, rows_per_group, rows_per_shard)
+    rows = manifest_rows(docs)
+    out = prepare_out_dir(Path(out_dir), overwrite)
+    writer = ShardWriter(out, INTERLEAVED_SCHEMA, rows_per_group, rows_per_shard)
     try:
-        written = _each_row(rows, lambda _, row: writer.add(_segments(row, root)), notes, progress)
+        written = each_row(rows, lambda _, row: writer.add(_segments(row, root)), notes, progress)
     finally:
         files = writer.close()
     if not files:

@@ -4,39 +4,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
-from ...errors import ConfigError
+from ...errors import ConfigError, SkipReason
+from ...formats import T2I_SCHEMA
 from .common import (
-    _CAPTION_COLUMN,
+    CAPTION_COLUMN,
     IMAGE_SUFFIXES,
-    T2I_SCHEMA,
     DropReason,
+    Notes,
     PrepareReport,
     Progress,
+    RowDropped,
     Rows,
-    _caption_values,
-    _check_format,
-    _Drop,
-    _each_row,
-    _image_bytes,
-    _manifest_rows,
-    _Notes,
-    _prepare_out_dir,
-    _ShardWriter,
+    ShardWriter,
+    caption_values,
+    check_format,
+    each_row,
+    image_bytes,
+    manifest_rows,
+    prepare_out_dir,
 )
 
 
-def _sidecar_captions(image: Path) -> tuple[Path, list[str]] | _Drop:
+def _sidecar_captions(image: Path) -> tuple[Path, list[str]] | RowDropped:
     captions: list[str] = []
     txt, js = image.with_suffix(".txt"), image.with_suffix(".json")
     try:
         if txt.is_file():
             captions += [line.strip() for line in txt.read_text(encoding="utf-8").splitlines() if line.strip()]
         if js.is_file():
-            captions += _caption_values(json.loads(js.read_text(encoding="utf-8")))
+            captions += caption_values(json.loads(js.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:  # unreadable, bad UTF-8 or bad JSON
-        return _Drop(DropReason.CAPTION_UNREADABLE, str(exc))
-    except _Drop as bad:
+        return RowDropped(SkipReason.CAPTION_INVALID, str(exc))
+    except RowDropped as bad:
         return bad
     return image, captions
 
@@ -45,7 +46,7 @@ def _folder_rows(root: Path) -> Rows:
     files = sorted(path for path in root.rglob("*") if path.is_file())
     images = [path for path in files if path.suffix.lower() in IMAGE_SUFFIXES]
     stems = {path.with_suffix("") for path in images}
-    orphan = _Drop(DropReason.CAPTION_WITHOUT_IMAGE, "no image file with this name")
+    orphan = RowDropped(DropReason.CAPTION_WITHOUT_IMAGE, "no image file with this name")
     rows: Rows = [(str(path.relative_to(root)), _sidecar_captions(path)) for path in images]
     rows += [(str(path.relative_to(root)), orphan) for path in files
              if path.suffix.lower() in (".txt", ".json") and path.with_suffix("") not in stems]  # fmt: skip
@@ -54,12 +55,12 @@ def _folder_rows(root: Path) -> Rows:
 
 def _manifest_captions(row: object, image_root: Path) -> tuple[Path, list[str]]:
     if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"]:
-        raise _Drop(DropReason.MALFORMED_ROW, "a row needs a non-empty string 'path'")
-    numbered = sorted((int(m.group(1)), key) for key in row if (m := _CAPTION_COLUMN.match(key)))
+        raise RowDropped(SkipReason.SCHEMA, "a row needs a non-empty string 'path'")
+    numbered = sorted((int(m.group(1)), key) for key in row if (m := CAPTION_COLUMN.match(key)))
     values = [row.get("caption")] + [row[key] for _, key in numbered]
     captions = [text.strip() for text in values if isinstance(text, str) and text.strip()]
     if row.get("captions") is not None:
-        captions += _caption_values(row["captions"])
+        captions += caption_values(row["captions"])
     return image_root / row["path"], captions
 
 
@@ -84,26 +85,27 @@ def prepare_t2i(
     bytes unless `reencode` (a Pillow format) or `max_side` (longest side, aspect kept) asks
     for new ones.
     """
-    source, notes = Path(source), _Notes()
-    fmt = _check_format(reencode)
+    source, notes = Path(source), Notes()
+    fmt = check_format(reencode)
     if max_side is not None and max_side < 1:
         raise ConfigError("max_side", max_side, "must be a positive number of pixels")
     if not source.exists():
         raise ConfigError("source", str(source), "neither a folder nor a manifest file")
     from_folder = source.is_dir()
-    rows = _folder_rows(source) if from_folder else _manifest_rows(source)
+    rows = _folder_rows(source) if from_folder else manifest_rows(source)
     root = Path(image_root or source.parent)
-    writer = _ShardWriter(_prepare_out_dir(Path(out_dir), overwrite), T2I_SCHEMA, rows_per_group, rows_per_shard)
+    writer = ShardWriter(prepare_out_dir(Path(out_dir), overwrite), T2I_SCHEMA, rows_per_group, rows_per_shard)
 
     def handle(location: str, row: object) -> None:
-        path, captions = row if from_folder else _manifest_captions(row, root)
+        # A folder row is what `_folder_rows` made of it: (image path, caption texts).
+        path, captions = cast(tuple[Path, list[str]], row) if from_folder else _manifest_captions(row, root)
         if not captions:
-            raise _Drop(DropReason.NO_CAPTION, "no caption text found for this image")
+            raise RowDropped(DropReason.NO_CAPTION, "no caption text found for this image")
         numbered = {f"caption_{i}": text for i, text in enumerate(dict.fromkeys(captions), 1)}
-        writer.add({"image": _image_bytes(path, fmt, max_side), "captions": json.dumps(numbered, ensure_ascii=False)})
+        writer.add({"image": image_bytes(path, fmt, max_side), "captions": json.dumps(numbered, ensure_ascii=False)})
 
     try:
-        written = _each_row(rows, handle, notes, progress)
+        written = each_row(rows, handle, notes, progress)
     finally:
         files = writer.close()
     return notes.report(written, files)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ...errors import ConfigError
+from ...errors import ConfigError, SkipReason
 from ...families.conversation import (
     IMAGE_TAG,
     VIDEO_TAG,
@@ -14,17 +14,17 @@ from ...families.conversation import (
     count_image_tags,
 )
 from .common import (
-    _ROLE_NAMES,
+    ROLE_NAMES,
     DropReason,
     Fix,
+    Notes,
     PrepareReport,
     Progress,
+    RowDropped,
     RowNote,
     Rows,
-    _Drop,
-    _each_row,
-    _manifest_rows,
-    _Notes,
+    each_row,
+    manifest_rows,
 )
 
 
@@ -33,7 +33,7 @@ def _vlm_rows(source: Path) -> Rows:
     with source.open(encoding="utf-8-sig") as handle:
         first = next((char for line in handle for char in line if not char.isspace()), "")
     if first != "[":
-        return _manifest_rows(source)
+        return manifest_rows(source)
     try:
         rows = json.loads(source.read_text(encoding="utf-8-sig"))
     except ValueError as exc:
@@ -46,8 +46,8 @@ def _rename_roles(row: dict, fix: Callable[[Fix, str], None]) -> None:
     if not isinstance(turns, list):
         return
     renamed = [
-        {**turn, "from": _ROLE_NAMES[turn["from"]]}
-        if isinstance(turn, dict) and turn.get("from") in _ROLE_NAMES
+        {**turn, "from": ROLE_NAMES[turn["from"]]}
+        if isinstance(turn, dict) and turn.get("from") in ROLE_NAMES
         else turn
         for turn in turns
     ]
@@ -66,31 +66,33 @@ def _prepend_tag(turns: list[dict], tag: str) -> bool:
 
 
 def _fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None]) -> dict:
-    """The row as the SFT reader wants it, reporting each repair; raises `_Drop` otherwise."""
+    """The row as the SFT reader wants it, reporting each repair; raises `RowDropped` otherwise."""
     if not isinstance(row, dict):
-        raise _Drop(DropReason.MALFORMED_ROW, "a row must be a JSON object")
+        raise RowDropped(SkipReason.SCHEMA, "a row must be a JSON object")
     row = dict(row)
     _rename_roles(row, fix)
     problem = check_conversations(row)
     if problem:
-        raise _Drop(DropReason.MALFORMED_ROW, problem)
+        raise RowDropped(SkipReason.SCHEMA, problem)
     turns = row["conversations"] = list(row["conversations"])
     if not any(turn["from"] == "gpt" and turn["value"].strip() for turn in turns):
-        raise _Drop(DropReason.NO_ANSWER, "no gpt turn with text: nothing to train on")
+        raise RowDropped(SkipReason.NO_LOSS, "no gpt turn with text: nothing to train on")
     image, video = row.get("image"), row.get("video")
     if image is not None and video is not None:
-        raise _Drop(DropReason.MALFORMED_ROW, "a row holds 'image' or 'video', not both")
+        raise RowDropped(SkipReason.SCHEMA, "a row holds 'image' or 'video', not both")
     if video is not None:
         _check_video_row(turns, image_root, video, fix)
         return row
     names = [image] if isinstance(image, str) else list(image or [])
     missing = [name for name in names if not (image_root / name).is_file()]
     if missing:
-        raise _Drop(DropReason.IMAGE_MISSING, f"not under {image_root}: {', '.join(missing[:3])}")
+        raise RowDropped(SkipReason.IMAGE_MISSING, f"not under {image_root}: {', '.join(missing[:3])}")
     tags = count_image_tags(turns)
     if tags != len(names):
         if not (tags == 0 and len(names) == 1 and _prepend_tag(turns, IMAGE_TAG)):
-            raise _Drop(DropReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(names)} image(s)")
+            raise RowDropped(
+                SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(names)} image(s)"
+            )
         fix(Fix.IMAGE_TAG_ADDED, "prepended <image> to the first human turn")
     return row
 
@@ -98,14 +100,14 @@ def _fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None])
 def _check_video_row(turns: list[dict], image_root: Path, video: str, fix: Callable[[Fix, str], None]) -> None:
     path = image_root / video
     if not (path.is_dir() if video.endswith("/") else path.is_file()):
-        raise _Drop(DropReason.VIDEO_MISSING, f"{path} does not exist")
+        raise RowDropped(DropReason.VIDEO_MISSING, f"{path} does not exist")
     # The reader turns one <video> into one <image> per frame; any other tag breaks the count.
     video_tags = sum(turn["value"].count(VIDEO_TAG) for turn in turns if turn["from"] == "human")
     if count_image_tags(turns) or video_tags > 1:
-        raise _Drop(DropReason.PLACEHOLDER_MISMATCH, "a video row needs exactly one <video> and no <image>")
+        raise RowDropped(SkipReason.PLACEHOLDER_MISMATCH, "a video row needs exactly one <video> and no <image>")
     if video_tags == 0:
         if not _prepend_tag(turns, VIDEO_TAG):
-            raise _Drop(DropReason.PLACEHOLDER_MISMATCH, "a video row needs a human turn to hold <video>")
+            raise RowDropped(SkipReason.VIDEO_TAG_MISSING, "a video row needs a human turn to hold <video>")
         fix(Fix.VIDEO_TAG_ADDED, "prepended <video> to the first human turn")
 
 
@@ -119,7 +121,7 @@ def prepare_vlm(
     reported): unparsable or malformed rows, missing media, placeholder counts that cannot
     be repaired, rows without a gpt answer. Other keys of a row are kept as they are.
     """
-    source, out, root, notes = Path(source), Path(out_jsonl), Path(image_root), _Notes()
+    source, out, root, notes = Path(source), Path(out_jsonl), Path(image_root), Notes()
     if not root.is_dir():
         raise ConfigError("image_root", str(root), "not a folder")
     if not source.is_file():
@@ -134,5 +136,5 @@ def prepare_vlm(
             handle.write(json.dumps(fixed, ensure_ascii=False) + "\n")
             notes.fixed.extend(fixes)
 
-        written = _each_row(rows, write, notes, progress)
+        written = each_row(rows, write, notes, progress)
     return notes.report(written, (out,))

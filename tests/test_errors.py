@@ -1,0 +1,52 @@
+"""The error vocabulary: every public error type lives in errors.py and derives from BagelDataError."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import pytest
+
+from bagel_data import errors
+from bagel_data.checkpoint.restart import check_complete
+from bagel_data.media import images, video
+from bagel_data.packing import invariants
+from bagel_data.sources import storage
+
+
+def test_every_error_type_in_errors_derives_from_bagel_data_error():
+    classes = [obj for _, obj in inspect.getmembers(errors, inspect.isclass)]
+    types = [obj for obj in classes if issubclass(obj, Exception) and not issubclass(obj, Warning)]
+    assert {t.__name__ for t in types} >= {"ImageDecodeError", "VideoDecodeError", "StorageOptionsError", "ResumeError"}
+    for error_type in types:
+        assert issubclass(error_type, errors.BagelDataError), error_type
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        (images, "ImageDecodeError"),
+        (images, "ImageTooLargeError"),
+        (video, "VideoDecodeError"),
+        (storage, "StorageOptionsError"),
+        (invariants, "InvariantError"),
+    ],
+)
+def test_old_homes_still_export_the_same_type(module, name):
+    assert getattr(module, name) is getattr(errors, name)
+
+
+def test_decode_errors_stay_value_errors_and_pickle():
+    assert issubclass(errors.ImageDecodeError, ValueError)
+    assert issubclass(errors.InvariantError, AssertionError)
+    error = pickle.loads(pickle.dumps(errors.VideoDecodeError("clip.mp4", "no frames")))
+    assert (error.path, error.reason) == ("clip.mp4", "no frames")
+    assert str(error) == "cannot read video frames from 'clip.mp4': no frames"
+
+
+def test_incomplete_worker_checkpoints_raise_resume_error():
+    topology = {"rank": 0, "world_size": 2, "worker_id": 0, "num_workers": 1}
+    with pytest.raises(errors.ResumeError, match=r"missing \(rank, worker\) \[\(1, 0\)\]"):
+        check_complete([topology])
+    with pytest.raises(errors.ResumeError, match="different topologies"):
+        check_complete([topology, {**topology, "rank": 1, "num_workers": 2}])
