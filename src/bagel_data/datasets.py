@@ -12,6 +12,7 @@ import warnings
 
 from .config import DATASET_REGISTRY, load_mapping, parse_groups
 from .distributed import RANK_UNSET, WORLD_UNSET, resolve_topology
+from .compat import check_compat
 from .errors import ConfigError, ConfigWarning
 from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
@@ -126,6 +127,8 @@ def make_bagel_multimodal_dataset(
     *,
     strict: bool = False,
     max_consecutive_failures: int = 100,
+    compat=None,
+    compat_seed: int | None = None,
 ) -> PackedDataset:
     """Build a BAGEL packed dataset for Stage 1 or Stage 2 training.
 
@@ -135,7 +138,11 @@ def make_bagel_multimodal_dataset(
     `data_status` (group -> per-worker positions, as rebuilt from `batch_data_indexes`)
     resumes each group just after those positions. `strict` raises on the first bad row;
     otherwise bad rows are skipped and counted by reason.
+    `compat="bagel"` reproduces the reference exactly, for any configuration (docs/compat.md);
+    its random draws then come from private generators seeded as the reference's globals are
+    in each DataLoader worker, or, in the main process, from `compat_seed` (default: `data_seed`).
     """
+    check_compat(compat)
     config = PackingConfig(
         expected_num_tokens=expected_num_tokens,
         max_num_tokens_per_sample=max_num_tokens_per_sample,
@@ -173,6 +180,7 @@ def make_bagel_multimodal_dataset(
             num_workers=num_workers,
             data_status=status,
             **group.kwargs,
+            **({"compat": compat} if compat else {}),
         )
         dataset.strict, dataset.max_consecutive_failures = strict, max_consecutive_failures
         datasets[group.name] = dataset
@@ -187,6 +195,8 @@ def make_bagel_multimodal_dataset(
         num_workers=num_workers,
         data_seed=data_seed,
         tokenizer=tokenizer,
+        compat=compat,
     )
+    packed.compat_seed = compat_seed
     packed.set_epoch(data_seed)
     return packed

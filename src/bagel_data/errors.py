@@ -55,6 +55,10 @@ class SkipReason(str, enum.Enum):
     UNIT_UNREADABLE = "unit_unreadable"
     OVER_SAMPLE_BUDGET = "over_max_num_tokens_per_sample"
     NO_ROOM_BESIDE_MANDATORY = "no_room_beside_mandatory_samples"
+    # compat="bagel" only: what the reference drops silently or crashes on.
+    DROPPED_AT_EMIT = "dropped_at_emit_buffer_full"
+    IMAGE_ITEMS_EXCEED_IMAGES = "image_items_exceed_images"
+    PARQUET_INFO_MISSING = "parquet_file_not_in_parquet_info"
 
 
 class ResumeError(BagelDataError):

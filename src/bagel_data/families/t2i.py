@@ -13,7 +13,7 @@ import json
 from ..errors import SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
-from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from ..sources.parquet import ParquetReader, get_parquet_data_paths, resolve_file_order
 from .base import DistributedIterableDataset
 
 COLUMNS = ("image", "captions")
@@ -47,13 +47,14 @@ class T2IIterableDataset(DistributedIterableDataset):
         num_workers=8,
         data_status=None,
         *,
-        file_order: str = "sorted",
+        file_order: str | None = None,
+        compat=None,
     ):
-        super().__init__(dataset_name, local_rank, world_size, num_workers)
+        super().__init__(dataset_name, local_rank, world_size, num_workers, compat=compat)
         self.transform = transform
         self.tokenizer = tokenizer
         self.data_status = data_status
-        self.file_order = file_order
+        self.file_order = resolve_file_order(file_order, self.compat)
         self.data_paths = self.get_data_paths(data_dir_list, num_used_data)
         self.set_epoch()
 

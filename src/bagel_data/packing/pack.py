@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ..compat import CompatRandom
 from ..errors import ConfigError
 from .buffers import PadBufferPool, zeroed_float32
 from .config import PackingConfig, SpecialTokens
@@ -58,6 +59,7 @@ class PackBuilder:
     ):
         self.config, self.tokens, self.rng, self.position_ids = config, tokens, rng, position_ids
         self.pad_pool = pad_pool
+        self.compat = isinstance(rng, CompatRandom)  # compat="bagel": the reference's stream and rules
         self.curr = 0
         self.sample_lens: list[int] = []
         self.split_lens: list[int] = []
@@ -127,8 +129,10 @@ class PackBuilder:
                 modes.append("causal")
                 # One rotary id per position of this item (the reference used the split's
                 # running length, which over-counts when a split spans several items).
-                self.position.span(rope, rope + self.curr - first)
-                rope += self.curr - first
+                # compat keeps the reference's count (docs/compat.md).
+                count = split_len if self.compat else self.curr - first
+                self.position.span(rope, rope + count)
+                rope += count
             elif kind == "vit_image":
                 image = next(images)
                 if self._dropped(item, cfg.vit_cond_dropout_prob):
@@ -153,7 +157,9 @@ class PackBuilder:
                 split_end = item.get("split_end", True)
                 # Dropping one frame of a multi-frame split would break the split; the
                 # reference keeps such frames, and so do we.
-                if split_start and split_end and self._dropped(item, cfg.vae_cond_dropout_prob):
+                # compat: the reference draws for every CFG item and may drop such a frame.
+                whole_split = self.compat or (split_start and split_end)
+                if whole_split and self._dropped(item, cfg.vae_cond_dropout_prob):
                     rope += 1
                     continue
                 self._special(self.tokens.start_of_image, {"special_token_loss": 0})
