@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import warnings
 
+from .compat import check_compat
 from .config import DATASET_REGISTRY, load_mapping, parse_groups
 from .distributed import RANK_UNSET, WORLD_UNSET, resolve_topology
-from .compat import check_compat
 from .errors import ConfigError, ConfigWarning
 from .families.edit import UnifiedEditIterableDataset
 from .families.t2i import T2IIterableDataset
