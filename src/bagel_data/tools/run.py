@@ -2,8 +2,10 @@
 
 A run config is a YAML/JSON mapping with `grouped_datasets` and `dataset_info` (each a
 mapping or a path relative to the run config) and optional `packing` (the keyword
-arguments of `make_bagel_multimodal_dataset`). A plain grouped-datasets YAML (BAGEL's
-own format) is accepted too, with `dataset_info` given separately.
+arguments of `make_bagel_multimodal_dataset`), and optional `compat: bagel` (the reference's
+exact behaviour, docs/compat.md; `packing.compat_seed` seeds it outside DataLoader workers).
+A plain grouped-datasets YAML (BAGEL's own format) is accepted too, with `dataset_info`
+given separately.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from ..checkpoint.collect import worker_dataset_states
+from ..compat import check_compat
 from ..config import load_mapping
 from ..datasets import make_bagel_multimodal_dataset
 from ..errors import ConfigError
@@ -23,7 +26,12 @@ from ..packing.config import PackingConfig
 from ..tokenizer import add_special_tokens, load_tokenizer
 
 # Everything PackingConfig holds, plus the dataset-level settings make_bagel_multimodal_dataset takes.
-PACKING_KEYS = set(PackingConfig.__dataclass_fields__) | {"data_seed", "strict", "max_consecutive_failures"}
+PACKING_KEYS = set(PackingConfig.__dataclass_fields__) | {
+    "data_seed",
+    "strict",
+    "max_consecutive_failures",
+    "compat_seed",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +39,10 @@ class RunConfig:
     grouped_datasets: dict
     dataset_info: dict | str
     packing: dict
+    compat: str | None = None  # "bagel": reproduce the reference exactly (docs/compat.md)
+
+    def __post_init__(self):
+        check_compat(self.compat)
 
 
 def _resolve_relative(value, base: str | None):
@@ -43,20 +55,23 @@ def load_run_config(path: str, dataset_info: str | None = None) -> RunConfig:
     """Read a run config, or a grouped-datasets YAML plus a `dataset_info` path."""
     data, base = load_mapping(path, "config")
     if "grouped_datasets" in data:
-        unknown = set(data) - {"grouped_datasets", "dataset_info", "packing"}
+        unknown = set(data) - {"grouped_datasets", "dataset_info", "packing", "compat"}
         if unknown:
-            raise ConfigError("config", sorted(unknown), "a run config holds grouped_datasets, dataset_info, packing")
+            raise ConfigError(
+                "config", sorted(unknown), "a run config holds grouped_datasets, dataset_info, packing, compat"
+            )
         grouped, _ = load_mapping(_resolve_relative(data["grouped_datasets"], base), "grouped_datasets")
         info = dataset_info or _resolve_relative(data.get("dataset_info"), base)
         packing = dict(data.get("packing") or {})
+        compat = data.get("compat")
     else:
-        grouped, info, packing = data, dataset_info, {}
+        grouped, info, packing, compat = data, dataset_info, {}, None
     if info is None:
         raise ConfigError("dataset_info", None, "pass --dataset-info PATH or put dataset_info in the run config")
     unknown = set(packing) - PACKING_KEYS
     if unknown:
         raise ConfigError("packing", sorted(unknown), f"unknown key(s); allowed: {sorted(PACKING_KEYS)}")
-    return RunConfig(grouped, info, packing)
+    return RunConfig(grouped, info, packing, compat)
 
 
 @dataclasses.dataclass
@@ -96,6 +111,7 @@ def run_pipeline(
         world_size=world_size,
         num_workers=max(num_workers, 1),
         **config.packing,
+        compat=config.compat,
     )
     loader = build_dataloader(dataset, num_workers=num_workers)
     summary = RunSummary(max_num_tokens=dataset.config.max_num_tokens)
