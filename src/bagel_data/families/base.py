@@ -207,6 +207,11 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         before that row (the sample's `compat_rng_state`); the live stream is left as it was."""
         if not self.compat:
             return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+        if rng_state is None:
+            raise ResumeError(
+                f'{self.dataset_name}: compat="bagel" rebuilds a sample from the stream state before its row; '
+                f"none was given for cursor {list(cursor)}"
+            )
         live, self.compat_rng = self.compat_rng, CompatRandom.from_state(rng_state)
         try:
             return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
