@@ -13,6 +13,7 @@ import logging
 import warnings
 
 from .batch import SimpleCustomBatch, bagel_packed_collate_fn, collate_wrapper
+from .compat import check_compat
 from .config import DATASET_REGISTRY, load_mapping, parse_groups
 from .distributed import RANK_UNSET, WORLD_UNSET, resolve_topology
 from .errors import ConfigError, ConfigWarning
@@ -23,7 +24,7 @@ from .families.t2i import T2IIterableDataset
 from .families.vlm import SftJSONLIterableDataset
 from .media.images import ImageTransform, pil_img2rgb
 from .media.video import FrameSampler
-from .packing.config import PackingConfig, check_compat
+from .packing.config import PackingConfig
 from .packing.layout import (
     get_flattened_position_ids_extrapolate,
     get_flattened_position_ids_interpolate,
@@ -157,10 +158,12 @@ def assemble(
     data_status=None,
     strict: bool = False,
     max_consecutive_failures: int = 100,
+    compat=None,
 ) -> Assembled:
     """Check the configuration and build one family dataset per group."""
     check_topology(local_rank, world_size, num_workers)
     check_dataset_settings({"strict": strict, "max_consecutive_failures": max_consecutive_failures})
+    check_compat(compat)
     config.check()
     local_rank, world_size = resolve_topology(local_rank, world_size)
     grouped, _ = load_mapping(grouped_datasets, "grouped_datasets")
@@ -185,6 +188,7 @@ def assemble(
             strict=strict,
             max_consecutive_failures=max_consecutive_failures,
             **group.kwargs,
+            **({"compat": compat} if compat else {}),
         )
     return Assembled(
         datasets,
@@ -196,7 +200,7 @@ def assemble(
     )
 
 
-def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat) -> PackedDataset:
+def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat, compat_seed) -> PackedDataset:
     check_dataset_settings({"data_seed": arguments["data_seed"]})
     config = PackingConfig(**{name: arguments[name] for name in PACKING_FIELDS + OPT_IN_FIELDS})
     parts = assemble(
@@ -210,6 +214,7 @@ def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat)
         data_status=arguments["data_status"],
         strict=strict,
         max_consecutive_failures=max_consecutive_failures,
+        compat=compat,
     )
     packed = PackedDataset.from_groups(
         parts.datasets,
@@ -224,6 +229,8 @@ def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat)
         tokenizer=arguments["tokenizer"],
         compat=compat,
     )
+    packed.set_epoch(arguments["data_seed"])
+    packed.compat_seed = compat_seed
     packed.set_epoch(arguments["data_seed"])
     return packed
 
@@ -263,6 +270,7 @@ _SIGNATURE = inspect.Signature(
         _P("strict", _P.KEYWORD_ONLY, default=False),
         _P("max_consecutive_failures", _P.KEYWORD_ONLY, default=100),
         _P("compat", _P.KEYWORD_ONLY, default=None),
+        _P("compat_seed", _P.KEYWORD_ONLY, default=None),
         *[_P(name, _P.KEYWORD_ONLY, default=getattr(PackingConfig, name)) for name in OPT_IN_FIELDS],
     ],
     return_annotation="PackedDataset",
@@ -276,7 +284,8 @@ def make_bagel_multimodal_dataset(*args, **kwargs) -> PackedDataset:
     grouped_datasets, local_rank=0, world_size=1, num_workers=4, <packing settings>,
     data_status=None, data_seed=42, <dropouts and image sizes>, dataset_info=None)`, every
     setting named and defaulted as in `PackingConfig`, plus keyword-only `strict=False`,
-    `max_consecutive_failures=100`, `compat=None` and the opt-in packing modes
+    `max_consecutive_failures=100`, `compat=None`, `compat_seed=None` (the main process's
+    seed of compat mode's generators, default `data_seed`) and the opt-in packing modes
     `mix_by="samples"` and `pack_strategy="greedy"` (docs/packing.md).
 
     `grouped_datasets` and `dataset_info` are dicts or paths to YAML/JSON files.
@@ -291,8 +300,9 @@ def make_bagel_multimodal_dataset(*args, **kwargs) -> PackedDataset:
     bound.apply_defaults()
     arguments = dict(bound.arguments)
     compat = check_compat(arguments.pop("compat"))
+    compat_seed = arguments.pop("compat_seed")
     strict, max_failures = arguments.pop("strict"), arguments.pop("max_consecutive_failures")
-    return _build(arguments, strict, max_failures, compat)
+    return _build(arguments, strict, max_failures, compat, compat_seed)
 
 
 make_bagel_multimodal_dataset.__signature__ = _SIGNATURE  # type: ignore[attr-defined]

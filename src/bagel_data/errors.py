@@ -58,6 +58,10 @@ class SkipReason(str, enum.Enum):
     PARSE_ROW_FAILED = "parse_row_failed"
     PARSE_ROW_EMPTY = "parse_row_returned_nothing"
     PLAN_INCONSISTENT = "plan_inconsistent"
+    # compat="bagel" only: what the reference drops silently or crashes on.
+    DROPPED_AT_EMIT = "dropped_at_emit_buffer_full"
+    IMAGE_ITEMS_EXCEED_IMAGES = "image_items_exceed_images"
+    PARQUET_INFO_MISSING = "parquet_file_not_in_parquet_info"
 
 
 class ResumeError(BagelDataError):

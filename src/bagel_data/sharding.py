@@ -51,6 +51,24 @@ def shard_unit_ids(num_units: int, rank: int, world_size: int, worker_id: int, n
     return np.arange(rank_ids.start + span.start, rank_ids.start + span.stop, dtype=np.int64)[::-1]
 
 
+def reference_rank_ids(num_units: int, world_size: int, rank: int) -> range:
+    """The reference's rank slice (`compat="bagel"`): `num_units // world_size` units each;
+    the last `num_units % world_size` units are read by no rank."""
+    size = num_units // world_size
+    return range(rank * size, (rank + 1) * size)
+
+
+def reference_shard_unit_ids(num_units: int, rank: int, world_size: int, worker_id: int, num_workers: int):
+    """`shard_unit_ids` as the reference shards (`compat="bagel"`): a worker takes
+    `per_rank // num_workers` units of its rank slice, reversed; remainders are unused."""
+    rank_ids = reference_rank_ids(num_units, world_size, rank)
+    if num_workers == 0:
+        return np.arange(rank_ids.start, rank_ids.stop, dtype=np.int64)
+    size = len(rank_ids) // num_workers
+    start = rank_ids.start + worker_id * size
+    return np.arange(start, start + size, dtype=np.int64)[::-1]
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerTopology:
     """Which worker of which rank this is: the one description of a process's place.
@@ -77,9 +95,11 @@ class WorkerTopology:
         per_rank = max(self.num_workers, 1)
         return self.rank * per_rank + self.worker_id, self.world_size * per_rank
 
-    def shard(self, num_units: int) -> WorkerShard:
-        """This worker's share of `num_units` units (`shard_unit_ids`)."""
-        ids = shard_unit_ids(num_units, self.rank, self.world_size, self.worker_id, self.num_workers)
+    def shard(self, num_units: int, reference: bool = False) -> WorkerShard:
+        """This worker's share of `num_units` units (`shard_unit_ids`; with `reference`, the
+        reference's remainder-dropping `reference_shard_unit_ids`)."""
+        split = reference_shard_unit_ids if reference else shard_unit_ids
+        ids = split(num_units, self.rank, self.world_size, self.worker_id, self.num_workers)
         return WorkerShard(self.rank, self.world_size, self.worker_id, self.num_workers, ids)
 
 

@@ -7,14 +7,16 @@ import itertools
 import pytest
 
 from bagel_data.config import load_mapping, parse_group
-from helpers.golden import absolute_dataset_info, as_worker, case_names, check_tensor, load_case, reference_file_order
+from helpers.golden import absolute_dataset_info, as_worker, case_runs, check_tensor, load_case, reference_file_order
 
 
-def build_family(case: dict, tokenizer):
+def build_family(case: dict, tokenizer, compat=None):
+    """The case's family; with compat="bagel" the listing order needs no help (it is implied)."""
     info, _ = load_mapping(absolute_dataset_info(case), "dataset_info")
     group = case["group"]
     args = dict(case["grouped_datasets"][group])
-    args.update(reference_file_order(case))
+    if compat is None:
+        args.update(reference_file_order(case))
     spec = parse_group(group, args, info, None)
     dataset = spec.family(
         dataset_name=group,
@@ -24,15 +26,17 @@ def build_family(case: dict, tokenizer):
         num_workers=case["num_workers"],
         data_status=case["data_status"],
         **spec.kwargs,
+        compat=compat,
     )
     dataset.set_epoch(case["data_seed"])
     return dataset
 
 
-@pytest.mark.parametrize("name", case_names("stream"))
-def test_stream_case(name, tokenizer):
+@pytest.mark.parametrize(("name", "compat"), case_runs("stream"))
+def test_stream_case(name, compat, tokenizer):
     case, expected, arrays = load_case(name)
-    dataset = build_family(case, tokenizer)
+    assert case.get("compat") == (compat if name.startswith("compat_") else None)
+    dataset = build_family(case, tokenizer, compat)
     with as_worker(case["worker_id"], case["num_workers"]):
         samples = list(itertools.islice(iter(dataset), case["count"]))
     assert len(samples) == len(expected["samples"])

@@ -22,6 +22,26 @@ def case_names(kind: str) -> list[str]:
     return sorted(p.name for p in GOLDEN_CASES.iterdir() if p.name.startswith(kind + "_"))
 
 
+def compat_case_names(kind: str) -> list[str]:
+    """The `compat_<kind>_*` cases: their case.json has `"compat": "bagel"`."""
+    return case_names(f"compat_{kind}")
+
+
+def case_runs(kind: str) -> list[tuple[str, str | None]]:
+    """(case, compat mode) for every run of a kind: each older case in the default mode and
+    with compat="bagel", each compat case with the compat its case.json names."""
+    older = case_names(kind)
+    compat = [
+        (name, json.loads((GOLDEN_CASES / name / "case.json").read_text())["compat"])
+        for name in compat_case_names(kind)
+    ]
+    return [(name, None) for name in older] + [(name, "bagel") for name in older] + compat
+
+
+def all_case_folders() -> list[str]:
+    return sorted(p.name for p in GOLDEN_CASES.iterdir() if p.is_dir())
+
+
 def load_case(name: str) -> tuple[dict, dict, dict | None]:
     folder = GOLDEN_CASES / name
     case = json.loads((folder / "case.json").read_text())

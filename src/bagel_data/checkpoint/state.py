@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compat import CompatRandom
 from ..errors import ResumeError, SkipLog
 from ..sharding import WorkerTopology
 
@@ -53,6 +54,7 @@ class Buffered:
     # The sample dict. None only for an item restored from a checkpoint (it holds cursors,
     # not samples) until `PackedDataset._materialize` rebuilds it, before any other use.
     sample: Any = None
+    rng_state: dict | None = None  # compat="bagel": the shared stream before the sample's row
 
 
 @dataclasses.dataclass
@@ -62,7 +64,7 @@ class PackState:
     topology: WorkerTopology
     data_seed: int
     units: list[int]  # units per group: a checkpoint only fits the same data
-    rng: np.random.Generator
+    rng: Any  # np.random.Generator; compat="bagel": a CompatRandom (compat.py)
     cursors: list[tuple | None]
     buffer: collections.deque
     logs: list[SkipLog]
@@ -84,9 +86,9 @@ class PackState:
             "topology": dataclasses.asdict(self.topology),
             "data_seed": self.data_seed,
             "units": dict(zip(group_names, self.units)),
-            "rng": self.rng.bit_generator.state,
+            "rng": _rng_state(self.rng),
             "cursors": {name: _plain(cursor) for name, cursor in zip(group_names, self.cursors)},
-            "buffer": [[group_names[item.group], _plain(item.cursor)] for item in self.buffer],
+            "buffer": [_buffered(group_names, item) for item in self.buffer],
             "carry": None if self.carry is None else [group_names[self.carry.group], _plain(self.carry.cursor)],
             "packs": self.packs,
             "tokens": self.tokens,
@@ -108,9 +110,12 @@ class PackState:
                 "workers with PackedDataset.load_elastic_state (see docs/elastic.md)"
             )
         self.restart, self.history = saved["restart"], saved["history"]
-        self.rng.bit_generator.state = saved["rng"]
+        _set_rng_state(self.rng, saved["rng"])
         self.cursors = [_tuple(saved["cursors"][name]) for name in group_names]
-        self.buffer = collections.deque(Buffered(group_names.index(name), _tuple(c)) for name, c in saved["buffer"])
+        self.buffer = collections.deque(
+            Buffered(group_names.index(entry[0]), _tuple(entry[1]), None, entry[2] if len(entry) > 2 else None)
+            for entry in saved["buffer"]
+        )
         carry = saved.get("carry")
         self.carry = None if carry is None else Buffered(group_names.index(carry[0]), _tuple(carry[1]))
         self.packs, self.tokens = saved["packs"], saved["tokens"]
@@ -119,6 +124,25 @@ class PackState:
         self.group_tokens = [int(saved_tokens.get(name, 0)) for name in group_names]
         for name, log in zip(group_names, self.logs):
             log.counts = collections.Counter(saved["skips"].get(name, {}))
+
+
+def _rng_state(rng) -> dict:
+    return rng.get_state() if isinstance(rng, CompatRandom) else rng.bit_generator.state
+
+
+def _set_rng_state(rng, state: dict) -> None:
+    if isinstance(rng, CompatRandom) != (state.get("compat") == "bagel"):
+        raise ResumeError('the checkpoint and this pipeline disagree on compat="bagel"; resume in the same mode')
+    if isinstance(rng, CompatRandom):
+        rng.set_state(state)
+    else:
+        rng.bit_generator.state = state
+
+
+def _buffered(group_names: list[str], item: Buffered) -> list:
+    """A buffered sample by reference: [group, cursor] (+ the compat stream state before it)."""
+    entry = [group_names[item.group], _plain(item.cursor)]
+    return entry if item.rng_state is None else [*entry, item.rng_state]
 
 
 def _plain(cursor):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..compat import CompatRandom, check_compat
 from ..errors import ConfigError, ResumeError, SkipLog
 from ..sharding import (
     INHERITED_PHASE,
@@ -21,6 +22,7 @@ from ..sharding import (
     WorkerShard,
     WorkerTopology,
     phase_work,
+    reference_rank_ids,
     row_key_at,
     split_evenly,
     stable_hash,
@@ -47,6 +49,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         world_size: int = 1,
         num_workers: int = 8,
         *,
+        compat=None,
         strict: bool = False,
         max_consecutive_failures: int = 100,
     ):
@@ -65,6 +68,9 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.skip_log = SkipLog(dataset_name, self.strict, self.max_consecutive_failures)
         self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)
+        self.compat = check_compat(compat)  # "bagel": the reference's behaviour (docs/compat.md)
+        self.compat_seed: int | None = None  # compat: the generators' seed outside a DataLoader worker
+        self.compat_rng: Any = None  # compat: the stream this worker draws from (shared with the packer)
 
     # -- units -------------------------------------------------------------------------
     def get_data_paths(self, *args, **kwargs):
@@ -82,7 +88,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.rng.shuffle(units)
         self.epoch_seed = seed
         self.epoch_units = units
-        self.rank_unit_ids = split_evenly(len(units), self.world_size, self.local_rank)
+        self.rank_unit_ids = self._rank_ids(len(units))
         self.num_files_per_rank = len(self.rank_unit_ids)
         self._check_enough_units(len(units), self.num_workers)
 
@@ -106,7 +112,12 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         topology = WorkerTopology.current(self.local_rank, self.world_size)
         if topology.num_workers:
             self._check_enough_units(len(self.epoch_units), topology.num_workers)
-        return topology.shard(len(self.epoch_units))
+        return topology.shard(len(self.epoch_units), reference=bool(self.compat))
+
+    def _rank_ids(self, num_units: int) -> range:
+        if self.compat:  # the reference drops the remainder (SPEC 8.3)
+            return reference_rank_ids(num_units, self.world_size, self.local_rank)
+        return split_evenly(num_units, self.world_size, self.local_rank)
 
     def get_data_paths_per_worker(self):
         """The reference's view: (this worker's units, worker id)."""
@@ -119,7 +130,13 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
 
     # -- per-sample randomness -----------------------------------------------------------
     def sample_rng(self, unit_id: int, *position: int) -> np.random.Generator:
-        """A generator owned by one sample: the same wherever and whenever it is rebuilt."""
+        """A generator owned by one sample: the same wherever and whenever it is rebuilt.
+
+        In compat mode, the worker's shared stream instead (the reference's globals); its
+        state before the row is kept so that a buffered sample can be rebuilt exactly."""
+        if self.compat:
+            self._row_rng_state = self.compat_rng.get_state()
+            return self.compat_rng
         key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.dataset_name), int(unit_id), *position]
         return np.random.default_rng(np.random.SeedSequence(key))
 
@@ -192,6 +209,8 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple) -> dict:
         sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)
         sample["row_key"] = row_key  # where it came from, whatever the topology
+        if self.compat:
+            sample["compat_rng_state"] = self._row_rng_state  # the stream before this row's draws
         return sample
 
     def _sample_at_row(self, shard: WorkerShard, row_key: tuple, position: list[int], log: SkipLog) -> dict | None:
@@ -205,10 +224,27 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """`(global unit id, pass, *row within the unit)` of the sample at `cursor`."""
         return row_key_at(self.worker_shard(), self.restart_plan, cursor)
 
-    def sample_at(self, cursor: tuple[int, ...]) -> dict | None:
+    def sample_at(self, cursor: tuple[int, ...], rng_state: dict | None = None) -> dict | None:
         """Rebuild the sample at `cursor` exactly (same row, same random choices); None when
-        that row no longer gives a sample."""
-        return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+        that row no longer gives a sample. In compat mode `rng_state` is the stream's state
+        before that row (the sample's `compat_rng_state`); the live stream is left as it was."""
+        if not self.compat:
+            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+        if rng_state is None:
+            raise ResumeError(
+                f'{self.dataset_name}: compat="bagel" rebuilds a sample from the stream state before its row; '
+                f"none was given for cursor {list(cursor)}"
+            )
+        live, self.compat_rng = self.compat_rng, CompatRandom.from_state(rng_state)
+        try:
+            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+        finally:
+            self.compat_rng = live
+
+    def start_compat_stream(self) -> None:
+        """A fresh compat stream for a standalone iteration (the packer shares its own)."""
+        seed = self.epoch_seed if self.compat_seed is None else self.compat_seed
+        self.compat_rng = CompatRandom.for_context(seed)
 
     @staticmethod
     def _position_after(position: list[int]) -> list[int]:
@@ -224,6 +260,8 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         if log is None:
             log = self.new_skip_log()
         self.skip_log = log
+        if self.compat and self.compat_rng is None:
+            self.start_compat_stream()
         phase, start = self._first_phase(), None
         if after is not None:
             phase, start = after[0], self._position_after(list(after[1:]))
@@ -243,5 +281,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
 
     def __iter__(self):
         after = self.resume_cursor(self.worker_shard().worker_id)
+        if self.compat:
+            self.start_compat_stream()
         for _, sample in self.iter_samples(after):
             yield sample

@@ -57,6 +57,15 @@ def expand_video_tag(conversations: list[dict], num_frames: int) -> bool:
     return False
 
 
+def expand_video_tag_first_turn(conversations: list[dict], num_frames: int) -> bool:
+    """The reference's rule (`compat="bagel"`): `<video>` is replaced in the first turn
+    only, whatever its role; False when the first turn does not hold it."""
+    if not conversations or VIDEO_TAG not in conversations[0]["value"]:
+        return False
+    conversations[0]["value"] = conversations[0]["value"].replace(VIDEO_TAG, IMAGE_TAG * num_frames)
+    return True
+
+
 def check_conversations(row: object) -> str | None:
     """Why `row` is not a well-formed SFT row, or None when it is."""
     if not isinstance(row, dict):

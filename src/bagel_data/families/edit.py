@@ -15,7 +15,7 @@ from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from ..sources.parquet import ParquetReader, get_parquet_data_paths, resolve_file_order
 from .base import DistributedIterableDataset
 
 COLUMNS = EDIT_COLUMNS
@@ -44,14 +44,28 @@ def choose_steps(rng, num_images: int) -> tuple[int, int, bool]:
 
     `merged` means the instructions of several steps become one text before the end image.
     """
+    start, end = choose_span(rng, num_images)
+    return (start, *choose_merge(rng, start, end, num_images))
+
+
+def choose_span(rng, num_images: int) -> tuple[int, int]:
+    """(start, end): the first image and the last one a sample reaches."""
     start = int(rng.integers(0, num_images - 1))
-    end = int(rng.integers(start + 1, min(start + 2, num_images - 1) + 1))
-    merged = False
+    return start, int(rng.integers(start + 1, min(start + 2, num_images - 1) + 1))
+
+
+def choose_merge(rng, start: int, end: int, num_images: int) -> tuple[int, bool]:
+    """(end, merged): a coin (only when the stretch has two steps) merges the steps' texts."""
     if end - start > 1 and rng.random() < 0.5:
-        merged = True
-        if end == num_images - 1:
-            end -= 1
-    return start, end, merged
+        return (end - 1 if end == num_images - 1 else end), True
+    return end, False
+
+
+class _CompatRowError(Exception):
+    """compat: a row the reference gives up on partway, after some of its draws."""
+
+    def __init__(self, reason: SkipReason, detail: str):
+        self.reason, self.detail = reason, detail
 
 
 class UnifiedEditIterableDataset(DistributedIterableDataset):
@@ -75,7 +89,8 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         num_workers=8,
         data_status=None,
         *,
-        file_order: str = "sorted",
+        file_order: str | None = None,
+        compat=None,
         strict: bool = False,
         max_consecutive_failures: int = 100,
     ):
@@ -84,6 +99,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             local_rank,
             world_size,
             num_workers,
+            compat=compat,
             strict=strict,
             max_consecutive_failures=max_consecutive_failures,
         )
@@ -91,7 +107,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         self.vit_transform = vit_transform
         self.tokenizer = tokenizer
         self.data_status = data_status
-        self.file_order = file_order
+        self.file_order = resolve_file_order(file_order, self.compat)
         self.data_paths = self.get_data_paths(data_dir_list, num_used_data, parquet_info)
         self.set_epoch()
 
@@ -100,6 +116,9 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
                 info = parquet_info_entry(parquet_info, path, data_dir)
+                if info is None and self.compat:  # the reference leaves such a file out, silently
+                    self.skip_log.skip(SkipReason.PARQUET_INFO_MISSING, path, "no parquet_info entry; not read")
+                    continue
                 if info is None:
                     raise ConfigError(
                         "parquet_info",
@@ -139,6 +158,8 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             yield row, images[row], instructions[row]
 
     def build_sample(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:
+        if self.compat:
+            return self._build_compat(images, instructions, rng, location, log)
         problem = check_edit_row(images, instructions)
         if problem is not None:
             log.skip(problem[0], location, problem[1])
@@ -161,6 +182,40 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
         return None
 
+    def _build_compat(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:
+        """The reference's order (`compat="bagel"`): span draws, the start image, the coin,
+        then one phrasing per step; a row it gives up on midway keeps the draws it made."""
+        problem = None
+        if not isinstance(images, list) or not all(isinstance(item, bytes) for item in images):
+            problem = (SkipReason.SCHEMA, "image_list must be a list of encoded images")
+        elif not isinstance(instructions, list):
+            problem = (SkipReason.SCHEMA, "instruction_list must be a list of lists of strings")
+        elif len(images) < 2:
+            problem = (SkipReason.EDIT_TOO_FEW_IMAGES, f"{len(images)} image(s); a chain needs at least 2")
+        if problem is not None:
+            log.skip(problem[0], location, problem[1])
+            return None
+        draft = fast_draft_size(self.transform, self.vit_transform)
+        decoded: dict[int, object] = {}
+
+        def image(index: int):
+            if index not in decoded:
+                decoded[index] = decode_image(images[index], draft_size=draft)
+            return decoded[index]
+
+        try:
+            start, end = choose_span(rng, len(images))
+            image(start)  # the reference decodes it before the coin
+            end, merged = choose_merge(rng, start, end, len(images))
+            return self._plan(image, instructions, start, end, merged, rng)
+        except ImageTooLargeError as exc:
+            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
+        except ImageDecodeError as exc:
+            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+        except _CompatRowError as exc:
+            log.skip(exc.reason, location, exc.detail)
+        return None
+
     def _plan(self, image, instructions, start, end, merged, rng) -> SampleBuilder:
         vae, vit = self.transform, self.vit_transform
         builder = SampleBuilder()
@@ -169,6 +224,8 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             return self.tokenizer.encode(text)
 
         def phrasing(step: int) -> str:
+            if self.compat:
+                return self._compat_phrasing(instructions, step, rng)
             options = instructions[step - 1]
             return options[int(rng.integers(len(options)))]
 
@@ -188,6 +245,17 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 builder.add_image("vae_image", step_vae, vae.stride, enable_cfg=True, loss=False)
                 builder.add_image("vit_image", vit(image(step)), vit.stride, enable_cfg=True, loss=False)
         return builder
+
+    @staticmethod
+    def _compat_phrasing(instructions, step: int, rng) -> str:
+        if step - 1 >= len(instructions):
+            raise _CompatRowError(SkipReason.EDIT_LISTS_DISAGREE, f"no instruction list for step {step}")
+        options = instructions[step - 1]
+        if not isinstance(options, list) or not options or not all(isinstance(text, str) for text in options):
+            raise _CompatRowError(
+                SkipReason.SCHEMA, f"instruction_list[{step - 1}] must be a non-empty list of strings"
+            )
+        return options[int(rng.integers(len(options)))]
 
 
 def parquet_info_entry(parquet_info: dict, path: str, data_dir: str):

@@ -14,7 +14,7 @@ from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
-from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from ..sources.parquet import ParquetReader, get_parquet_data_paths, resolve_file_order
 from .base import DistributedIterableDataset
 
 COLUMNS = T2I_COLUMNS
@@ -50,7 +50,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         num_workers=8,
         data_status=None,
         *,
-        file_order: str = "sorted",
+        file_order: str | None = None,
+        compat=None,
         strict: bool = False,
         max_consecutive_failures: int = 100,
     ):
@@ -59,13 +60,14 @@ class T2IIterableDataset(DistributedIterableDataset):
             local_rank,
             world_size,
             num_workers,
+            compat=compat,
             strict=strict,
             max_consecutive_failures=max_consecutive_failures,
         )
         self.transform = transform
         self.tokenizer = tokenizer
         self.data_status = data_status
-        self.file_order = file_order
+        self.file_order = resolve_file_order(file_order, self.compat)
         self.data_paths = self.get_data_paths(data_dir_list, num_used_data)
         self.set_epoch()
 

@@ -19,12 +19,29 @@ from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .base import DistributedIterableDataset
-from .conversation import check_conversations, conversation_to_elements, count_image_tags, expand_video_tag
+from .conversation import (
+    check_conversations,
+    conversation_to_elements,
+    count_image_tags,
+    expand_video_tag,
+    expand_video_tag_first_turn,
+)
 
 
 class _RowSkipped(Exception):
     def __init__(self, reason: SkipReason, detail: str):
         self.reason, self.detail = reason, detail
+
+
+def check_image_items(elements: list, num_images: int) -> None:
+    """compat: the reference gates each `<image>` by its index within its turn, so several
+    turns can ask for more images than the row has; it then crashes while packing."""
+    wanted = sum(1 for element in elements if element["type"] == "image")
+    if wanted > num_images:
+        raise _RowSkipped(
+            SkipReason.IMAGE_ITEMS_EXCEED_IMAGES,
+            f"the turns' <image> tags make {wanted} image items for {num_images} image(s)",
+        )
 
 
 class SftJSONLIterableDataset(DistributedIterableDataset):
@@ -50,6 +67,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         shuffle_lines=False,
         shuffle_seed=0,
         *,
+        compat=None,
         strict: bool = False,
         max_consecutive_failures: int = 100,
     ):
@@ -58,6 +76,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             local_rank,
             world_size,
             num_workers,
+            compat=compat,
             strict=strict,
             max_consecutive_failures=max_consecutive_failures,
         )
@@ -107,14 +126,17 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             raise _RowSkipped(SkipReason.SCHEMA, problem)
         images = self._load_images(row, self.data_paths.image_dir(line_id), rng)
         tags = count_image_tags(row["conversations"])
-        if tags != len(images):
+        if tags != len(images) and not self.compat:
             raise _RowSkipped(
                 SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(images)} image(s)"
             )
         builder = SampleBuilder()
         tensors = [self.transform(image, img_num=len(images)) for image in images]
         next_tensor = iter(tensors)
-        for element in conversation_to_elements(row["conversations"], len(tensors)):
+        elements = conversation_to_elements(row["conversations"], len(tensors))
+        if self.compat:
+            check_image_items(elements, len(tensors))
+        for element in elements:
             if element["type"] == "image":
                 builder.add_image("vit_image", next(next_tensor), self.transform.stride, enable_cfg=False, loss=False)
                 continue
@@ -123,6 +145,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 builder.add_text(ids, enable_cfg=False, loss=bool(element["has_loss"]))
         if not builder.has_loss():
             raise _RowSkipped(SkipReason.NO_LOSS, "no answer turn with text")
+        if self.compat:  # the reference keeps surplus images, unused, in the sample and its count
+            for tensor in next_tensor:
+                builder.image_tensor_list.append(tensor)
+                builder.num_tokens += tensor.shape[1] * tensor.shape[2] // self.transform.stride**2
         return builder
 
     def _load_images(self, row: dict, image_dir: str, rng: np.random.Generator) -> list:
@@ -138,7 +164,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 frames = self.frame_sampler(path, rng=rng)
             except VideoDecodeError as exc:
                 raise _RowSkipped(SkipReason.VIDEO_DECODE, str(exc)) from None
-            if not expand_video_tag(row["conversations"], len(frames)):
+            if self.compat:
+                if not expand_video_tag_first_turn(row["conversations"], len(frames)):
+                    raise _RowSkipped(SkipReason.VIDEO_TAG_MISSING, 'compat="bagel": <video> must be in the first turn')
+            elif not expand_video_tag(row["conversations"], len(frames)):
                 raise _RowSkipped(SkipReason.VIDEO_TAG_MISSING, "a video row needs <video> in a human turn")
             return frames
         return []

@@ -18,6 +18,7 @@ import av
 import numpy as np
 from PIL import Image
 
+from ..compat import CompatRandom, reference_frame_picks
 from ..errors import ConfigError, VideoDecodeError
 from ..sources import storage
 
@@ -70,7 +71,9 @@ def frame_indices(
         picked = (starts + ends) // 2
     else:
         rng = np.random.default_rng() if rng is None else rng
-        if np.any(ends <= starts):
+        if isinstance(rng, CompatRandom):  # compat="bagel": the reference's draws, in its order
+            picked = reference_frame_picks(rng, starts, ends, vlen, n)
+        elif np.any(ends <= starts):
             # A one-frame segment leaves range(a, b) empty; the reference then falls back to
             # a sorted random subset of all frames.
             picked = np.sort(rng.permutation(vlen)[:n])
@@ -139,6 +142,8 @@ class FrameSampler:
         """Number of frames to keep; None when uncapped (fps sampling only)."""
         if self.max_num_frames <= 0:
             return None
+        if isinstance(rng, CompatRandom):  # the reference draws the count from numpy's stream
+            return rng.frame_count(self.min_num_frames, self.max_num_frames + 1)
         return int(rng.integers(self.min_num_frames, self.max_num_frames + 1))
 
     def _read_folder(self, path: str, rng: np.random.Generator) -> list[Image.Image]:

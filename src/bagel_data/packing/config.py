@@ -51,15 +51,3 @@ class SpecialTokens:
     eos_token_id: int
     start_of_image: int
     end_of_image: int
-
-
-COMPAT_MODES = (None, "bagel")
-
-
-def check_compat(compat: object) -> str | None:
-    """`compat` as given when it names a mode (None or "bagel"); a ConfigError otherwise."""
-    if compat not in COMPAT_MODES:
-        from ..errors import ConfigError
-
-        raise ConfigError("compat", compat, 'use None (the default mode) or "bagel" (the reference\'s exact output)')
-    return compat

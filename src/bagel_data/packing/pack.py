@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..compat import CompatRandom
 from ..errors import ConfigError
 from .buffers import PadBufferPool, zeroed_float32
 from .config import PackingConfig, SpecialTokens
@@ -71,6 +72,7 @@ class PackBuilder:
     ):
         self.config, self.tokens, self.rng, self.position_ids = config, tokens, rng, position_ids
         self.pad_pool = pad_pool
+        self.compat = isinstance(rng, CompatRandom)  # compat="bagel": the reference's stream and rules
         self.curr = 0
         self.sample_lens: list[int] = []
         self.split_lens: list[int] = []
@@ -153,8 +155,10 @@ class PackBuilder:
         walk.modes.append("causal")
         # One rotary id per position of this item (the reference used the split's
         # running length, which over-counts when a split spans several items).
-        self.position.span(walk.rope, walk.rope + self.curr - first)
-        walk.rope += self.curr - first
+        # compat keeps the reference's count (docs/compat.md).
+        count = walk.split_len if self.compat else self.curr - first
+        self.position.span(walk.rope, walk.rope + count)
+        walk.rope += count
         return True
 
     def _add_vit_image(self, item: dict, image: torch.Tensor, walk: _SampleWalk) -> bool:
@@ -184,8 +188,10 @@ class PackBuilder:
         """`start_of_image + latent tokens + end_of_image`; a generation target is a noised split."""
         cfg = self.config
         # Dropping one frame of a multi-frame split would break the split; the reference
-        # keeps such frames, and so do we.
-        if split_start and item.get("split_end", True) and self._dropped(item, cfg.vae_cond_dropout_prob):
+        # keeps such frames, and so do we. compat: the reference draws for every CFG item
+        # and may drop such a frame.
+        whole_split = self.compat or (split_start and item.get("split_end", True))
+        if whole_split and self._dropped(item, cfg.vae_cond_dropout_prob):
             walk.rope += 1
             return False
         first = self.curr

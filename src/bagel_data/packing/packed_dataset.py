@@ -24,12 +24,13 @@ import torch
 from ..checkpoint.foreign import is_nemo_state, load_nemo_state
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
 from ..checkpoint.state import Buffered, PackState, ResumeError, check_compatible
+from ..compat import CompatRandom, check_compat
 from ..errors import SkipLog, SkipReason
 from ..sample import sample_length
 from ..sharding import WorkerTopology
 from ..sources import storage
 from .buffers import PadBufferPool
-from .config import PackingConfig, SpecialTokens, check_compat
+from .config import PackingConfig, SpecialTokens
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder
 from .strategies import best_subset, group_chooser
@@ -178,11 +179,12 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
         self.data_seed = data_seed
         self.global_seed = _check_global_seed(global_seed)
-        self.compat = check_compat(compat)
         self.tokenizer = tokenizer
         self.storage_options = storage.registered()  # travels to spawned workers with the dataset
         self._live: PackState | None = None  # the state of the running iteration
         self._resume: dict | None = None  # a checkpoint to continue from on the next iter()
+        self.compat = check_compat(compat)  # "bagel": the reference's behaviour (docs/compat.md)
+        self.compat_seed = None  # compat: the generators' seed outside a DataLoader worker (default data_seed)
         if config.interpolate_pos:
             self.get_flattened_position_ids = get_flattened_position_ids_interpolate
         else:
@@ -216,8 +218,15 @@ class PackedDataset(torch.utils.data.IterableDataset):
         ]
         # Without a checkpoint, each group starts where the reference's data_status says.
         cursors = [dataset.resume_cursor(topology.worker_id) for dataset in self.grouped_datasets]
-        rng = np.random.default_rng(np.random.SeedSequence(key))
+        rng = self._compat_rng() if self.compat else np.random.default_rng(np.random.SeedSequence(key))
         return PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
+
+    def _compat_rng(self) -> CompatRandom:
+        """compat: one stream for the packer and every group, as the reference's globals."""
+        rng = CompatRandom.for_context(self.data_seed if self.compat_seed is None else self.compat_seed)
+        for dataset in self.grouped_datasets:
+            dataset.compat_rng = rng
+        return rng
 
     def group_unit_counts(self) -> list[int]:
         """How many units (files, row groups or lines) each group shards."""
@@ -242,10 +251,16 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """Continue the checkpoints of *all* workers of all ranks of a run with another world
         size or worker count; returns the merged checkpoint (the same on every new rank).
 
+        Not available with `compat="bagel"` (the reference has no such restart).
         Call it before building the loader, with the dataset states of every old worker
         (`bagel_data.loader.worker_dataset_states` of each rank's loader state); see
         docs/elastic.md.
         """
+        if self.compat:
+            raise ResumeError(
+                'compat="bagel" resumes only in the same topology (load_state_dict) or from the '
+                "reference's data_status; an elastic restart would change which rows are read"
+            )
         self._resume = merge_worker_states(self, worker_states)  # checked here, not in a worker
         return self._resume
 
@@ -302,7 +317,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             cursor, sample = next(sources[group])
             state.cursors[group] = cursor
             state.group_tokens[group] += sample_length(sample)  # taken back if it is skipped
-            return Buffered(group, cursor, sample)
+            return Buffered(group, cursor, sample, sample.get("compat_rng_state"))
 
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
@@ -345,7 +360,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
                     # while the batch is out describes exactly what comes next.
                     batch = emit(pack)
                     pack = new_pack()
-                    state.carry = item  # the reference drops it; it opens the next pack
+                    self._after_emit(item, state)
                     yield batch
                 continue
             pack.add(item.sample)
@@ -353,6 +368,14 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 batch = emit(pack)
                 pack = new_pack()
                 yield batch
+
+    def _after_emit(self, item: Buffered, state: PackState) -> None:
+        """The sample that made the pack go out: it opens the next pack; in compat mode it is
+        dropped, as the reference drops it, but counted."""
+        if self.compat:
+            self._skip(item, state, SkipReason.DROPPED_AT_EMIT)
+        else:
+            state.carry = item
 
     def _add_carry(self, pack: PackBuilder, state: PackState) -> None:
         """Put the carried sample right after the mandatory ones, or skip it, counted, when
@@ -400,11 +423,13 @@ class PackedDataset(torch.utils.data.IterableDataset):
     def _skip(self, item: Buffered, state: PackState, reason: SkipReason) -> None:
         cfg = self.config
         state.group_tokens[item.group] -= sample_length(item.sample)
-        budgets = (
-            f"max_num_tokens_per_sample={cfg.max_num_tokens_per_sample}"
-            if reason is SkipReason.OVER_SAMPLE_BUDGET
-            else f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples"
-        )
+        budgets = {
+            SkipReason.OVER_SAMPLE_BUDGET: f"max_num_tokens_per_sample={cfg.max_num_tokens_per_sample}",
+            SkipReason.DROPPED_AT_EMIT: (
+                f"the pack (max_num_tokens={cfg.max_num_tokens}) with a full buffer or from the buffer; "
+                'dropped as the reference does (compat="bagel")'
+            ),
+        }.get(reason, f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples")
         log = state.logs[item.group]
         where = f"{self.group_names[item.group]} cursor {list(item.cursor)}"
         log.skip(reason, where, f"{sample_length(item.sample)} tokens do not fit {budgets}")
@@ -414,7 +439,11 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """Rebuild a sample restored from a checkpoint by reference."""
         if item.sample is not None:
             return
-        item.sample = self.grouped_datasets[item.group].sample_at(item.cursor)
+        dataset = self.grouped_datasets[item.group]
+        if self.compat:
+            item.sample = dataset.sample_at(item.cursor, item.rng_state)
+        else:
+            item.sample = dataset.sample_at(item.cursor)
         if item.sample is None:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
 

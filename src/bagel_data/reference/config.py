@@ -10,9 +10,9 @@ import copy
 import dataclasses
 from collections.abc import Mapping
 
+from ..compat import check_compat
 from ..config import load_mapping
 from ..errors import ConfigError
-from ..packing.config import check_compat
 
 
 class DataConfig:

@@ -133,6 +133,12 @@ DATASET_FIELDS: dict[str, Field] = {
     "data_seed": Field(Int(), "seed of the epoch shuffle and of every random draw of the packer", 42),
     "strict": Field(Bool(), "raise BadSampleError at the first bad row instead of skipping it", False),
     "max_consecutive_failures": Field(Int(0), "bad rows in a row before TooManyFailuresError", 100),
+    "compat_seed": Field(
+        Int(),
+        'compat: "bagel" only: the main process\'s seed of the reference-order generators (default data_seed)',
+        None,
+        nullable=True,
+    ),
 }
 
 TOPOLOGY_FIELDS: dict[str, Field] = {
@@ -150,4 +156,10 @@ RUN_FIELDS: dict[str, Field] = {
         _SOURCE, "where each dataset lives (inline or a path); `--dataset-info` on the command line overrides it"
     ),
     "packing": Field(AnyMapping(), "packer and dataset settings (keys below)", {}, nullable=True),
+    "compat": Field(
+        Str(("bagel",)),
+        "reproduce the reference pipeline exactly, for any configuration (docs/compat.md)",
+        None,
+        nullable=True,
+    ),
 }

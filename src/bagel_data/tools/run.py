@@ -2,8 +2,10 @@
 
 A run config is a YAML/JSON mapping with `grouped_datasets` and `dataset_info` (each a
 mapping or a path relative to the run config) and optional `packing` (the keyword
-arguments of `make_bagel_multimodal_dataset`). A plain grouped-datasets YAML (BAGEL's
-own format) is accepted too, with `dataset_info` given separately.
+arguments of `make_bagel_multimodal_dataset`), and optional `compat: bagel` (the reference's
+exact behaviour, docs/compat.md; `packing.compat_seed` seeds it outside DataLoader workers).
+A plain grouped-datasets YAML (BAGEL's own format) is accepted too, with `dataset_info`
+given separately.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from ..checkpoint.collect import worker_dataset_states
+from ..compat import check_compat
 from ..config import load_mapping
 from ..datasets import make_bagel_multimodal_dataset
 from ..distributed import RANK_UNSET, WORLD_UNSET
@@ -34,6 +37,10 @@ class RunConfig:
     grouped_datasets: dict
     dataset_info: dict | str
     packing: dict
+    compat: str | None = None  # "bagel": reproduce the reference exactly (docs/compat.md)
+
+    def __post_init__(self):
+        check_compat(self.compat)
 
 
 def _resolve_relative(value, base: str | None):
@@ -50,11 +57,12 @@ def load_run_config(path: str, dataset_info: str | None = None) -> RunConfig:
         grouped, _ = load_mapping(_resolve_relative(data["grouped_datasets"], base), "grouped_datasets")
         info = dataset_info or _resolve_relative(data.get("dataset_info"), base)
         packing = dict(data.get("packing") or {})
+        compat = data.get("compat")
     else:
-        grouped, info, packing = data, dataset_info, {}
+        grouped, info, packing, compat = data, dataset_info, {}, None
     if info is None:
         raise ConfigError("dataset_info", None, "pass --dataset-info PATH or put dataset_info in the run config")
-    return RunConfig(grouped, info, packing)
+    return RunConfig(grouped, info, packing, compat)
 
 
 @dataclasses.dataclass
@@ -112,6 +120,7 @@ def build_from_run_config(
         world_size=world_size,
         num_workers=num_workers,
         **run.packing,
+        compat=run.compat,
     )
     return BuiltRun(dataset, tok, special_tokens)
 
