@@ -12,7 +12,7 @@ import random
 import numpy as np
 import torch
 
-from ..errors import ConfigError, ResumeError, SkipLog
+from ..errors import BagelDataError, ConfigError, EmptyWorkerError, ResumeError, SkipLog
 from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
@@ -98,6 +98,10 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """A unit as the reference's `data_paths` holds it."""
         return unit
 
+    def unit_label(self, unit_id: int) -> str:
+        """The unit at `unit_id` of the epoch order, as error messages name it."""
+        return str(self.epoch_units[unit_id])
+
     # -- per-sample randomness -----------------------------------------------------------
     def sample_rng(self, unit_id: int, *position: int) -> np.random.Generator:
         """A generator owned by one sample: the same wherever and whenever it is rebuilt."""
@@ -141,7 +145,10 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         if phase == INHERITED_PHASE:
             refs = self.restart_plan.inherited_for(*shard.global_worker)
             for index in range(start[0] if start else 0, len(refs)):
+                before = log.total()
                 sample = self._sample_at_row(shard, refs[index], [index], log)
+                if sample is None and log.total() > before:
+                    continue  # e.g. its media is gone since: a counted skip
                 if sample is None:  # it was a good sample when the old worker buffered it
                     raise ResumeError(
                         f"{self.dataset_name}: the buffered row {refs[index]} (unit, pass, row) no longer gives "
@@ -179,10 +186,11 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """`(global unit id, pass, *row within the unit)` of the sample at `cursor`."""
         return row_key_at(self.worker_shard(), self.restart_plan, cursor)
 
-    def sample_at(self, cursor: tuple[int, ...]) -> dict | None:
+    def sample_at(self, cursor: tuple[int, ...], log: SkipLog | None = None) -> dict | None:
         """Rebuild the sample at `cursor` exactly (same row, same random choices); None when
-        that row no longer gives a sample."""
-        return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+        that row no longer gives a sample (its skip is counted in `log`, a fresh one if None)."""
+        log = self.new_skip_log() if log is None else log
+        return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
 
     @staticmethod
     def _position_after(position: list[int]) -> list[int]:
@@ -202,11 +210,27 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         if after is not None:
             phase, start = after[0], self._position_after(list(after[1:]))
         while True:
+            produced, skipped = 0, log.total()
             for position, sample in self._iter_phase(shard, phase, start, log):
                 log.ok()
+                produced += 1
                 yield (phase, *position), sample
+            if start is None and phase >= 0 and not produced and log.total() == skipped:
+                raise self._empty_pass_error(shard)
             start = None
             phase = self._next_phase(phase)
+
+    def _empty_pass_error(self, shard: WorkerShard) -> BagelDataError:
+        """A whole pass over this worker's units gave neither a row nor a skip: looping
+        again would spin forever, so say which units are empty and what to do."""
+        units = [self.unit_label(int(i)) for i in shard.unit_ids]
+        shown = ", ".join(units[:5]) + (f" and {len(units) - 5} more" if len(units) > 5 else "")
+        return EmptyWorkerError(
+            f"{self.dataset_name}: rank {shard.rank} worker {shard.worker_id} read a whole pass over its "
+            f"{len(units)} unit(s) ({shown}) and found no rows: they are empty (zero rows or empty row groups). "
+            "Remove the empty files, or give this group more non-empty units than ranks x workers; "
+            "`bagel-data validate` lists the empty units."
+        )
 
     def resume_cursor(self, worker_id: int) -> tuple[int, ...] | None:
         """The reference's `data_status` entry of a worker as a cursor in the first pass."""

@@ -66,6 +66,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def unit_view(self, unit):
         return self.data_paths[int(unit)]
 
+    def unit_label(self, unit_id):
+        return self.data_paths.location(int(self.epoch_units[unit_id]))
+
     def change_format(self, data, num_images):
         return conversation_to_elements(data["conversations"], num_images)
 

@@ -200,12 +200,14 @@ class PackedDataset(torch.utils.data.IterableDataset):
                     self._add_carry(pack, state)
             if pack.curr < cfg.prefer_buffer_before and state.buffer:
                 item, from_buffer = state.buffer.popleft(), True
-                self._materialize(item)
+                if not self._materialize(item, state):
+                    continue
             else:
                 item, from_buffer = draw(_choose_group(cumulative, state.rng.random())), False
                 if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
                     self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
                     continue
+                state.logs[item.group].used()
             if pack.curr + sample_length(item.sample) > cfg.max_num_tokens:
                 if len(state.buffer) < cfg.max_buffer_size and not from_buffer:
                     state.buffer.append(item)
@@ -227,7 +229,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """Put the carried sample right after the mandatory ones, or skip it, counted, when
         it cannot fit beside them (it would not fit in any later pack either)."""
         item, state.carry = state.carry, None
-        self._materialize(item)
+        if not self._materialize(item, state):
+            return
         if pack.curr + sample_length(item.sample) > self.config.max_num_tokens:
             self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
         else:
@@ -238,6 +241,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         while True:
             item = draw(group)
             if sample_length(item.sample) < self.config.max_num_tokens_per_sample:
+                state.logs[group].used()
                 return item
             self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
 
@@ -250,16 +254,20 @@ class PackedDataset(torch.utils.data.IterableDataset):
         )
         log = state.logs[item.group]
         where = f"{self.group_names[item.group]} cursor {list(item.cursor)}"
-        log.skip(reason, where, f"{sample_length(item.sample)} tokens do not fit {budgets}")
-        log.ok()  # one long sample says nothing about the rows after it
+        # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
+        log.over_budget(where, f"{sample_length(item.sample)} tokens do not fit {budgets}", reason)
 
-    def _materialize(self, item: Buffered) -> None:
-        """Rebuild a sample restored from a checkpoint by reference."""
+    def _materialize(self, item: Buffered, state: PackState) -> bool:
+        """Rebuild a sample restored from a checkpoint by reference; False when its row is
+        now a counted skip (e.g. its image file is gone)."""
         if item.sample is not None:
-            return
-        item.sample = self.grouped_datasets[item.group].sample_at(item.cursor)
-        if item.sample is None:
+            return True
+        log = state.logs[item.group]
+        before = log.total()
+        item.sample = self.grouped_datasets[item.group].sample_at(item.cursor, log)
+        if item.sample is None and log.total() == before:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+        return item.sample is not None
 
 
 def _cumulative_shares(weights: list[float]) -> list[float]:
