@@ -100,7 +100,9 @@ def test_rows_after_a_resume_cursor_at_the_end_of_a_pass_are_not_an_empty_pass(t
 
 
 def packed(tokenizer, special_tokens, dataset, **budget) -> PackedDataset:
-    config = PackingConfig(**dict(dict(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70), **budget))
+    config = PackingConfig(
+        **dict(dict(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70), **budget)
+    )
     return PackedDataset(
         {"t2i": dataset}, config, special_tokens, weights={"t2i": 1.0}, mandatory={"t2i": False}, num_workers=1
     )

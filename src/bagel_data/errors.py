@@ -58,6 +58,7 @@ class SkipReason(str, enum.Enum):
     NO_ROOM_BESIDE_MANDATORY = "no_room_beside_mandatory_samples"
     ROW_GROUP_UNREADABLE = "row_group_unreadable"
     ROW_FAILED = "row_raised_unexpected_error"
+    IMAGE_UNREADABLE = "image_file_unreadable"
 
 
 _REASON_VALUES = {reason.value for reason in SkipReason}
@@ -121,10 +122,11 @@ class SkipLog:
     # each such sample was a good row, so `ok()` does not reset this run.
     over_budget_run: int = 0
 
-    def skip(self, reason: SkipReason, location: str, detail: str = "") -> None:
+    def skip(self, reason: SkipReason, location: str, detail: str = "", rows: int = 1) -> None:
+        """Count `rows` rows (a whole file or row group when its row count is known) skipped."""
         if self.strict:
             raise BadSampleError(reason, location, detail)
-        self.counts[reason.value] += 1
+        self.counts[reason.value] += max(int(rows), 1)
         self.consecutive += 1
         # Each pass over the data meets the same bad rows again: warn about a row once.
         self.examples.setdefault(reason.value, f"{location}: {detail}")

@@ -12,7 +12,7 @@ import random
 import numpy as np
 import torch
 
-from ..errors import BagelDataError, ConfigError, EmptyWorkerError, ResumeError, SkipLog
+from ..errors import BagelDataError, ConfigError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
@@ -122,6 +122,17 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """Yield `(row within the unit, SampleBuilder)` for the good rows from `start` on
         (or, when `single`, for the row at `start` only); bad rows are counted in `log`."""
         raise NotImplementedError
+
+    def _guarded(self, log: SkipLog, location: str, build, *args):
+        """`build(*args)`, or None with a counted ROW_FAILED skip when it raises anything
+        but a library error: no exception of one row escapes to the training loop."""
+        try:
+            return build(*args)
+        except (BagelDataError, MemoryError):
+            raise
+        except Exception as exc:
+            log.skip(SkipReason.ROW_FAILED, location, f"{type(exc).__name__}: {exc}"[:500])
+            return None
 
     def data_index(self, position: list[int]):
         """The sample's `data_indexes` (the reference's position) for a position in a phase."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigError, SkipReason
+from ..errors import BagelDataError, ConfigError, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
@@ -101,7 +101,8 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         stop_row = row_start + 1 if single else None
         for row, images, instructions in self._rows(unit_id, row_start, log, stop_row):
             location = f"{path}, row group {row_group}, row {row}"
-            builder = self.build_sample(images, instructions, self.sample_rng(unit_id, pass_index, row), location, log)
+            rng = self.sample_rng(unit_id, pass_index, row)
+            builder = self._guarded(log, location, self.build_sample, images, instructions, rng, location, log)
             if builder is not None:
                 yield (row,), builder
 
@@ -114,11 +115,13 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                     log.skip(SkipReason.SCHEMA, path, f"missing column(s) {missing}; edit needs {list(COLUMNS)}")
                     return
                 table = reader.read_row_group(row_group, COLUMNS)
+                images = table.column("image_list").to_pylist()
+                instructions = table.column("instruction_list").to_pylist()
+        except BagelDataError:
+            raise
         except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
-            log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", str(exc))
+            log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", f"{type(exc).__name__}: {exc}")
             return
-        images = table.column("image_list").to_pylist()
-        instructions = table.column("instruction_list").to_pylist()
         for row in range(row_start, min(table.num_rows, stop_row or table.num_rows)):
             yield row, images[row], instructions[row]
 

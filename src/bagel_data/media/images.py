@@ -85,9 +85,9 @@ def decode_image(
             return pil_img2rgb(image)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError("not an image format Pillow can identify") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        if isinstance(exc, (ImageTooLargeError, FileNotFoundError)):
-            raise
+    except (ImageTooLargeError, ImageDecodeError, FileNotFoundError, MemoryError):
+        raise
+    except Exception as exc:  # Pillow's plugins raise TypeError, RuntimeError, ... on bad bytes
         raise ImageDecodeError(f"{type(exc).__name__}: {exc}") from exc
 
 
