@@ -26,7 +26,7 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:
     for saved in worker_states:
         if is_elastic(saved):
             raise ResumeError("merge the checkpoints taken by the workers, not an elastic checkpoint")
-        check_compatible(saved, packed.data_seed, packed.group_names, packed.group_unit_counts())
+        check_compatible(saved, packed.data_seed, packed.group_names, packed.group_unit_counts(), packed.group_inputs())
     try:
         world_size, num_workers = check_complete([saved["topology"] for saved in worker_states])
     except ValueError as exc:
@@ -45,6 +45,7 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:
         "kind": ELASTIC_KIND,
         "data_seed": packed.data_seed,
         "units": ordered[0]["units"],
+        "inputs": ordered[0].get("inputs"),
         "from_topology": {"world_size": world_size, "num_workers": num_workers},
         "restart": {"generation": generations.pop() + 1, "groups": groups},
         "history": _totals(ordered),

@@ -98,6 +98,18 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """A unit as the reference's `data_paths` holds it."""
         return unit
 
+    def input_paths(self) -> list[str]:
+        """The files this group reads (a checkpoint records them with their sizes)."""
+        return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in self.data_paths or ()})
+
+    def input_record(self) -> dict:
+        """`checkpoint.inputs.input_record` of this group's files, computed once per process."""
+        if getattr(self, "_input_record", None) is None:
+            from ..checkpoint.inputs import input_record
+
+            self._input_record = input_record([str(path) for path in self.input_paths()])
+        return self._input_record
+
     def unit_label(self, unit_id: int) -> str:
         """The unit at `unit_id` of the epoch order, as error messages name it."""
         return str(self.epoch_units[unit_id])

@@ -37,6 +37,22 @@ def check_edit_row(images: object, instructions: object) -> tuple[SkipReason, st
     return None
 
 
+def check_row_groups(path: str, declared: int) -> None:
+    """ConfigError when `parquet_info` disagrees with the file's footer (a stale entry
+    would silently read part of the file, or ask for row groups that do not exist)."""
+    try:
+        with ParquetReader(path) as reader:
+            actual = reader.num_row_groups
+    except Exception:  # an unreadable file is a counted skip when it is read
+        return
+    if actual != declared:
+        raise ConfigError(
+            "parquet_info",
+            f"{path}: num_row_groups={declared}",
+            f"the file has {actual} row groups; regenerate parquet_info (`bagel-data prepare edit`)",
+        )
+
+
 def choose_steps(rng, num_images: int) -> tuple[int, int, bool]:
     """(start, end, merged): the stretch of the chain a sample covers.
 
@@ -92,7 +108,9 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                         "this parquet file has no entry; add it (keyed by its path or its name "
                         "relative to data_dir) with its num_row_groups, e.g. with `bagel-data prepare edit`",
                     )
-                units.extend((path, group) for group in range(int(info["num_row_groups"])))
+                declared = int(info["num_row_groups"])
+                check_row_groups(path, declared)
+                units.extend((path, group) for group in range(declared))
         return units
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):

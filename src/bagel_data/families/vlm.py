@@ -66,6 +66,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def unit_view(self, unit):
         return self.data_paths[int(unit)]
 
+    def input_paths(self):
+        return list(self.data_paths.paths)
+
     def unit_label(self, unit_id):
         return self.data_paths.location(int(self.epoch_units[unit_id]))
 

@@ -98,7 +98,13 @@ class PackedDataset(torch.utils.data.IterableDataset):
         # Without a checkpoint, each group starts where the reference's data_status says.
         cursors = [dataset.resume_cursor(topology.worker_id) for dataset in self.grouped_datasets]
         rng = np.random.default_rng(np.random.SeedSequence(key))
-        return PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
+        state = PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
+        state.inputs = self.group_inputs()
+        return state
+
+    def group_inputs(self) -> list[dict]:
+        """Each group's input files and sizes, as a checkpoint records them (checkpoint/inputs.py)."""
+        return [dataset.input_record() for dataset in self.grouped_datasets]
 
     def group_unit_counts(self) -> list[int]:
         """How many units (files, row groups or lines) each group shards."""
@@ -141,7 +147,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             state.restore(saved, self.group_names)
             apply_restart(self, state.restart)
             return state
-        check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts())
+        check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts(), self.group_inputs())
         apply_restart(self, saved["restart"])
         state = self._fresh_state(saved["restart"]["generation"])
         state.cursors = [None] * len(self.group_names)  # each group starts with its inherited samples
