@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,7 +84,7 @@ def test_mutated_parquet_files_give_samples_or_named_skips(tmp_path, tokenizer):
     rows = [{"image": small_image("PNG"), "captions": {"c": f"caption {i}"}} for i in range(4)]
     source = tmp_path / "source"
     (path,) = write_t2i(source, [[rows[:2], rows[2:]]])
-    valid = open(path, "rb").read()
+    valid = Path(path).read_bytes()
     rng = random.Random(f"{SEED}-parquet")
     known = {reason.value for reason in SkipReason}
     for example in range(max(EXAMPLES // 2, 5)):
