@@ -166,3 +166,20 @@ def test_bad_sample_error_keeps_its_fields_through_pickle_and_a_worker_boundary(
     assert caught.value.location == "/d/a.parquet, row group 3, row 7"
     assert caught.value.detail == "OSError: bad: very bad"
     assert "worker process 0" in str(caught.value)
+
+
+def test_empty_jsonl_says_it_is_empty(tmp_path, tokenizer):
+    from bagel_data import ConfigError
+
+    with pytest.raises(ConfigError, match="hold no lines") as caught:
+        vlm(tmp_path, tokenizer, [])
+    assert "Raise num_used_data" not in str(caught.value)
+
+
+def test_a_file_level_skip_counts_the_rows_of_the_file(tmp_path, tokenizer):
+    """Drawn rows = samples + skipped rows, when the footer says how many rows a file holds."""
+    from helpers.builders import write_parquet
+
+    write_parquet(tmp_path / "part-0.parquet", [[{"image": GOOD["image"]}] * 2, [{"image": GOOD["image"]}]], {})
+    samples, log = one_pass(t2i(tmp_path, tokenizer))
+    assert samples == [] and log.as_dict() == {"row_schema_invalid": 3}

@@ -130,7 +130,9 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             with ParquetReader(path) as reader:
                 missing = [name for name in COLUMNS if name not in reader.schema.names]
                 if missing:
-                    log.skip(SkipReason.SCHEMA, path, f"missing column(s) {missing}; edit needs {list(COLUMNS)}")
+                    detail = f"missing column(s) {missing}; edit needs {list(COLUMNS)}"
+                    rows = reader.row_group_rows(row_group) if row_group < reader.num_row_groups else 1
+                    log.skip(SkipReason.SCHEMA, f"{path}, row group {row_group}", detail, rows=rows)
                     return
                 table = reader.read_row_group(row_group, COLUMNS)
                 images = table.column("image_list").to_pylist()

@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 
-from ..errors import SkipReason
+from ..errors import ConfigError, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
@@ -57,7 +57,14 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         self.set_epoch()
 
     def get_data_paths(self, jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed):
-        return JsonlIndex(jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed)
+        index = JsonlIndex(jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed)
+        if len(index) == 0:  # else the unit check would ask for a larger num_used_data
+            raise ConfigError(
+                f"{self.dataset_name}.jsonl_path",
+                list(jsonl_path_list),
+                "the JSONL file(s) hold no lines (or num_used_data is 0); point jsonl_path at the data",
+            )
+        return index
 
     def sorted_units(self):
         # The index already holds the lines in canonical order: a unit is a line index.
