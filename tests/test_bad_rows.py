@@ -183,3 +183,11 @@ def test_a_file_level_skip_counts_the_rows_of_the_file(tmp_path, tokenizer):
     write_parquet(tmp_path / "part-0.parquet", [[{"image": GOOD["image"]}] * 2, [{"image": GOOD["image"]}]], {})
     samples, log = one_pass(t2i(tmp_path, tokenizer))
     assert samples == [] and log.as_dict() == {"row_schema_invalid": 3}
+
+
+def test_config_error_keeps_its_fields_through_pickle():
+    from bagel_data import ConfigError
+
+    error = pickle.loads(pickle.dumps(ConfigError("t2i.num_used_data", [1, 2], "one entry per dataset")))
+    assert (error.key, error.value, error.fix) == ("t2i.num_used_data", [1, 2], "one entry per dataset")
+    assert str(error) == "t2i.num_used_data = [1, 2]: one entry per dataset"

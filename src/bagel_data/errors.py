@@ -33,6 +33,9 @@ class ConfigError(BagelDataError, ValueError):
         # One argument is a finished message: DataLoader re-raises worker errors that way.
         super().__init__(key if fix is None else f"{key} = {value!r}: {fix}")
 
+    def __reduce__(self):  # keep key, value and fix through pickling
+        return type(self), (self.key, self.value, self.fix)
+
 
 class ConfigWarning(UserWarning):
     """A configuration that runs but wastes tokens or risks oversize packs."""
