@@ -37,9 +37,9 @@ def input_record(paths: list[str]) -> dict:
     return record
 
 
-def check_inputs(group: str, saved: dict | None, current: dict) -> None:
+def check_inputs(group: str, saved: dict | None, current: dict | None) -> None:
     """Raise ResumeError naming what changed between the checkpoint's inputs and these."""
-    if saved is None or saved.get("digest") == current["digest"]:
+    if saved is None or current is None or saved.get("digest") == current["digest"]:
         return  # same inputs, or a checkpoint from before inputs were recorded
     fix = "resume with the data the checkpoint was taken on, or start this group afresh"
     if "files" not in saved or "files" not in current:
