@@ -58,19 +58,23 @@ def test_one_empty_shard_of_two_workers_raises_in_that_worker(tmp_path, tokenize
     write_t2i(tmp_path, [[[GOOD]]], names=["a-good.parquet"])
     zero_row_parquet(tmp_path / "b-empty.parquet")
     dataset = t2i(tmp_path, tokenizer, 2, num_workers=2)
-    outcomes = []
+    assert outcomes_per_worker(dataset) == {"a-good.parquet": "ok", "b-empty.parquet": "empty"}
+
+
+def outcomes_per_worker(dataset) -> dict:
+    """{file name: "ok" or "empty"} for each of two workers (each holds one unit)."""
+    outcomes = {}
     for worker in range(2):
-        shard_ids = list(range(worker, 2, 2))  # shard_unit_ids splits 2 units one each
-        path = dataset.epoch_units[shard_ids[0]]
         dataset.worker_shard = _fixed_shard(dataset, worker)
+        (unit,) = [dataset.epoch_units[i] for i in dataset.worker_shard().unit_ids]
+        name = (unit[0] if isinstance(unit, tuple) else unit).rsplit("/", 1)[1]
         try:
             list(itertools.islice(dataset.iter_samples(), 3))
-            outcomes.append(("ok", path))
+            outcomes[name] = "ok"
         except EmptyWorkerError as error:
-            outcomes.append(("empty", path))
-            assert f"worker {worker}" in str(error)
-    assert sorted(kind for kind, _ in outcomes) == ["empty", "ok"]
-    assert dict((path.rsplit("/", 1)[1], kind) for kind, path in outcomes)["b-empty.parquet"] == "empty"
+            assert f"worker {worker}" in str(error) and name in str(error)
+            outcomes[name] = "empty"
+    return outcomes
 
 
 def _fixed_shard(dataset, worker_id):
@@ -127,3 +131,15 @@ def test_over_budget_run_resets_when_a_sample_fits(tmp_path, tokenizer, special_
     dataset.max_consecutive_failures = 2
     batches = list(itertools.islice(iter(packed(tokenizer, special_tokens, dataset)), 3))
     assert len(batches) == 3
+
+
+def test_edit_one_empty_shard_of_two_workers_raises_in_that_worker(tmp_path, tokenizer):
+    from helpers.builders import write_edit
+
+    _, info = write_edit(tmp_path, [[[EDIT_ROW]]], names=["a-good.parquet"])
+    zero_row_parquet(tmp_path / "b-empty.parquet", EDIT_TYPES, row_groups=1)
+    info["b-empty.parquet"] = {"num_row_groups": 1, "num_rows": 0}
+    dataset = UnifiedEditIterableDataset(
+        "edit", TRANSFORM, tokenizer, ImageTransform(56, 28, 14), [str(tmp_path)], [2], info, num_workers=2
+    )
+    assert outcomes_per_worker(dataset) == {"a-good.parquet": "ok", "b-empty.parquet": "empty"}
