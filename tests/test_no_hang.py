@@ -143,3 +143,15 @@ def test_edit_one_empty_shard_of_two_workers_raises_in_that_worker(tmp_path, tok
         "edit", TRANSFORM, tokenizer, ImageTransform(56, 28, 14), [str(tmp_path)], [2], info, num_workers=2
     )
     assert outcomes_per_worker(dataset) == {"a-good.parquet": "ok", "b-empty.parquet": "empty"}
+
+
+def test_empty_worker_error_reaches_the_training_loop_through_the_loader(tmp_path, tokenizer, special_tokens):
+    from bagel_data import build_dataloader
+
+    write_t2i(tmp_path, [[[GOOD] * 4]], names=["a-good.parquet"])
+    zero_row_parquet(tmp_path / "b-empty.parquet")
+    dataset = packed(tokenizer, special_tokens, t2i(tmp_path, tokenizer, 2, num_workers=2))
+    dataset.num_workers = 2
+    with pytest.raises(EmptyWorkerError, match=r"b-empty\.parquet"):
+        for _ in itertools.islice(build_dataloader(dataset, num_workers=2), 10):
+            pass
