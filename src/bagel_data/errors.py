@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import enum
 import logging
+import re
 
 logger = logging.getLogger("bagel_data")
 
@@ -31,6 +32,9 @@ class ConfigError(BagelDataError, ValueError):
         self.key, self.value, self.fix = key, value, fix
         # One argument is a finished message: DataLoader re-raises worker errors that way.
         super().__init__(key if fix is None else f"{key} = {value!r}: {fix}")
+
+    def __reduce__(self):  # keep key, value and fix through pickling
+        return type(self), (self.key, self.value, self.fix)
 
 
 class ConfigWarning(UserWarning):
@@ -62,6 +66,12 @@ class SkipReason(str, enum.Enum):
     DROPPED_AT_EMIT = "dropped_at_emit_buffer_full"
     IMAGE_ITEMS_EXCEED_IMAGES = "image_items_exceed_images"
     PARQUET_INFO_MISSING = "parquet_file_not_in_parquet_info"
+    ROW_GROUP_UNREADABLE = "row_group_unreadable"
+    ROW_FAILED = "row_raised_unexpected_error"
+    IMAGE_UNREADABLE = "image_file_unreadable"
+
+
+_REASON_VALUES = {reason.value for reason in SkipReason}
 
 
 class ResumeError(BagelDataError):
@@ -96,15 +106,36 @@ class InvariantError(BagelDataError, AssertionError):
     """A packed batch breaks an invariant of the SPEC's batch schema."""
 
 
+class EmptyWorkerError(BagelDataError):
+    """A worker's units gave neither a row nor a skip in a whole pass: it cannot progress."""
+
+
+# The tail of a BadSampleError message: "<reason> at <location>: <detail>".
+_BAD_SAMPLE_TAIL = re.compile(r"BadSampleError: (\w+) at (.+?): (.*)\Z", re.DOTALL)
+
+
 class BadSampleError(BagelDataError):
-    """Raised in strict mode on the first bad row, with where it lives."""
+    """Raised in strict mode on the first bad row, with where it lives.
+
+    `reason`, `location` and `detail` survive pickling (`__reduce__`) and a DataLoader
+    worker boundary (which re-creates the error from its formatted traceback: the fields
+    are read back from it).
+    """
 
     def __init__(self, reason: SkipReason | str, location: str | None = None, detail: str = ""):
         self.reason, self.location, self.detail = reason, location, detail
         if location is None:  # a finished message, as DataLoader re-raises worker errors
             super().__init__(str(reason))
+            found = _BAD_SAMPLE_TAIL.search(str(reason).rstrip())
+            if found and found.group(1) in _REASON_VALUES:
+                self.reason, self.location, self.detail = SkipReason(found.group(1)), found.group(2), found.group(3)
         else:
             super().__init__(f"{SkipReason(reason).value} at {location}: {detail}")
+
+    def __reduce__(self):
+        if self.location is None:
+            return type(self), (str(self),)
+        return type(self), (self.reason, self.location, self.detail)
 
 
 class TooManyFailuresError(BagelDataError):
@@ -125,11 +156,15 @@ class SkipLog:
     warned: set = dataclasses.field(default_factory=set)
     examples: dict = dataclasses.field(default_factory=dict)
     consecutive: int = 0
+    # Samples in a row that the packer set aside as over budget (reset when one is packed):
+    # each such sample was a good row, so `ok()` does not reset this run.
+    over_budget_run: int = 0
 
-    def skip(self, reason: SkipReason, location: str, detail: str = "") -> None:
+    def skip(self, reason: SkipReason, location: str, detail: str = "", rows: int = 1) -> None:
+        """Count `rows` rows (a whole file or row group when its row count is known) skipped."""
         if self.strict:
             raise BadSampleError(reason, location, detail)
-        self.counts[reason.value] += 1
+        self.counts[reason.value] += max(int(rows), 1)
         self.consecutive += 1
         # Each pass over the data meets the same bad rows again: warn about a row once.
         self.examples.setdefault(reason.value, f"{location}: {detail}")
@@ -146,6 +181,27 @@ class SkipLog:
 
     def ok(self) -> None:
         self.consecutive = 0
+
+    def total(self) -> int:
+        """Rows skipped so far, all reasons together."""
+        return sum(self.counts.values())
+
+    def over_budget(self, location: str, detail: str, reason: SkipReason = SkipReason.OVER_SAMPLE_BUDGET) -> None:
+        """Count a sample the packer cannot use; too many in a row means no sample fits."""
+        self.skip(reason, location, detail)
+        self.consecutive -= 1  # a good row: only the run below bounds these
+        self.over_budget_run += 1
+        if self.over_budget_run > self.max_consecutive_failures:
+            raise TooManyFailuresError(
+                f"{self.dataset_name}: {self.over_budget_run} samples in a row did not fit the token "
+                f"budget, the last at {location}: {detail}. No sample of this group fits: raise "
+                "max_num_tokens / max_num_tokens_per_sample (they must be positive), lower "
+                "max_image_size or shorten the texts; `bagel-data validate` shows the lengths."
+            )
+
+    def used(self) -> None:
+        """The packer put a sample of this group in a pack."""
+        self.over_budget_run = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.counts)

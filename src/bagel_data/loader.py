@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import warnings
 from typing import Any
@@ -106,4 +107,34 @@ def _loader_generator(global_seed, rank: int, dataset) -> torch.Generator:
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
-__all__ = ["BagelDataloaderBuild", "BagelDataloaderConfig", "build_dataloader", "worker_dataset_states"]
+def merged_stats(loader) -> dict:
+    """Packs, tokens, samples and skipped rows by reason, summed over all the loader's workers.
+
+    `dataset.stats` only sees the process it is read in, which does no work when the loader
+    has workers; this reads every worker's counts out of `loader.state_dict()` (as of the
+    batches already handed out). Same shape as `PackedDataset.stats`, without `history`.
+    """
+    samples: collections.Counter[str] = collections.Counter()
+    skips: dict[str, collections.Counter[str]] = {}
+    packs = tokens = 0
+    for state in worker_dataset_states(loader.state_dict()):
+        packs += state["packs"]
+        tokens += state["tokens"]
+        samples.update(state["samples"])
+        for group, counts in state["skips"].items():
+            skips.setdefault(group, collections.Counter()).update(counts)
+    return {
+        "packs": packs,
+        "tokens": tokens,
+        "samples": dict(samples),
+        "skips": {group: dict(counts) for group, counts in skips.items()},
+    }
+
+
+__all__ = [
+    "BagelDataloaderBuild",
+    "BagelDataloaderConfig",
+    "build_dataloader",
+    "merged_stats",
+    "worker_dataset_states",
+]

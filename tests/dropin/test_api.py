@@ -96,6 +96,7 @@ def test_make_bagel_multimodal_dataset_keeps_the_spec_signature():
         "strict": False,
         "max_consecutive_failures": 100,
         "compat": None,
+        "compat_seed": None,
         "mix_by": "samples",
         "pack_strategy": "greedy",
     }

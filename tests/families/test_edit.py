@@ -179,6 +179,14 @@ def test_file_missing_from_parquet_info_is_a_config_error(tmp_path, tokenizer):
         _dataset(tmp_path, tokenizer, info, num_used=2)
 
 
+@pytest.mark.parametrize("declared", [1, 4])
+def test_stale_parquet_info_row_groups_is_a_config_error_naming_the_file(tmp_path, tokenizer, declared):
+    _paths, info = write_edit(tmp_path, [[[_chain(2)], [_chain(2)]], [[_chain(2)]]], names=["a.parquet", "b.parquet"])
+    info["a.parquet"]["num_row_groups"] = declared  # the file has 2
+    with pytest.raises(ConfigError, match=rf"a.parquet: num_row_groups={declared}.*the file has 2 row groups"):
+        _dataset(tmp_path, tokenizer, info, num_used=2)
+
+
 @pytest.mark.parametrize("absolute_keys", [False, True], ids=["relative-keys", "full-path-keys"])
 def test_parquet_info_keys(tmp_path, tokenizer, absolute_keys):
     files = [[[_chain(2)], [_chain(2)], [_chain(2)]], [[_chain(2)]]]

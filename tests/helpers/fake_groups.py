@@ -24,7 +24,7 @@ class FakeGroup(torch.utils.data.IterableDataset):
     def set_epoch(self, seed: int) -> None:
         self.epoch_seed = seed
 
-    def sample_at(self, cursor) -> dict:
+    def sample_at(self, cursor, rng_state=None, log=None) -> dict:
         sample = self.make(cursor[0])
         sample["data_indexes"] = {"data_indexes": cursor[0], "worker_id": 0, "dataset_name": self.name}
         return sample

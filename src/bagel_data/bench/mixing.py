@@ -45,7 +45,7 @@ class LengthGroup(torch.utils.data.IterableDataset):
     def resume_cursor(self, worker_id: int):
         return None
 
-    def sample_at(self, cursor) -> dict:
+    def sample_at(self, cursor, rng_state=None, log=None) -> dict:
         length = self.lengths[cursor[0] % len(self.lengths)]
         return {
             "text_ids_list": [[1000] * (length - 2)],

@@ -26,8 +26,11 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:
     for saved in worker_states:
         if is_elastic(saved):
             raise ResumeError("merge the checkpoints taken by the workers, not an elastic checkpoint")
-        check_compatible(saved, packed.data_seed, packed.group_names, packed.group_unit_counts())
-    world_size, num_workers = check_complete([saved["topology"] for saved in worker_states])
+        check_compatible(saved, packed.data_seed, packed.group_names, packed.group_unit_counts(), packed.group_inputs())
+    try:
+        world_size, num_workers = check_complete([saved["topology"] for saved in worker_states])
+    except ValueError as exc:  # a plain ValueError from older code paths
+        raise ResumeError(str(exc)) from None
     ordered = sorted(worker_states, key=lambda saved: (saved["topology"]["rank"], saved["topology"]["worker_id"]))
     restarts = [saved["restart"] for saved in ordered]
     generations = {0 if restart is None else restart["generation"] for restart in restarts}
@@ -42,6 +45,7 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:
         "kind": ELASTIC_KIND,
         "data_seed": packed.data_seed,
         "units": ordered[0]["units"],
+        "inputs": ordered[0].get("inputs"),
         "from_topology": {"world_size": world_size, "num_workers": num_workers},
         "restart": {"generation": generations.pop() + 1, "groups": groups},
         "history": _totals(ordered),

@@ -12,19 +12,20 @@ import collections
 import dataclasses
 from typing import Any
 
-import numpy as np
-
 from ..compat import CompatRandom
 from ..errors import ResumeError, SkipLog
 from ..sharding import WorkerTopology
+from .inputs import check_inputs
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
 STATE_VERSION = 2
 
 
-def check_compatible(saved: dict, data_seed: int, group_names: list[str], units: list[int]) -> None:
+def check_compatible(
+    saved: dict, data_seed: int, group_names: list[str], units: list[int], inputs: list[dict | None] | None = None
+) -> None:
     """Raise ResumeError unless `saved` was made by this library for the same data and groups
-    (`units`: how many units each group has now)."""
+    (`units`: how many units each group has now; `inputs`: each group's `input_record`)."""
     if saved.get("version") != STATE_VERSION:
         raise ResumeError(
             f"checkpoint format version {saved.get('version')!r} is not this library's ({STATE_VERSION}; NeMo "
@@ -43,6 +44,8 @@ def check_compatible(saved: dict, data_seed: int, group_names: list[str], units:
                 f"{name}: the checkpoint was taken with {saved['units'][name]} units, the dataset now has {count}; "
                 "resume with the same data, num_used_data and data_seed"
             )
+    for name, record in zip(group_names, inputs or ()):
+        check_inputs(name, (saved.get("inputs") or {}).get(name), record)
 
 
 @dataclasses.dataclass
@@ -71,6 +74,7 @@ class PackState:
     carry: Buffered | None = None  # the sample that ended the last pack; first in the next
     restart: dict | None = None  # the elastic-restart plan this stream runs under (restart.py)
     history: dict | None = None  # totals of the topology before the last elastic restart
+    inputs: list[dict | None] | None = None  # each group's input files and sizes (inputs.py)
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -97,11 +101,12 @@ class PackState:
             "skips": {name: log.as_dict() for name, log in zip(group_names, self.logs)},
             "restart": self.restart,
             "history": self.history,
+            "inputs": None if self.inputs is None else dict(zip(group_names, self.inputs)),
         }
 
     def restore(self, saved: dict, group_names: list[str]) -> None:
         """Load a checkpoint made by `to_dict`, after checking it belongs to this pipeline."""
-        check_compatible(saved, self.data_seed, group_names, self.units)
+        check_compatible(saved, self.data_seed, group_names, self.units, self.inputs)
         saved_topology = WorkerTopology(**saved["topology"])
         if saved_topology != self.topology:
             raise ResumeError(

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..compat import CompatRandom, check_compat
-from ..errors import ConfigError, ResumeError, SkipLog
+from ..errors import BagelDataError, ConfigError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
@@ -128,6 +128,22 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """A unit as the reference's `data_paths` holds it."""
         return unit
 
+    def input_paths(self) -> list[str]:
+        """The files this group reads (a checkpoint records them with their sizes)."""
+        return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in self.data_paths or ()})
+
+    def input_record(self) -> dict:
+        """`checkpoint.inputs.input_record` of this group's files, computed once per process."""
+        if getattr(self, "_input_record", None) is None:
+            from ..checkpoint.inputs import input_record
+
+            self._input_record = input_record([str(path) for path in self.input_paths()])
+        return self._input_record
+
+    def unit_label(self, unit_id: int) -> str:
+        """The unit at `unit_id` of the epoch order, as error messages name it."""
+        return str(self.epoch_units[unit_id])
+
     # -- per-sample randomness -----------------------------------------------------------
     def sample_rng(self, unit_id: int, *position: int) -> np.random.Generator:
         """A generator owned by one sample: the same wherever and whenever it is rebuilt.
@@ -155,6 +171,17 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         (or, when `single`, for the row at `start` only); bad rows are counted in `log`."""
         raise NotImplementedError
 
+    def _guarded(self, log: SkipLog, location: str, build, *args):
+        """`build(*args)`, or None with a counted ROW_FAILED skip when it raises anything
+        but a library error: no exception of one row escapes to the training loop."""
+        try:
+            return build(*args)
+        except (BagelDataError, MemoryError):
+            raise
+        except Exception as exc:
+            log.skip(SkipReason.ROW_FAILED, location, f"{type(exc).__name__}: {exc}"[:500])
+            return None
+
     def data_index(self, position: list[int]):
         """The sample's `data_indexes` (the reference's position) for a position in a phase."""
         return list(position)
@@ -179,7 +206,10 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
             assert self.restart_plan is not None  # only a restart plan has an inherited phase
             refs = self.restart_plan.inherited_for(*shard.global_worker)
             for index in range(start[0] if start else 0, len(refs)):
+                before = log.total()
                 sample = self._sample_at_row(shard, refs[index], [index], log)
+                if sample is None and log.total() > before:
+                    continue  # e.g. its media is gone since: a counted skip
                 if sample is None:  # it was a good sample when the old worker buffered it
                     raise ResumeError(
                         f"{self.dataset_name}: the buffered row {refs[index]} (unit, pass, row) no longer gives "
@@ -224,12 +254,16 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """`(global unit id, pass, *row within the unit)` of the sample at `cursor`."""
         return row_key_at(self.worker_shard(), self.restart_plan, cursor)
 
-    def sample_at(self, cursor: tuple[int, ...], rng_state: dict | None = None) -> dict | None:
+    def sample_at(
+        self, cursor: tuple[int, ...], rng_state: dict | None = None, log: SkipLog | None = None
+    ) -> dict | None:
         """Rebuild the sample at `cursor` exactly (same row, same random choices); None when
-        that row no longer gives a sample. In compat mode `rng_state` is the stream's state
-        before that row (the sample's `compat_rng_state`); the live stream is left as it was."""
+        that row no longer gives a sample (its skip is counted in `log`, a fresh one if None).
+        In compat mode `rng_state` is the stream's state before that row (the sample's
+        `compat_rng_state`); the live stream is left as it was."""
+        log = self.new_skip_log() if log is None else log
         if not self.compat:
-            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
         if rng_state is None:
             raise ResumeError(
                 f'{self.dataset_name}: compat="bagel" rebuilds a sample from the stream state before its row; '
@@ -237,7 +271,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
             )
         live, self.compat_rng = self.compat_rng, CompatRandom.from_state(rng_state)
         try:
-            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
         finally:
             self.compat_rng = live
 
@@ -245,6 +279,12 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """A fresh compat stream for a standalone iteration (the packer shares its own)."""
         seed = self.epoch_seed if self.compat_seed is None else self.compat_seed
         self.compat_rng = CompatRandom.for_context(seed)
+
+    def unit_samples(self, shard: WorkerShard, index: int, unit_id: int, log: SkipLog):
+        """The samples of one unit (item `index` of `shard`'s first pass), bad rows counted in
+        `log`: what `bagel-data validate` walks, unit by unit, to find empty units."""
+        for row, builder in self._unit_samples(unit_id, 0, (), log):
+            yield self._build(builder, shard, [index, *row], (unit_id, 0, *row))
 
     @staticmethod
     def _position_after(position: list[int]) -> list[int]:
@@ -266,11 +306,27 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         if after is not None:
             phase, start = after[0], self._position_after(list(after[1:]))
         while True:
+            produced, skipped = 0, log.total()
             for position, sample in self._iter_phase(shard, phase, start, log):
                 log.ok()
+                produced += 1
                 yield (phase, *position), sample
+            if start is None and phase >= 0 and not produced and log.total() == skipped:
+                raise self._empty_pass_error(shard)
             start = None
             phase = self._next_phase(phase)
+
+    def _empty_pass_error(self, shard: WorkerShard) -> BagelDataError:
+        """A whole pass over this worker's units gave neither a row nor a skip: looping
+        again would spin forever, so say which units are empty and what to do."""
+        units = [self.unit_label(int(i)) for i in shard.unit_ids]
+        shown = ", ".join(units[:5]) + (f" and {len(units) - 5} more" if len(units) > 5 else "")
+        return EmptyWorkerError(
+            f"{self.dataset_name}: rank {shard.rank} worker {shard.worker_id} read a whole pass over its "
+            f"{len(units)} unit(s) ({shown}) and found no rows: they are empty (zero rows or empty row groups). "
+            "Remove the empty files, or give this group more non-empty units than ranks x workers; "
+            "`bagel-data validate` lists the empty units."
+        )
 
     def resume_cursor(self, worker_id: int) -> tuple[int, ...] | None:
         """The reference's `data_status` entry of a worker as a cursor in the first pass."""

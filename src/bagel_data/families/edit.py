@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigError, SkipReason
+from ..errors import BagelDataError, ConfigError, SkipReason
 from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
@@ -37,6 +37,22 @@ def check_edit_row(images: object, instructions: object) -> tuple[SkipReason, st
             f"{len(images)} images need {len(images) - 1} instruction lists, got {len(instructions)}",
         )
     return None
+
+
+def check_row_groups(path: str, declared: int) -> None:
+    """ConfigError when `parquet_info` disagrees with the file's footer (a stale entry
+    would silently read part of the file, or ask for row groups that do not exist)."""
+    try:
+        with ParquetReader(path) as reader:
+            actual = reader.num_row_groups
+    except Exception:  # an unreadable file is a counted skip when it is read
+        return
+    if actual != declared:
+        raise ConfigError(
+            "parquet_info",
+            f"{path}: num_row_groups={declared}",
+            f"the file has {actual} row groups; regenerate parquet_info (`bagel-data prepare edit`)",
+        )
 
 
 def choose_steps(rng, num_images: int) -> tuple[int, int, bool]:
@@ -127,7 +143,9 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                         "relative to data_dir) with its num_row_groups, e.g. with "
                         "bagel_data.tools.prepare.write_parquet_info",
                     )
-                units.extend((path, group) for group in range(int(info["num_row_groups"])))
+                declared = int(info["num_row_groups"])
+                check_row_groups(path, declared)
+                units.extend((path, group) for group in range(declared))
         return units
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
@@ -136,7 +154,8 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         stop_row = row_start + 1 if single else None
         for row, images, instructions in self._rows(unit_id, row_start, log, stop_row):
             location = f"{path}, row group {row_group}, row {row}"
-            builder = self.build_sample(images, instructions, self.sample_rng(unit_id, pass_index, row), location, log)
+            rng = self.sample_rng(unit_id, pass_index, row)
+            builder = self._guarded(log, location, self.build_sample, images, instructions, rng, location, log)
             if builder is not None:
                 yield (row,), builder
 
@@ -146,14 +165,18 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             with ParquetReader(path) as reader:
                 missing = [name for name in COLUMNS if name not in reader.schema.names]
                 if missing:
-                    log.skip(SkipReason.SCHEMA, path, f"missing column(s) {missing}; edit needs {list(COLUMNS)}")
+                    detail = f"missing column(s) {missing}; edit needs {list(COLUMNS)}"
+                    rows = reader.row_group_rows(row_group) if row_group < reader.num_row_groups else 1
+                    log.skip(SkipReason.SCHEMA, f"{path}, row group {row_group}", detail, rows=rows)
                     return
                 table = reader.read_row_group(row_group, COLUMNS)
+                images = table.column("image_list").to_pylist()
+                instructions = table.column("instruction_list").to_pylist()
+        except BagelDataError:
+            raise
         except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
-            log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", str(exc))
+            log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", f"{type(exc).__name__}: {exc}")
             return
-        images = table.column("image_list").to_pylist()
-        instructions = table.column("instruction_list").to_pylist()
         for row in range(row_start, min(table.num_rows, stop_row or table.num_rows)):
             yield row, images[row], instructions[row]
 

@@ -26,7 +26,7 @@ def parse_captions(raw: object) -> list[str] | None:
         return None
     try:
         captions = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a nesting-depth bomb
         return None
     if not isinstance(captions, dict) or not all(isinstance(text, str) for text in captions.values()):
         return None
@@ -79,7 +79,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         group_start, row_start = start or (0, 0)
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
             location = f"{path}, row group {row_group}, row {row}"
-            builder = self.build_sample(cells, self.sample_rng(unit_id, pass_index, row_group, row), location, log)
+            rng = self.sample_rng(unit_id, pass_index, row_group, row)
+            builder = self._guarded(log, location, self.build_sample, cells, rng, location, log)
             if builder is not None:
                 yield (row_group, row), builder
 
@@ -94,12 +95,21 @@ class T2IIterableDataset(DistributedIterableDataset):
         with reader:
             missing = [name for name in COLUMNS if name not in reader.schema.names]
             if missing:
-                log.skip(SkipReason.SCHEMA, path, f"missing column(s) {missing}; T2I needs {list(COLUMNS)}")
+                detail = f"missing column(s) {missing}; T2I needs {list(COLUMNS)}"
+                log.skip(SkipReason.SCHEMA, path, detail, rows=reader.num_rows)
                 return
             for row_group in range(group_start, reader.num_row_groups):
-                table = reader.read_row_group(row_group, COLUMNS)
-                images = table.column("image").to_pylist()
-                captions = table.column("captions").to_pylist()
+                try:  # a corrupt page loses its row group, not the run
+                    table = reader.read_row_group(row_group, COLUMNS)
+                    images = table.column("image").to_pylist()
+                    captions = table.column("captions").to_pylist()
+                except Exception as exc:
+                    rows = reader.row_group_rows(row_group)
+                    location = f"{path}, row group {row_group} ({rows} rows)"
+                    log.skip(SkipReason.ROW_GROUP_UNREADABLE, location, f"{type(exc).__name__}: {exc}", rows=rows)
+                    if single:
+                        return
+                    continue
                 first = row_start if row_group == group_start else 0
                 for row in range(first, table.num_rows):
                     yield row_group, row, {"image": images[row], "captions": captions[row]}

@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 
-from ..errors import SkipReason
+from ..errors import ConfigError, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
@@ -90,7 +90,14 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         self.set_epoch()
 
     def get_data_paths(self, jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed):
-        return JsonlIndex(jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed)
+        index = JsonlIndex(jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed)
+        if len(index) == 0:  # else the unit check would ask for a larger num_used_data
+            raise ConfigError(
+                f"{self.dataset_name}.jsonl_path",
+                list(jsonl_path_list),
+                "the JSONL file(s) hold no lines (or num_used_data is 0); point jsonl_path at the data",
+            )
+        return index
 
     def sorted_units(self):
         # The index already holds the lines in canonical order: a unit is a line index.
@@ -98,6 +105,12 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
 
     def unit_view(self, unit):
         return self.data_paths[int(unit)]
+
+    def input_paths(self):
+        return list(self.data_paths.paths)
+
+    def unit_label(self, unit_id):
+        return self.data_paths.location(int(self.epoch_units[unit_id]))
 
     def change_format(self, data, num_images):
         """A row's conversation as the reference's element list (text / image), `num_images` images."""
@@ -108,12 +121,18 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         line_id = int(self.epoch_units[unit_id])
+        location = self.data_paths.location(line_id)
+        rng = self.sample_rng(unit_id, pass_index)
+        builder = self._guarded(log, location, self._build_or_skip, line_id, rng, log, location)
+        if builder is not None:
+            yield (), builder
+
+    def _build_or_skip(self, line_id: int, rng, log, location: str) -> SampleBuilder | None:
         try:
-            builder = self.build_sample(line_id, self.sample_rng(unit_id, pass_index))
+            return self.build_sample(line_id, rng)
         except _RowSkipped as skipped:
-            log.skip(skipped.reason, self.data_paths.location(line_id), skipped.detail)
-            return
-        yield (), builder
+            log.skip(skipped.reason, location, skipped.detail)
+            return None
 
     def build_sample(self, line_id: int, rng: np.random.Generator) -> SampleBuilder:
         """The sample of one JSONL line; raises `_RowSkipped` with the reason it cannot be used."""
@@ -121,14 +140,17 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             row = json.loads(self.data_paths.read_line(line_id))
         except ValueError as exc:
             raise _RowSkipped(SkipReason.JSON_INVALID, str(exc)) from None
+        except RecursionError:
+            raise _RowSkipped(SkipReason.JSON_INVALID, "nested too deeply to parse") from None
         problem = check_conversations(row)
         if problem:
             raise _RowSkipped(SkipReason.SCHEMA, problem)
+        hint = role_hint(row["conversations"])
         images = self._load_images(row, self.data_paths.image_dir(line_id), rng)
         tags = count_image_tags(row["conversations"])
         if tags != len(images) and not self.compat:
             raise _RowSkipped(
-                SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(images)} image(s)"
+                SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(images)} image(s){hint}"
             )
         builder = SampleBuilder()
         tensors = [self.transform(image, img_num=len(images)) for image in images]
@@ -144,7 +166,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             if ids:
                 builder.add_text(ids, enable_cfg=False, loss=bool(element["has_loss"]))
         if not builder.has_loss():
-            raise _RowSkipped(SkipReason.NO_LOSS, "no answer turn with text")
+            raise _RowSkipped(SkipReason.NO_LOSS, f"no answer turn with text{hint}")
         if self.compat:  # the reference keeps surplus images, unused, in the sample and its count
             for tensor in next_tensor:
                 builder.image_tensor_list.append(tensor)
@@ -179,7 +201,20 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 return decode_image(handle, draft_size=draft_size)
         except FileNotFoundError:
             raise _RowSkipped(SkipReason.IMAGE_MISSING, f"{path} does not exist") from None
-        except ImageTooLargeError as exc:
-            raise _RowSkipped(SkipReason.IMAGE_TOO_LARGE, f"{path}: {exc}") from None
-        except ImageDecodeError as exc:
-            raise _RowSkipped(SkipReason.IMAGE_DECODE, f"{path}: {exc}") from None
+        except (OSError, ValueError, TypeError) as exc:  # a folder, no permission, a loop, NUL, too long
+            if not isinstance(exc, (ImageDecodeError, ImageTooLargeError)):
+                raise _RowSkipped(SkipReason.IMAGE_UNREADABLE, f"{path!r}: {type(exc).__name__}: {exc}") from None
+            raise _RowSkipped(*_image_skip(exc, path)) from None
+
+
+def _image_skip(exc: Exception, path: str) -> tuple[SkipReason, str]:
+    reason = SkipReason.IMAGE_TOO_LARGE if isinstance(exc, ImageTooLargeError) else SkipReason.IMAGE_DECODE
+    return reason, f"{path}: {exc}"
+
+
+def role_hint(conversations: list[dict]) -> str:
+    """A hint when the turns use roles this format ignores (e.g. user/assistant)."""
+    others = sorted({turn["from"] for turn in conversations} - {"human", "gpt", "system"})
+    if not others:
+        return ""
+    return f" (roles {others} are ignored: this format reads only 'human' and 'gpt' turns; rename them)"

@@ -41,8 +41,25 @@ def _own_pixel_limit():
             Image.MAX_IMAGE_PIXELS = saved
 
 
+_INTEGER_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
+def high_bit_depth_to_8bit(image: Image.Image) -> Image.Image:
+    """16-bit (and 32-bit integer) grayscale scaled to 8 bits as a viewer shows it; Pillow's
+    own `convert` clips every value above 255 to white. Other modes pass through."""
+    if image.mode not in _INTEGER_MODES:
+        return image
+    values = np.asarray(image).astype(np.int64)
+    gray = Image.fromarray(((np.clip(values, 0, 65535) * 255 + 32767) // 65535).astype(np.uint8), "L")
+    transparent = image.info.get("transparency")
+    if isinstance(transparent, int):  # a tRNS gray value: composite those pixels on white
+        gray.paste(255, mask=Image.fromarray(np.where(values == transparent, 255, 0).astype(np.uint8), "L"))
+    return gray
+
+
 def pil_img2rgb(image: Image.Image) -> Image.Image:
     """RGB view of `image`; transparent pixels are composited on white."""
+    image = high_bit_depth_to_8bit(image)
     if image.mode == "RGBA" or image.info.get("transparency") is not None:
         rgba = image.convert("RGBA")
         white = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -79,9 +96,9 @@ def decode_image(
             return pil_img2rgb(image)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError("not an image format Pillow can identify") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        if isinstance(exc, (ImageTooLargeError, FileNotFoundError)):
-            raise
+    except (ImageTooLargeError, ImageDecodeError, FileNotFoundError, MemoryError):
+        raise
+    except Exception as exc:  # Pillow's plugins raise TypeError, RuntimeError, ... on bad bytes
         raise ImageDecodeError(f"{type(exc).__name__}: {exc}") from exc
 
 

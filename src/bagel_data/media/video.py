@@ -169,19 +169,33 @@ class FrameSampler:
             t = self._draw_count(rng)
             keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
             return decode_frames(path, keep)
-        except (av.FFmpegError, OSError) as err:
+        except (VideoDecodeError, MemoryError):
+            raise
+        except Exception as err:  # av.FFmpegError, OSError, and anything a bad stream raises
             raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
 
 
 # The two decoders below are the module's decode seams: FrameSampler calls them through
 # this module's namespace, so a profiler (bagel_data.bench) can wrap them to time decoding.
 def open_frame(folder: str, file: str) -> Image.Image:
-    """One frame file of the frame folder `folder`, as RGB; VideoDecodeError if it cannot be read."""
+    """One frame file of the frame folder `folder`, as RGB; VideoDecodeError if it cannot be read.
+    Frames get the same pixel bound as images (Pillow's own bomb check gives way to it)."""
+    from .images import DEFAULT_MAX_IMAGE_PIXELS, _own_pixel_limit
+
     try:
-        with storage.open_input(file) as handle, Image.open(handle) as image:
-            return image.convert("RGB")
-    except OSError as err:  # includes UnidentifiedImageError and missing files
-        raise VideoDecodeError(folder, f"cannot decode frame {file!r}: {err}") from err
+        with storage.open_input(file) as handle:
+            with _own_pixel_limit():
+                image = Image.open(handle)
+            with image:
+                width, height = image.size
+                if width * height > DEFAULT_MAX_IMAGE_PIXELS:
+                    reason = f"{width}x{height} is over the {DEFAULT_MAX_IMAGE_PIXELS}-pixel limit"
+                    raise VideoDecodeError(folder, f"frame {file!r}: {reason}")
+                return image.convert("RGB")
+    except (VideoDecodeError, MemoryError):
+        raise
+    except Exception as err:  # OSError (missing, unidentified), and what Pillow's plugins raise
+        raise VideoDecodeError(folder, f"cannot decode frame {file!r}: {type(err).__name__}: {err}") from err
 
 
 def _probe(path: str) -> tuple[int, float]:

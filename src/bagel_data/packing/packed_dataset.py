@@ -219,7 +219,14 @@ class PackedDataset(torch.utils.data.IterableDataset):
         # Without a checkpoint, each group starts where the reference's data_status says.
         cursors = [dataset.resume_cursor(topology.worker_id) for dataset in self.grouped_datasets]
         rng = self._compat_rng() if self.compat else np.random.default_rng(np.random.SeedSequence(key))
-        return PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
+        state = PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
+        state.inputs = self.group_inputs()
+        return state
+
+    def group_inputs(self) -> list[dict | None]:
+        """Each group's input files and sizes, as a checkpoint records them (checkpoint/inputs.py)."""
+        # A group that is not one of the families (a test double, a user's own) records none.
+        return [getattr(dataset, "input_record", lambda: None)() for dataset in self.grouped_datasets]
 
     def _compat_rng(self) -> CompatRandom:
         """compat: one stream for the packer and every group, as the reference's globals."""
@@ -280,7 +287,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             state.restore(saved, self.group_names)
             apply_restart(self, state.restart)
             return state
-        check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts())
+        check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts(), self.group_inputs())
         apply_restart(self, saved["restart"])
         state = self._fresh_state(saved["restart"]["generation"])
         state.cursors = [None] * len(self.group_names)  # each group starts with its inherited samples
@@ -346,12 +353,14 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 continue
             if pack.curr < cfg.prefer_buffer_before and state.buffer:
                 item, from_buffer = state.buffer.popleft(), True
-                self._materialize(item)
+                if not self._materialize(item, state):
+                    continue
             else:
                 item, from_buffer = draw(choose()), False
                 if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
                     self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
                     continue
+                state.logs[item.group].used()
             if pack.curr + sample_length(item.sample) > cfg.max_num_tokens:
                 if len(state.buffer) < cfg.max_buffer_size and not from_buffer:
                     state.buffer.append(item)
@@ -382,7 +391,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         it cannot fit beside them (it would not fit in any later pack either)."""
         item, state.carry = state.carry, None
         assert item is not None  # called only while a sample is carried
-        self._materialize(item)
+        if not self._materialize(item, state):
+            return
         if pack.curr + sample_length(item.sample) > self.config.max_num_tokens:
             self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
         else:
@@ -393,6 +403,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         while True:
             item = draw(group)
             if sample_length(item.sample) < self.config.max_num_tokens_per_sample:
+                state.logs[group].used()
                 return item
             self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
 
@@ -407,8 +418,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
             else:
                 state.buffer.append(item)
-        for item in state.buffer:
-            self._materialize(item)
+        state.buffer = collections.deque(item for item in state.buffer if self._materialize(item, state))
+        if not state.buffer:
+            return
         oldest = state.buffer.popleft()
         if pack.curr + sample_length(oldest.sample) > cfg.max_num_tokens:  # only beside mandatory samples
             self._skip(oldest, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
@@ -432,20 +444,22 @@ class PackedDataset(torch.utils.data.IterableDataset):
         }.get(reason, f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples")
         log = state.logs[item.group]
         where = f"{self.group_names[item.group]} cursor {list(item.cursor)}"
-        log.skip(reason, where, f"{sample_length(item.sample)} tokens do not fit {budgets}")
-        log.ok()  # one long sample says nothing about the rows after it
+        # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
+        log.over_budget(where, f"{sample_length(item.sample)} tokens do not fit {budgets}", reason)
 
-    def _materialize(self, item: Buffered) -> None:
-        """Rebuild a sample restored from a checkpoint by reference."""
+    def _materialize(self, item: Buffered, state: PackState) -> bool:
+        """Rebuild a sample restored from a checkpoint by reference; False when its row is
+        now a counted skip (e.g. its image file is gone)."""
         if item.sample is not None:
-            return
+            return True
+        log = state.logs[item.group]
+        before = log.total()
         dataset = self.grouped_datasets[item.group]
-        if self.compat:
-            item.sample = dataset.sample_at(item.cursor, item.rng_state)
-        else:
-            item.sample = dataset.sample_at(item.cursor)
-        if item.sample is None:
+        rng_state = item.rng_state if self.compat else None
+        item.sample = dataset.sample_at(item.cursor, rng_state=rng_state, log=log)
+        if item.sample is None and log.total() == before:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+        return item.sample is not None
 
 
 _GLOBAL_SEED_TAG = 0x6105

@@ -31,18 +31,32 @@ def _canonical(line: bytes) -> bytes:
 
 
 def _read_line_at(handle, offset: int, chunk: int = 1 << 16) -> bytes:
-    """The line starting at `offset`, ended like `bytes.splitlines` ends it."""
+    """The line starting at `offset`, ended like `bytes.splitlines` ends it.
+
+    Linear in the line's length: each block is searched once (a long line's blocks are
+    kept in a list, not re-concatenated and searched from the start on every read).
+    """
     handle.seek(offset)
-    data = b""
+    parts: list[bytes] = []
+    after_cr = False  # the previous block ended with a CR: this block may hold its LF
     while True:
         block = handle.read(chunk)
-        data += block
-        cut = min((i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0), default=-1)
-        if cut >= 0 and (data[cut : cut + 1] == b"\n" or cut + 1 < len(data) or not block):
-            end = cut + 2 if data[cut : cut + 2] == b"\r\n" else cut + 1
-            return data[:end]
-        if not block:
-            return data
+        if after_cr or not block:
+            if block[:1] == b"\n" and after_cr:
+                parts.append(b"\n")
+            return b"".join(parts)
+        cut = min((i for i in (block.find(b"\n"), block.find(b"\r")) if i >= 0), default=-1)
+        if cut < 0:
+            parts.append(block)
+            chunk = min(chunk * 2, _BLOCK)  # fewer reads for a very long line
+            continue
+        if block[cut : cut + 1] == b"\r" and cut + 1 == len(block):
+            parts.append(block)
+            after_cr = True
+            continue
+        end = cut + 2 if block[cut : cut + 2] == b"\r\n" else cut + 1
+        parts.append(block[:end])
+        return b"".join(parts)
 
 
 def _line_starts(block: bytes) -> np.ndarray:

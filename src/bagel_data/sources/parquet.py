@@ -99,6 +99,14 @@ class ParquetReader:
         return self._file.num_row_groups
 
     @property
+    def num_rows(self) -> int:
+        return self._file.metadata.num_rows
+
+    def row_group_rows(self, index: int) -> int:
+        """Rows of row group `index` as the footer declares them."""
+        return self._file.metadata.row_group(index).num_rows
+
+    @property
     def schema(self) -> pa.Schema:
         return self._file.schema_arrow
 

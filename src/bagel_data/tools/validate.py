@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import BagelDataError, SkipLog, SkipReason
 from ..sample import sample_length
-from ..sharding import split_evenly
+from ..sharding import shard_unit_ids, split_evenly
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
 
 
@@ -31,6 +31,7 @@ class GroupReport:
     lengths: dict = dataclasses.field(default_factory=dict)
     over_budget: int = 0
     units_per_worker: list = dataclasses.field(default_factory=list)
+    empty_units: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -53,27 +54,53 @@ def _shard_sizes(num_units: int, world_size: int, num_workers: int) -> list[list
     return sizes
 
 
-def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int) -> None:
-    """One pass over the group's units (all of them: built as rank 0 of 1), counting outcomes."""
+def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int) -> list[int] | None:
+    """One pass over the group's units (all of them: built as rank 0 of 1), counting
+    outcomes; returns the ids of the units that gave neither a row nor a skip (None when
+    `max_rows` stopped the walk early)."""
     log = SkipLog(report.name, strict=False, max_consecutive_failures=10**12)
-    lengths = []
-    for _, sample in dataset.iter_pass(log):
-        length = sample_length(sample)
-        lengths.append(length)
-        if length >= budget:
-            report.over_budget += 1
-            log.skip(
-                SkipReason.OVER_SAMPLE_BUDGET,
-                f"{report.name} position {sample['data_indexes']['data_indexes']}",
-                f"{length} tokens, budget {budget}",
-            )
+    stopped_early = False
+    lengths: list[int] = []
+    empty: list[int] = []
+    shard = dataset.worker_shard()
+    for index, unit_id in enumerate(int(unit) for unit in shard.unit_ids):
+        before = (len(lengths), log.total())
+        for sample in dataset.unit_samples(shard, index, unit_id, log):
+            length = sample_length(sample)
+            lengths.append(length)
+            if length >= budget:
+                report.over_budget += 1
+                log.skip(
+                    SkipReason.OVER_SAMPLE_BUDGET,
+                    f"{report.name} position {sample['data_indexes']['data_indexes']}",
+                    f"{length} tokens, budget {budget}",
+                )
+        if before == (len(lengths), log.total()):
+            empty.append(unit_id)
         if max_rows is not None and len(lengths) + sum(log.counts.values()) - report.over_budget >= max_rows:
+            stopped_early = True
             break
     report.samples = len(lengths) - report.over_budget
     report.rows_checked = len(lengths) + sum(log.counts.values()) - report.over_budget
     report.skips, report.examples = log.as_dict(), dict(log.examples)
     if lengths:
         report.lengths = {"min": int(min(lengths)), "median": int(np.median(lengths)), "max": int(max(lengths))}
+    return None if stopped_early else empty
+
+
+def _stuck_workers(dataset, name: str, empty: list[int], world_size: int, num_workers: int) -> list[str]:
+    """Errors for the workers whose units are all empty: they would stop the run."""
+    empty_set, errors = set(empty), []
+    for rank in range(world_size):
+        for worker in range(max(num_workers, 1)):
+            ids = [int(i) for i in shard_unit_ids(len(dataset.epoch_units), rank, world_size, worker, num_workers)]
+            if ids and all(i in empty_set for i in ids):
+                units = ", ".join(dataset.unit_label(i) for i in ids[:3])
+                errors.append(
+                    f"{name}: rank {rank} worker {worker} would get only empty units ({units}) and stop the "
+                    "run (EmptyWorkerError); remove the empty files or add non-empty ones"
+                )
+    return errors
 
 
 def validate_config(
@@ -108,9 +135,19 @@ def validate_config(
                 f"some workers would get none (needs at least {world_size * num_workers})"
             )
         try:
-            _walk_group(family, group, sample, budget)
+            empty = _walk_group(family, group, sample, budget)
         except BagelDataError as error:
             report.errors.append(f"{name}: {error}")
+            empty = None
+        if empty:
+            group.empty_units = [family.unit_label(i) for i in empty[:20]]
+            report.warnings.append(f"{name}: {len(empty)} unit(s) hold no rows, e.g. {group.empty_units[0]}")
+            report.errors.extend(_stuck_workers(family, name, empty, world_size, num_workers))
+        if group.over_budget and group.samples == 0:
+            report.errors.append(
+                f"{name}: every sample is over max_num_tokens_per_sample={budget}; the run would stop "
+                "(TooManyFailuresError). Raise the budget or lower image sizes / text lengths"
+            )
         for reason, count in group.skips.items():
             example = group.examples.get(reason, "")
             report.errors.append(f"{name}: {count} row(s) would be skipped ({reason}), e.g. {example}")

@@ -1,0 +1,115 @@
+"""Resume refuses what it cannot do exactly: a checkpoint names the files it was taken on,
+and an added, removed or changed file is a ResumeError naming it. Missing media of a
+buffered sample is a counted skip, not a refused checkpoint."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+
+from bagel_data import ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
+from bagel_data.checkpoint.inputs import MAX_LISTED, check_inputs, input_record
+from bagel_data.errors import ResumeError
+from bagel_data.packing.config import PackingConfig
+from bagel_data.packing.packed_dataset import PackedDataset
+from helpers.builders import png_bytes, solid_jpeg, write_t2i, write_vlm
+
+ROW = {"image": solid_jpeg(64, 48), "captions": {"c": "a red square"}}
+
+
+def packed(special_tokens, groups: dict, **budget) -> PackedDataset:
+    sizes = dict(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70)
+    config = PackingConfig(**dict(sizes, **budget))
+    names = list(groups)
+    return PackedDataset.from_groups(
+        groups,
+        config,
+        special_tokens,
+        weights=dict.fromkeys(names, 1.0),
+        mandatory=dict.fromkeys(names, False),
+        num_workers=1,
+    )
+
+
+def t2i_packed(folder, tokenizer, special_tokens, files: int) -> PackedDataset:
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [files], num_workers=1)
+    return packed(special_tokens, {"t2i": family})
+
+
+def checkpoint_after(dataset, batches: int) -> dict:
+    stream = iter(dataset)
+    list(itertools.islice(stream, batches))
+    return dataset.state_dict()
+
+
+@pytest.mark.parametrize("change", ["removed", "added", "changed"])
+def test_a_changed_input_file_is_a_resume_error_naming_it(tmp_path, tokenizer, special_tokens, change):
+    paths = write_t2i(tmp_path, [[[ROW] * 3], [[ROW] * 2], [[ROW] * 2]], names=["b.parquet", "c.parquet", "d.parquet"])
+    state = checkpoint_after(t2i_packed(tmp_path, tokenizer, special_tokens, 3), 2)
+    if change == "removed":
+        os.remove(paths[1])  # 2 files repeat to 3 units: the unit count alone would not show it
+        named = "c.parquet was removed"
+    elif change == "added":
+        write_t2i(tmp_path, [[[ROW]]], names=["a.parquet"])
+        named = "a.parquet was added"
+    else:
+        write_t2i(tmp_path, [[[ROW] * 5]], names=["c.parquet"])
+        named = "c.parquet changed"
+    resumed = t2i_packed(tmp_path, tokenizer, special_tokens, 3)
+    resumed.load_state_dict(state)
+    with pytest.raises(ResumeError, match=rf"t2i: the inputs changed since the checkpoint: .*{named}"):
+        next(iter(resumed))
+
+
+def test_same_inputs_resume_and_the_record_is_small(tmp_path, tokenizer, special_tokens):
+    write_t2i(tmp_path, [[[ROW] * 3], [[ROW] * 2]])
+    state = checkpoint_after(t2i_packed(tmp_path, tokenizer, special_tokens, 2), 2)
+    assert state["inputs"]["t2i"]["count"] == 2 and len(repr(state["inputs"])) < 1000
+    resumed = t2i_packed(tmp_path, tokenizer, special_tokens, 2)
+    resumed.load_state_dict(state)
+    next(iter(resumed))
+
+
+def test_many_files_keep_only_a_digest():
+    files = [f"/nonexistent/{i}.parquet" for i in range(MAX_LISTED + 1)]
+    record = input_record(files)
+    assert "files" not in record and record["count"] == MAX_LISTED + 1
+    with pytest.raises(ResumeError, match=r"257 files then, 256 now"):
+        check_inputs("g", record, input_record(files[:-1]))
+
+
+def test_missing_media_of_a_buffered_sample_is_a_counted_skip(tmp_path, tokenizer, special_tokens):
+    answer = [{"from": "human", "value": "<image> describe"}, {"from": "gpt", "value": "a grey square " * 3}]
+    images = {f"{i}.png": png_bytes(28, 28, (i * 20, 0, 0)) for i in range(12)}
+    rows = [{"image": f"{i}.png", "conversations": answer} for i in range(12)]
+    jsonl, image_dir = write_vlm(tmp_path, rows, images)
+
+    def build():
+        family = SftJSONLIterableDataset(
+            "vlm", ImageTransform(56, 28, 14), tokenizer, None, [jsonl], [image_dir], [12], num_workers=1
+        )
+        return packed(special_tokens, {"vlm": family}, expected_num_tokens=70, max_num_tokens=75, max_buffer_size=4)
+
+    dataset = build()
+    stream = iter(dataset)
+    for _ in range(20):
+        next(stream)
+        if dataset._live.buffer or dataset._live.carry:
+            break
+    state = dataset.state_dict()
+    waiting = [cursor for _, cursor in state["buffer"]] + ([state["carry"][1]] if state["carry"] else [])
+    assert waiting, "the budget should leave a sample waiting"
+    for cursor in waiting:  # remove the media of every waiting sample
+        sample = dataset.grouped_datasets[0].sample_at(tuple(cursor))
+        index = sample["data_indexes"]["data_indexes"]
+        line = dataset.grouped_datasets[0].data_paths[dataset.grouped_datasets[0].epoch_units[index]][0]
+        name = line.split('"image": "')[1].split('"')[0]
+        os.remove(os.path.join(image_dir, name))
+    before = sum(state["skips"]["vlm"].values())
+    resumed = build()
+    resumed.load_state_dict(state)
+    next(iter(resumed))
+    skips = resumed.stats["skips"]["vlm"]
+    assert skips.get("image_file_missing", 0) >= 1 and sum(skips.values()) > before
