@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -24,7 +24,18 @@ from rich.progress import (
 from rich.table import Table
 
 from ..errors import BagelDataError
-from ..tools.prepare import PrepareReport, prepare_edit, prepare_t2i, prepare_vlm
+from .options import (
+    DEFAULT_NUM_WORKERS,
+    DatasetInfoOption,
+    NumWorkersOption,
+    RankOption,
+    TokenizerOption,
+    WorldSizeOption,
+    check_rank,
+)
+
+if TYPE_CHECKING:
+    from ..tools.prepare import PrepareReport
 
 prepare_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Write raw data in the BAGEL formats (T2I, edit, VLM SFT)."
@@ -88,6 +99,8 @@ def t2i_command(
     report: ReportOption = None,
 ) -> None:
     """Text-to-image parquet shards: columns image (bytes) and captions (JSON object)."""
+    from ..tools.prepare import prepare_t2i
+
     result = _run_with_progress(
         "t2i",
         lambda progress: prepare_t2i(
@@ -109,6 +122,8 @@ def edit_command(
     report: ReportOption = None,
 ) -> None:
     """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
+    from ..tools.prepare import prepare_edit
+
     result = _run_with_progress(
         "edit",
         lambda progress: prepare_edit(
@@ -127,6 +142,8 @@ def vlm_command(
     report: ReportOption = None,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
+    from ..tools.prepare import prepare_vlm
+
     result = _run_with_progress(
         "vlm", lambda progress: prepare_vlm(source, out_jsonl, image_root=image_root, progress=progress)
     )
@@ -137,17 +154,27 @@ def inspect_command(
     config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),
     batches: Annotated[int, typer.Option(help="Packs to draw.")] = 4,
-    dataset_info: Annotated[Path | None, typer.Option(help="dataset_info YAML/JSON, overrides the config's")] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
+    dataset_info: DatasetInfoOption = None,
+    tokenizer: TokenizerOption = None,
+    num_workers: NumWorkersOption = DEFAULT_NUM_WORKERS,
+    world_size: WorldSizeOption = 1,
+    rank: RankOption = 0,
 ) -> None:
-    """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering."""
+    """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering.
+
+    The packs are those of worker 0 of rank RANK when the job runs with NUM_WORKERS workers.
+    """
+    check_rank(rank, world_size)
     from ..tools.inspect.packs import (
         inspect_packs,  # keeps matplotlib off the import path of `prepare`
     )
 
     try:
         with console.status(f"packing {batches} batch(es)"):
-            report = inspect_packs(config, out, num_batches=batches, dataset_info=dataset_info, tokenizer=tokenizer)
+            report = inspect_packs(
+                config, out, num_batches=batches, dataset_info=dataset_info, tokenizer=tokenizer,
+                num_workers=max(num_workers, 1), world_size=world_size, rank=rank,
+            )  # fmt: skip
     except (BagelDataError, ImportError, OSError) as error:
         _fail(error)
     if report.pack_texts:

@@ -220,8 +220,12 @@ def inspect_packs(
     num_batches: int = 4,
     dataset_info: str | os.PathLike | None = None,
     tokenizer=None,
+    num_workers: int = 1,
+    world_size: int = 1,
+    rank: int = 0,
 ) -> InspectReport:
-    """Draw the first `num_batches` packs of a run config into `out_dir`.
+    """Draw the first `num_batches` packs of a run config into `out_dir`: those of worker 0
+    of `rank` in a job of `world_size` ranks x `num_workers` workers.
 
     `tokenizer` is None / "qwen2" / a local HF tokenizer folder, or a tokenizer object.
     """
@@ -233,7 +237,9 @@ def inspect_packs(
         special_tokens=special_tokens,
         grouped_datasets=config.grouped_datasets,
         dataset_info=config.dataset_info,
-        num_workers=1,
+        local_rank=rank,
+        world_size=world_size,
+        num_workers=num_workers,
         **config.packing,
     )
     out = Path(out_dir)
