@@ -249,7 +249,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
             else f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples"
         )
         log = state.logs[item.group]
-        where = f"{self.group_names[item.group]} cursor {list(item.cursor)}"
+        row_key = item.sample.get("row_key")
+        row = self.grouped_datasets[item.group].row_location(row_key) if row_key else f"cursor {list(item.cursor)}"
+        where = f"{self.group_names[item.group]}: {row}"
         log.skip(reason, where, f"{sample_length(item.sample)} tokens do not fit {budgets}")
         log.ok()  # one long sample says nothing about the rows after it
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..datasets import make_bagel_multimodal_dataset
 from ..errors import BagelDataError, SkipLog, SkipReason
+from ..families.worst_case import has_worst_case, worst_case_rows
 from ..sample import sample_length
 from ..sharding import split_evenly
 from ..tokenizer import add_special_tokens, load_tokenizer
@@ -55,20 +56,31 @@ def _shard_sizes(num_units: int, world_size: int, num_workers: int) -> list[list
     return sizes
 
 
+def _rows_of(dataset, log):
+    """`(location, length)` of every usable row of the group, bad rows counted in `log`. For
+    T2I and edit rows the length is the worst case over the row's random choices (caption,
+    stretch of the chain, phrasings), so a budget that holds here holds for every draw."""
+    if not has_worst_case(dataset):
+        for _, sample in dataset._iter_pass(dataset.worker_shard(), 0, None, log):
+            yield dataset.row_location(sample["row_key"]), sample_length(sample)
+        return
+    seen = set()
+    for unit_id, unit in enumerate(dataset.epoch_units):
+        key = tuple(unit) if isinstance(unit, (list, tuple)) else unit
+        if key not in seen:  # num_used_data repeats files: one check is enough
+            seen.add(key)
+            yield from worst_case_rows(dataset, unit_id, log)
+
+
 def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int) -> None:
-    """One pass over the group's units (all of them: built as rank 0 of 1), counting outcomes."""
+    """One pass over the group's rows (all of them: built as rank 0 of 1), counting outcomes."""
     log = SkipLog(report.name, strict=False, max_consecutive_failures=10**12)
     lengths = []
-    for _, sample in dataset._iter_pass(dataset.worker_shard(), 0, None, log):
-        length = sample_length(sample)
+    for location, length in _rows_of(dataset, log):
         lengths.append(length)
         if length >= budget:
             report.over_budget += 1
-            log.skip(
-                SkipReason.OVER_SAMPLE_BUDGET,
-                f"{report.name} position {sample['data_indexes']['data_indexes']}",
-                f"{length} tokens, budget {budget}",
-            )
+            log.skip(SkipReason.OVER_SAMPLE_BUDGET, location, f"up to {length} tokens, budget {budget}")
         if max_rows is not None and len(lengths) + sum(log.counts.values()) - report.over_budget >= max_rows:
             break
     report.samples = len(lengths) - report.over_budget
