@@ -19,6 +19,11 @@ from .t2i import parse_captions
 _MAX_ENUMERATED_TEXTS = 64  # merged instructions: beyond this many phrasings, bound instead
 
 
+def _size(image) -> tuple[int, int]:
+    """The size the transforms resize from (a drafted decode keeps the original's)."""
+    return image.info.get("bagel_original_size", image.size)
+
+
 def _image_tokens(transform, size: tuple[int, int]) -> int:
     width, height = transform.target_size(*size)
     return width * height // transform.stride**2
@@ -49,7 +54,7 @@ def edit_worst_length(family, images: list[bytes], instructions: list[list[str]]
     Decodes every image of the chain; raises `ImageDecodeError` / `ImageTooLargeError`."""
     vae, vit, encode = family.transform, family.vit_transform, family.tokenizer.encode
     draft = fast_draft_size(vae, vit)
-    sizes = [decode_image(data, draft_size=draft).size for data in images]
+    sizes = [_size(decode_image(data, draft_size=draft)) for data in images]
     vae_tokens = [_image_tokens(vae, size) for size in sizes]
     vit_tokens = [_image_tokens(vit, size) for size in sizes]
     text_tokens = [max(len(encode(option)) for option in step) for step in instructions]
@@ -75,7 +80,7 @@ def t2i_worst_length(family, cells: dict) -> int | None:
         raise _Skip(SkipReason.CAPTION_INVALID, f"captions cell {str(cells['captions'])[:80]!r}")
     if not isinstance(cells["image"], bytes):
         raise _Skip(SkipReason.SCHEMA, "image cell is not binary")
-    size = decode_image(cells["image"], draft_size=fast_draft_size(family.transform)).size
+    size = _size(decode_image(cells["image"], draft_size=fast_draft_size(family.transform)))
     text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
     return text + _image_tokens(family.transform, size) + 4
 

@@ -250,8 +250,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         )
         log = state.logs[item.group]
         row_key = item.sample.get("row_key")
-        row = self.grouped_datasets[item.group].row_location(row_key) if row_key else f"cursor {list(item.cursor)}"
-        where = f"{self.group_names[item.group]}: {row}"
+        family = self.grouped_datasets[item.group]
+        where = (
+            family.row_location(row_key) if row_key else f"{self.group_names[item.group]} cursor {list(item.cursor)}"
+        )
         log.skip(reason, where, f"{sample_length(item.sample)} tokens do not fit {budgets}")
         log.ok()  # one long sample says nothing about the rows after it
 

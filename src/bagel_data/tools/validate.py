@@ -10,6 +10,7 @@ wrong and where; `ok` is False when the run would fail or drop data.
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 
 import numpy as np
@@ -20,6 +21,7 @@ from ..families.worst_case import has_worst_case, worst_case_rows
 from ..sample import sample_length
 from ..sharding import split_evenly
 from ..tokenizer import add_special_tokens, load_tokenizer
+from .fixes import fix_for
 from .run import RunConfig
 
 
@@ -99,7 +101,9 @@ def validate_config(
     tokenizer: str | None = None,
 ) -> ValidationReport:
     report = ValidationReport()
-    tok, special_tokens, _ = add_special_tokens(load_tokenizer(tokenizer))
+    # `tokenizer`: None / "qwen2" / a local HF tokenizer folder, or a tokenizer object.
+    tok = load_tokenizer(tokenizer) if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)) else tokenizer
+    tok, special_tokens, _ = add_special_tokens(tok)
     packing = {k: v for k, v in config.packing.items() if k not in ("strict", "max_consecutive_failures")}
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -120,12 +124,14 @@ def validate_config(
     budget = dataset.config.max_num_tokens_per_sample
     for name, family in zip(dataset.group_names, dataset.grouped_datasets):
         group = report.groups[name] = GroupReport(name, units=len(family.epoch_units))
-        sizes = _shard_sizes(group.units, world_size, num_workers)
+        sizes = _shard_sizes(group.units, world_size, max(num_workers, 1))
         group.units_per_worker = sizes
         if min(min(per_rank) for per_rank in sizes) == 0:
             report.errors.append(
                 f"{name}: {group.units} units for {world_size} rank(s) x {num_workers} worker(s); "
-                f"some workers would get none (needs at least {world_size * num_workers})"
+                f"some workers would get none (needs at least {world_size * max(num_workers, 1)}). "
+                "Fix: raise num_used_data (parquet files repeat to fill it), add data, "
+                "or use fewer workers (--num-workers) or ranks"
             )
         try:
             _walk_group(family, group, sample, budget)
@@ -133,6 +139,8 @@ def validate_config(
             report.errors.append(f"{name}: {error}")
         for reason, count in group.skips.items():
             example = group.examples.get(reason, "")
-            report.errors.append(f"{name}: {count} row(s) would be skipped ({reason}), e.g. {example}")
+            report.errors.append(
+                f"{name}: {count} row(s) would be skipped ({reason}), e.g. {example}. Fix: {fix_for(reason)}"
+            )
     report.ok = not report.errors
     return report
