@@ -73,6 +73,8 @@ def _print_summary(summary: RunSummary) -> None:
     for group, counts in sorted(summary.skips.items()):
         for reason, count in sorted(counts.items()):
             table.add_row(f"skipped: {group} / {reason}", str(count))
+    if summary.skips:
+        table.add_row("(skips count every read of a row: once per pass;", "`validate` counts each row once)")
     console.print(table)
 
 
