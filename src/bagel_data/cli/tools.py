@@ -84,6 +84,11 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
     if report_path is not None:
         report_path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         console.print(f"full report: {report_path}")
+    if report.rows_written == 0:
+        from ..tools.prepare.common import likely_cause
+
+        console.print(f"[red]error:[/red] nothing was written. Likely cause: {likely_cause(report)}")
+        raise typer.Exit(1)
 
 
 @prepare_app.command("t2i")
@@ -140,12 +145,18 @@ def vlm_command(
     out_jsonl: Annotated[Path, typer.Argument(help="The SFT JSONL to write.")],
     image_root: Annotated[Path, typer.Option(help="Folder the image/video paths are relative to.")],
     report: ReportOption = None,
+    decode_check: Annotated[
+        bool, typer.Option(help="Decode every image and drop those that fail (--no-decode-check: faster).")
+    ] = True,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
     from ..tools.prepare import prepare_vlm
 
     result = _run_with_progress(
-        "vlm", lambda progress: prepare_vlm(source, out_jsonl, image_root=image_root, progress=progress)
+        "vlm",
+        lambda progress: prepare_vlm(
+            source, out_jsonl, image_root=image_root, progress=progress, decode_check=decode_check
+        ),
     )
     _print_report(result, report)
 
