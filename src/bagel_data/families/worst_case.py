@@ -135,3 +135,42 @@ def _measured(rows, log) -> Iterator[tuple[str, int]]:
             log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
         except ImageDecodeError as exc:
             log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+
+
+class _ForcedFrameCount:
+    """A generator whose first `integers` draw (a frame sampler's frame count) is fixed."""
+
+    def __init__(self, count: int, rng):
+        self.count, self.rng, self.used = count, rng, False
+
+    def integers(self, *args, **kwargs):
+        if self.used:
+            return self.rng.integers(*args, **kwargs)
+        self.used = True
+        return self.count
+
+    def __getattr__(self, name):
+        return getattr(self.rng, name)
+
+
+def vlm_worst_length(family, sample: dict) -> int:
+    """Tokens of the longest sample a VLM row can give: for a video row, over every frame
+    count the frame sampler may draw (more frames also shrink each one under max_pixels)."""
+    from .vlm import SftJSONLIterableDataset
+
+    length = sample["num_tokens"] + 2 * len(sample["sequence_plan"])
+    sampler = getattr(family, "frame_sampler", None)
+    if not isinstance(family, SftJSONLIterableDataset) or sampler is None or sampler.max_num_frames <= 0:
+        return length
+    unit_id, pass_index = sample["row_key"][:2]
+    line_id = int(family.epoch_units[unit_id])
+    if b'"video"' not in family.data_paths.read_line(line_id):
+        return length
+    for count in range(sampler.min_num_frames, sampler.max_num_frames + 1):
+        rng = _ForcedFrameCount(count, family.sample_rng(unit_id, pass_index))
+        try:
+            builder = family.build_sample(line_id, rng)
+        except Exception:  # the run would skip such a row; the drawn sample already says so
+            continue
+        length = max(length, builder.num_tokens + 2 * len(builder.sequence_plan))
+    return length

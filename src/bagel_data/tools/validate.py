@@ -17,8 +17,7 @@ import numpy as np
 
 from ..datasets import make_bagel_multimodal_dataset
 from ..errors import BagelDataError, SkipLog, SkipReason
-from ..families.worst_case import has_worst_case, worst_case_rows
-from ..sample import sample_length
+from ..families.worst_case import has_worst_case, vlm_worst_length, worst_case_rows
 from ..sharding import split_evenly
 from ..tokenizer import add_special_tokens, load_tokenizer
 from .fixes import fix_for
@@ -64,7 +63,7 @@ def _rows_of(dataset, log):
     stretch of the chain, phrasings), so a budget that holds here holds for every draw."""
     if not has_worst_case(dataset):
         for _, sample in dataset._iter_pass(dataset.worker_shard(), 0, None, log):
-            yield dataset.row_location(sample["row_key"]), sample_length(sample)
+            yield dataset.row_location(sample["row_key"]), vlm_worst_length(dataset, sample)
         return
     seen = set()
     for unit_id, unit in enumerate(dataset.epoch_units):
