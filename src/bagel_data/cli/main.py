@@ -74,7 +74,8 @@ def _print_summary(summary: RunSummary) -> None:
         for reason, count in sorted(counts.items()):
             table.add_row(f"skipped: {group} / {reason}", str(count))
     if summary.skips:
-        table.add_row("(skips count every read of a row: once per pass;", "`validate` counts each row once)")
+        table.add_row("note", "skips count each read of a row (once per pass); `validate` counts a row once")
+        table.add_row("where", "--verbose logs each skipped row with its file and row; `validate` names them too")
     console.print(table)
 
 
