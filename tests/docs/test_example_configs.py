@@ -53,3 +53,11 @@ def test_the_grouped_datasets_page_example_with_its_run_config(scratch, tokenize
     grouped_text, run_text = re.findall(r"^```yaml\n(.*?)^```$", page, re.S | re.M)[:2]
     grouped, run_config = yaml.safe_load(grouped_text), yaml.safe_load(run_text)
     build(grouped, scratch, tokenizer, special_tokens, **run_config["packing"])
+
+
+def test_example_run_config_is_valid_as_shipped(scratch, tokenizer, special_tokens):
+    from bagel_data.tools.run import load_run_config
+
+    config = load_run_config(str(REPO / "configs" / "example_run.yaml"))
+    assert config.grouped_datasets == yaml.safe_load((REPO / "configs" / "example.yaml").read_text())
+    build(config.grouped_datasets, scratch, tokenizer, special_tokens, **config.packing)
