@@ -10,11 +10,12 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# The CPU build of torch ships on this machine's disk; install it first so that
-	# no dependency pulls a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	@echo "installing into $(VENV): pip, torch (CPU build), then the project; this takes a minute or two"
+	$(BIN)/pip install --progress-bar on --upgrade pip
+	# Pin the CPU build of torch before the project, so that no dependency pulls a
+	# multi-GB CUDA build.
+	$(BIN)/pip install --progress-bar on torch==2.13.0
+	$(BIN)/pip install --progress-bar on -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -4,37 +4,65 @@ Data flow: sources (parquet / JSONL / images / video) -> families (samples) -> p
 (token-budgeted sequences) -> batch (collate) -> loader (resumable DataLoader).
 """
 
-from .batch import SimpleCustomBatch, bagel_packed_collate_fn, collate_wrapper
-from .datasets import (
-    DATASET_REGISTRY,
-    DEFAULT_DATASET_INFO,
-    BagelDatasetConfig,
-    DataConfig,
-    MaxLongEdgeMinShortEdgeResize,
-    SftJSONLIterableDataset,
-    T2IIterableDataset,
-    UnifiedEditIterableDataset,
-    init_arrow_pf_fs,
-    make_bagel_multimodal_dataset,
-)
-from .errors import BadSampleError, BagelDataError, ConfigError, ResumeError, SkipReason, TooManyFailuresError
-from .families.base import DistributedIterableDataset
-from .families.interleaved import InterleavedIterableDataset
-from .families.interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset
-from .loader import build_dataloader
-from .media.images import ImageTransform, pil_img2rgb
-from .media.video import FrameSampler
-from .packing.config import PackingConfig
-from .packing.layout import (
-    get_flattened_position_ids_extrapolate,
-    get_flattened_position_ids_interpolate,
-    len2weight,
-    patchify,
-    prepare_attention_mask_per_sample,
-)
-from .packing.packed_dataset import PackedDataset
-from .sources.parquet import get_parquet_data_paths
-from .tokenizer import QwenTokenizer, add_special_tokens, load_tokenizer
+# Exported names -> the module that defines them. Imported on first use (PEP 562), so
+# that `import bagel_data` (and the CLI's --help) does not pay for torch, pyarrow and PIL.
+_EXPORTS = {
+    "BadSampleError": ".errors",
+    "BagelDatasetConfig": ".datasets",
+    "DataConfig": ".datasets",
+    "InterleavedBaseIterableDataset": ".families.interleaved_base",
+    "InterleavedIterableDataset": ".families.interleaved",
+    "MaxLongEdgeMinShortEdgeResize": ".datasets",
+    "ParquetStandardIterableDataset": ".families.interleaved_base",
+    "bagel_packed_collate_fn": ".batch",
+    "init_arrow_pf_fs": ".datasets",
+    "merged_stats": ".loader",
+    "BagelDataError": ".errors",
+    "ConfigError": ".errors",
+    "DATASET_REGISTRY": ".datasets",
+    "DEFAULT_DATASET_INFO": ".datasets",
+    "DistributedIterableDataset": ".families.base",
+    "FrameSampler": ".media.video",
+    "ImageTransform": ".media.images",
+    "PackedDataset": ".packing.packed_dataset",
+    "PackingConfig": ".packing.config",
+    "QwenTokenizer": ".tokenizer",
+    "ResumeError": ".errors",
+    "SftJSONLIterableDataset": ".datasets",
+    "SimpleCustomBatch": ".batch",
+    "SkipReason": ".errors",
+    "T2IIterableDataset": ".datasets",
+    "TooManyFailuresError": ".errors",
+    "UnifiedEditIterableDataset": ".datasets",
+    "add_special_tokens": ".tokenizer",
+    "build_dataloader": ".loader",
+    "collate_wrapper": ".batch",
+    "get_flattened_position_ids_extrapolate": ".packing.layout",
+    "get_flattened_position_ids_interpolate": ".packing.layout",
+    "get_parquet_data_paths": ".sources.parquet",
+    "len2weight": ".packing.layout",
+    "load_tokenizer": ".tokenizer",
+    "make_bagel_multimodal_dataset": ".datasets",
+    "patchify": ".packing.layout",
+    "pil_img2rgb": ".media.images",
+    "prepare_attention_mask_per_sample": ".packing.layout",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "DATASET_REGISTRY",

@@ -13,6 +13,13 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .batch import bagel_packed_collate_fn, collate_wrapper
 from .checkpoint.collect import worker_dataset_states  # re-exported: where users look for it
+from .errors import ResumeError
+
+
+def _saved_num_workers(state_dict: dict) -> int:
+    """The worker count a torchdata loader state was saved with (0: no worker processes)."""
+    main = state_dict.get("_snapshot", {}).get("_main_snapshot", {})
+    return int(main.get("_num_workers", 0))
 
 
 def build_dataloader(
@@ -34,8 +41,26 @@ def build_dataloader(
         return _stateful_loader(dataset, workers, pin_memory, prefetch_factor, persistent_workers)
 
 
+class PackedDataLoader(StatefulDataLoader):
+    """A StatefulDataLoader whose `load_state_dict` checks the worker count first: torchdata
+    would fail later, inside its iterator, with a bare AssertionError."""
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if state_dict:
+            saved = _saved_num_workers(state_dict)
+            if saved != self.num_workers:
+                raise ResumeError(
+                    f"this loader checkpoint was saved with num_workers={saved}, but this loader has "
+                    f"num_workers={self.num_workers}. Build the dataset and loader with num_workers={saved} "
+                    "to resume exactly, or, to change the worker count, do an elastic restart: "
+                    "dataset.load_elastic_state(worker_dataset_states(state)) on a fresh dataset, before "
+                    "building the loader, and load no loader state (docs/elastic.md)."
+                )
+        super().load_state_dict(state_dict)
+
+
 def _stateful_loader(dataset, workers, pin_memory, prefetch_factor, persistent_workers) -> StatefulDataLoader:
-    return StatefulDataLoader(
+    return PackedDataLoader(
         dataset,
         batch_size=1,
         num_workers=workers,

@@ -14,8 +14,8 @@ from bagel_data.cli.main import app
 from helpers.golden import absolute_dataset_info, load_case
 
 runner = CliRunner()
-cli_main = importlib.import_module("bagel_data.cli.main")  # the package exports a `main` function
-cli_tools = importlib.import_module("bagel_data.cli.tools")
+run_module = importlib.import_module("bagel_data.tools.run")
+prepare_module = importlib.import_module("bagel_data.tools.prepare")
 
 
 @pytest.fixture()
@@ -58,7 +58,7 @@ def test_unexpected_error_is_one_line_with_a_hint(run_yaml, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli_main, "run_pipeline", broken)
+    monkeypatch.setattr(run_module, "run_pipeline", broken)  # the commands import it on use
     result = runner.invoke(app, ["run", run_yaml(), "--batches", "1"])
     assert result.exit_code == UNEXPECTED_ERROR_EXIT
     assert "RuntimeError: boom" in result.output and "--debug" in result.output
@@ -69,7 +69,7 @@ def test_debug_shows_the_traceback(run_yaml, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli_main, "run_pipeline", broken)
+    monkeypatch.setattr(run_module, "run_pipeline", broken)  # the commands import it on use
     result = runner.invoke(app, ["--debug", "run", run_yaml(), "--batches", "1"])
     assert result.exit_code == UNEXPECTED_ERROR_EXIT
     assert "Traceback" in result.output and "in broken" in result.output
@@ -85,9 +85,11 @@ def test_validate_on_a_config_error_prints_no_empty_table(run_yaml):
     assert "bagel-data validate" not in result.output and "units per worker" not in result.output
 
 
-@pytest.mark.parametrize(("option", "command"), [("--world-size", "run"), ("--num-workers", "validate")])
+@pytest.mark.parametrize(
+    ("option", "command"), [("--world-size", "run"), ("--world-size", "validate"), ("--num-workers", "run")]
+)
 def test_impossible_topology_is_refused_by_the_option(option, command):
-    result = runner.invoke(app, [command, "x.yaml", option, "0"])
+    result = runner.invoke(app, [command, "x.yaml", option, "0" if option == "--world-size" else "-1"])
     assert result.exit_code == 2
     assert "Invalid value" in result.output and option in result.output
 
@@ -96,7 +98,7 @@ def test_prepare_unexpected_error(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("images")
 
-    monkeypatch.setattr(cli_tools, "prepare_vlm", broken)
+    monkeypatch.setattr(prepare_module, "prepare_vlm", broken)  # the command imports it on use
     source = tmp_path / "rows.json"
     source.write_text("[]")
     result = runner.invoke(app, ["prepare", "vlm", str(source), str(tmp_path / "out.jsonl"), "--image-root", "."])

@@ -6,6 +6,7 @@ import logging
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import yaml
@@ -13,9 +14,25 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..tools.run import RunConfig, RunSummary, load_run_config, run_pipeline
+from . import options
 from .errors import ClearingProgress, guarded, set_debug
+from .options import (
+    DEFAULT_NUM_WORKERS,
+    ConfigArgument,
+    DatasetInfoOption,
+    NumWorkersOption,
+    RankOption,
+    TokenizerOption,
+    WorkersAlias,
+    WorldSizeOption,
+)
 from .tools import inspect_command, prepare_app
+
+if TYPE_CHECKING:
+    from ..tools.run import RunConfig, RunSummary
+
+# Heavy modules (torch, pyarrow, PIL, via ..tools.run) are imported inside the commands, so
+# that `bagel-data --help` answers at once.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Read, pack and check BAGEL training data.")
 app.add_typer(prepare_app, name="prepare", help="Turn your own data into the BAGEL formats.")
@@ -33,6 +50,8 @@ DEMO_PACKING = {
 
 
 def _run_with_progress(config: RunConfig, batches: int, **kwargs) -> RunSummary:
+    from ..tools.run import run_pipeline
+
     columns = [TextColumn("packing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with ClearingProgress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("packs", total=batches)
@@ -54,6 +73,9 @@ def _print_summary(summary: RunSummary) -> None:
     for group, counts in sorted(summary.skips.items()):
         for reason, count in sorted(counts.items()):
             table.add_row(f"skipped: {group} / {reason}", str(count))
+    if summary.skips:
+        table.add_row("note", "skips count each read of a row (once per pass); `validate` counts a row once")
+        table.add_row("where", "--verbose logs each skipped row with its file and row; `validate` names them too")
     console.print(table)
 
 
@@ -76,11 +98,13 @@ def main_options(
 def demo(
     root: Path = typer.Option(Path("demo_data"), help="Folder for the generated demo dataset."),
     batches: int = typer.Option(20, min=1, help="Packed batches to draw."),
-    workers: int = typer.Option(2, min=0, help="DataLoader worker processes."),
+    num_workers: NumWorkersOption = DEFAULT_NUM_WORKERS,
+    workers: WorkersAlias = None,
     seed: int = typer.Option(0, help="Seed of the generated dataset."),
 ) -> None:
     """Generate a small dataset of all three families and run the packed pipeline on it."""
     from ..synthetic.dataset import write_demo_dataset
+    from ..tools.run import load_run_config
 
     with console.status("writing the demo dataset"):
         paths = write_demo_dataset(root, seed=seed)
@@ -91,46 +115,53 @@ def demo(
         )
     )
     console.print(f"demo dataset in {paths.root}; run config {run_config_path}")
-    summary = _run_with_progress(load_run_config(str(run_config_path)), batches, num_workers=workers)
+    config = load_run_config(str(run_config_path))
+    summary = _run_with_progress(config, batches, num_workers=options.workers(num_workers, workers))
     _print_summary(summary)
 
 
 @app.command()
 @guarded
 def run(
-    config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
-    dataset_info: Path | None = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
+    config: ConfigArgument,
+    dataset_info: DatasetInfoOption = None,
     batches: int = typer.Option(20, min=1, help="Packed batches to draw."),
-    workers: int = typer.Option(2, min=0, help="DataLoader worker processes."),
-    rank: int = typer.Option(0, min=0, help="This process's rank."),
-    world_size: int = typer.Option(1, min=1, help="Number of ranks."),
-    tokenizer: str | None = typer.Option(None, help="'qwen2' (default, offline) or a local HF tokenizer folder."),
+    num_workers: NumWorkersOption = DEFAULT_NUM_WORKERS,
+    workers: WorkersAlias = None,
+    rank: RankOption = 0,
+    world_size: WorldSizeOption = 1,
+    tokenizer: TokenizerOption = None,
     strict: bool = typer.Option(False, help="Stop at the first bad row, naming where it is."),
     max_consecutive_failures: int = typer.Option(100, min=0, help="Bad rows in a row before the run stops."),
 ) -> None:
     """Run the packed pipeline on your config and print what it produced and skipped."""
+    from ..tools.run import load_run_config
+
+    options.check_rank(rank, world_size)
     run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)
     run_config.packing.update(strict=strict, max_consecutive_failures=max_consecutive_failures)
     summary = _run_with_progress(
-        run_config, batches, num_workers=workers, rank=rank, world_size=world_size, tokenizer=tokenizer
-    )
+        run_config, batches, num_workers=options.workers(num_workers, workers), rank=rank,
+        world_size=world_size, tokenizer=tokenizer,
+    )  # fmt: skip
     _print_summary(summary)
 
 
 @app.command()
 @guarded
 def validate(
-    config: Path = typer.Argument(..., help="Run config YAML, or a grouped-datasets YAML with --dataset-info."),
-    dataset_info: Path | None = typer.Option(None, help="dataset_info YAML/JSON (overrides the config's)."),
-    world_size: int = typer.Option(1, min=1, help="Ranks the job will run on."),
-    num_workers: int = typer.Option(1, min=1, help="DataLoader workers per rank."),
+    config: ConfigArgument,
+    dataset_info: DatasetInfoOption = None,
+    num_workers: NumWorkersOption = DEFAULT_NUM_WORKERS,
+    world_size: WorldSizeOption = 1,
     sample: int | None = typer.Option(None, min=1, help="Check only the first N rows of each group."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    tokenizer: str | None = typer.Option(None, help="'qwen2' (default) or a local HF tokenizer folder."),
+    tokenizer: TokenizerOption = None,
 ) -> None:
-    """Preflight a config: schemas, decodes, placeholders, lengths vs budgets, shard split."""
+    """Preflight a config for every rank: schemas, decodes, placeholders, worst-case lengths vs budgets, shard split."""
     import json
 
+    from ..tools.run import load_run_config
     from ..tools.validate import validate_config
 
     run_config = load_run_config(str(config), os.fspath(dataset_info) if dataset_info else None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,8 +22,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ..tools.prepare import PrepareReport, prepare_edit, prepare_interleaved, prepare_t2i, prepare_vlm
 from .errors import ClearingProgress, guarded
+from .options import (
+    DEFAULT_NUM_WORKERS,
+    DatasetInfoOption,
+    NumWorkersOption,
+    RankOption,
+    TokenizerOption,
+    WorldSizeOption,
+    check_rank,
+)
+
+if TYPE_CHECKING:
+    from ..tools.prepare import PrepareReport
 
 prepare_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Write raw data in the BAGEL formats (T2I, edit, VLM SFT)."
@@ -67,6 +78,11 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
     if report_path is not None:
         report_path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         console.print(f"full report: {report_path}")
+    if report.rows_written == 0:
+        from ..tools.prepare.common import likely_cause
+
+        console.print(f"[red]error:[/red] nothing was written. Likely cause: {likely_cause(report)}")
+        raise typer.Exit(1)
 
 
 @prepare_app.command("t2i")
@@ -83,6 +99,8 @@ def t2i_command(
     report: ReportOption = None,
 ) -> None:
     """Text-to-image parquet shards: columns image (bytes) and captions (JSON object)."""
+    from ..tools.prepare import prepare_t2i
+
     result = _run_with_progress(
         "t2i",
         lambda progress: prepare_t2i(
@@ -109,6 +127,8 @@ def edit_command(
     report: ReportOption = None,
 ) -> None:
     """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
+    from ..tools.prepare import prepare_edit
+
     result = _run_with_progress(
         "edit",
         lambda progress: prepare_edit(
@@ -126,10 +146,18 @@ def vlm_command(
     out_jsonl: Annotated[Path, typer.Argument(help="The SFT JSONL to write.")],
     image_root: Annotated[Path, typer.Option(help="Folder the image/video paths are relative to.")],
     report: ReportOption = None,
+    decode_check: Annotated[
+        bool, typer.Option(help="Decode every image and drop those that fail (--no-decode-check: faster).")
+    ] = True,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
+    from ..tools.prepare import prepare_vlm
+
     result = _run_with_progress(
-        "vlm", lambda progress: prepare_vlm(source, out_jsonl, image_root=image_root, progress=progress)
+        "vlm",
+        lambda progress: prepare_vlm(
+            source, out_jsonl, image_root=image_root, progress=progress, decode_check=decode_check
+        ),
     )
     _print_report(result, report)
 
@@ -146,6 +174,8 @@ def interleaved_command(
     report: ReportOption = None,
 ) -> None:
     """Interleaved parquet shards (one `segments` column) plus parquet_info.json and run.yaml."""
+    from ..tools.prepare import prepare_interleaved
+
     result = _run_with_progress(
         "interleaved",
         lambda progress: prepare_interleaved(
@@ -160,17 +190,27 @@ def inspect_command(
     config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),
     batches: Annotated[int, typer.Option(min=1, help="Packs to draw.")] = 4,
-    dataset_info: Annotated[Path | None, typer.Option(help="dataset_info YAML/JSON, overrides the config's")] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="'qwen2' (default) or a local HF tokenizer folder.")] = None,
+    dataset_info: DatasetInfoOption = None,
+    tokenizer: TokenizerOption = None,
+    num_workers: NumWorkersOption = DEFAULT_NUM_WORKERS,
+    world_size: WorldSizeOption = 1,
+    rank: RankOption = 0,
 ) -> None:
-    """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering."""
+    """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering.
+
+    The packs are those of worker 0 of rank RANK when the job runs with NUM_WORKERS workers.
+    """
+    check_rank(rank, world_size)
     from ..tools.inspect.packs import (
         inspect_packs,  # keeps matplotlib off the import path of `prepare`
     )
 
     try:
         with console.status(f"packing {batches} batch(es)"):
-            report = inspect_packs(config, out, num_batches=batches, dataset_info=dataset_info, tokenizer=tokenizer)
+            report = inspect_packs(
+                config, out, num_batches=batches, dataset_info=dataset_info, tokenizer=tokenizer,
+                num_workers=max(num_workers, 1), world_size=world_size, rank=rank,
+            )  # fmt: skip
     except (ImportError, OSError) as error:  # a missing extra (matplotlib) or an unwritable --out
         console.print(f"[red]error:[/red] {type(error).__name__}: {error}")
         raise typer.Exit(2) from None

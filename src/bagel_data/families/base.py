@@ -250,6 +250,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
                 return self._build(builder, shard, position, tuple(row_key))
         return None
 
+    def row_location(self, row_key: tuple) -> str:
+        """Where the row at `row_key` (see `_build`) lives: file and row (or line)."""
+        unit_id, _, *row = row_key
+        return self.describe_row(self.epoch_units[int(unit_id)], tuple(row))
+
+    def describe_row(self, unit, row: tuple) -> str:
+        return f"{unit}, row {list(row)}"
+
     def row_key(self, cursor: tuple[int, ...]) -> tuple[int, ...]:
         """`(global unit id, pass, *row within the unit)` of the sample at `cursor`."""
         return row_key_at(self.worker_shard(), self.restart_plan, cursor)

@@ -148,6 +148,9 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 units.extend((path, group) for group in range(declared))
         return units
 
+    def describe_row(self, unit, row):
+        return f"{unit[0]}, row group {unit[1]}, row {row[0]}"
+
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         path, row_group = self.epoch_units[unit_id]
         row_start = start[0] if start else 0

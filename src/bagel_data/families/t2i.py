@@ -74,6 +74,9 @@ class T2IIterableDataset(DistributedIterableDataset):
     def get_data_paths(self, data_dir_list, num_used_data):
         return get_parquet_data_paths(data_dir_list, num_used_data, file_order=self.file_order)
 
+    def describe_row(self, unit, row):
+        return f"{unit}, row group {row[0]}, row {row[1]}"
+
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         path = self.epoch_units[unit_id]
         group_start, row_start = start or (0, 0)

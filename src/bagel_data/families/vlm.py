@@ -119,6 +119,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def data_index(self, position):
         return position[0]  # the reference's position is the row's index in the worker's list
 
+    def describe_row(self, unit, row):
+        return self.data_paths.location(int(unit))
+
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         line_id = int(self.epoch_units[unit_id])
         location = self.data_paths.location(line_id)

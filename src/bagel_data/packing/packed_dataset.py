@@ -443,7 +443,11 @@ class PackedDataset(torch.utils.data.IterableDataset):
             ),
         }.get(reason, f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples")
         log = state.logs[item.group]
-        where = f"{self.group_names[item.group]} cursor {list(item.cursor)}"
+        row_key = item.sample.get("row_key")
+        family = self.grouped_datasets[item.group]
+        where = (
+            family.row_location(row_key) if row_key else f"{self.group_names[item.group]} cursor {list(item.cursor)}"
+        )
         # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
         log.over_budget(where, f"{sample_length(item.sample)} tokens do not fit {budgets}", reason)
 

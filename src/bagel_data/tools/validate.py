@@ -15,8 +15,9 @@ import warnings
 import numpy as np
 
 from ..errors import BagelDataError, SkipLog, SkipReason
-from ..sample import sample_length
+from ..families.worst_case import has_worst_case, vlm_worst_length, worst_case_rows
 from ..sharding import shard_unit_ids, split_evenly
+from .fixes import fix_for
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
 
 
@@ -54,6 +55,17 @@ def _shard_sizes(num_units: int, world_size: int, num_workers: int) -> list[list
     return sizes
 
 
+def _unit_rows(dataset, shard, index: int, unit_id: int, log: SkipLog):
+    """`(location, length)` of every usable row of one unit, bad rows counted in `log`. For
+    T2I and edit rows the length is the worst case over the row's random choices (caption,
+    stretch of the chain, phrasings), so a budget that holds here holds for every draw."""
+    if has_worst_case(dataset):
+        yield from worst_case_rows(dataset, unit_id, log)
+        return
+    for sample in dataset.unit_samples(shard, index, unit_id, log):
+        yield dataset.row_location(sample["row_key"]), vlm_worst_length(dataset, sample)
+
+
 def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int) -> list[int] | None:
     """One pass over the group's units (all of them: built as rank 0 of 1), counting
     outcomes; returns the ids of the units that gave neither a row nor a skip (None when
@@ -62,20 +74,23 @@ def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int)
     stopped_early = False
     lengths: list[int] = []
     empty: list[int] = []
+    seen: dict[object, bool] = {}  # unit -> it was empty; num_used_data repeats files: check once
     shard = dataset.worker_shard()
     for index, unit_id in enumerate(int(unit) for unit in shard.unit_ids):
+        unit = dataset.epoch_units[unit_id]
+        key = tuple(unit) if isinstance(unit, (list, tuple)) else unit
+        if key in seen:
+            if seen[key]:
+                empty.append(unit_id)
+            continue
         before = (len(lengths), log.total())
-        for sample in dataset.unit_samples(shard, index, unit_id, log):
-            length = sample_length(sample)
+        for location, length in _unit_rows(dataset, shard, index, unit_id, log):
             lengths.append(length)
             if length >= budget:
                 report.over_budget += 1
-                log.skip(
-                    SkipReason.OVER_SAMPLE_BUDGET,
-                    f"{report.name} position {sample['data_indexes']['data_indexes']}",
-                    f"{length} tokens, budget {budget}",
-                )
-        if before == (len(lengths), log.total()):
+                log.skip(SkipReason.OVER_SAMPLE_BUDGET, location, f"up to {length} tokens, budget {budget}")
+        seen[key] = before == (len(lengths), log.total())
+        if seen[key]:
             empty.append(unit_id)
         if max_rows is not None and len(lengths) + sum(log.counts.values()) - report.over_budget >= max_rows:
             stopped_early = True
@@ -127,12 +142,14 @@ def validate_config(
     budget = dataset.config.max_num_tokens_per_sample
     for name, family in zip(dataset.group_names, dataset.grouped_datasets):
         group = report.groups[name] = GroupReport(name, units=len(family.epoch_units))
-        sizes = _shard_sizes(group.units, world_size, num_workers)
+        sizes = _shard_sizes(group.units, world_size, max(num_workers, 1))
         group.units_per_worker = sizes
         if min(min(per_rank) for per_rank in sizes) == 0:
             report.errors.append(
                 f"{name}: {group.units} units for {world_size} rank(s) x {num_workers} worker(s); "
-                f"some workers would get none (needs at least {world_size * num_workers})"
+                f"some workers would get none (needs at least {world_size * max(num_workers, 1)}). "
+                "Fix: raise num_used_data (parquet files repeat to fill it), add data, "
+                "or use fewer workers (--num-workers) or ranks"
             )
         try:
             empty = _walk_group(family, group, sample, budget)
@@ -150,6 +167,8 @@ def validate_config(
             )
         for reason, count in group.skips.items():
             example = group.examples.get(reason, "")
-            report.errors.append(f"{name}: {count} row(s) would be skipped ({reason}), e.g. {example}")
+            report.errors.append(
+                f"{name}: {count} row(s) would be skipped ({reason}), e.g. {example}. Fix: {fix_for(reason)}"
+            )
     report.ok = not report.errors
     return report

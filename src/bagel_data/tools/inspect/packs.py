@@ -220,13 +220,19 @@ def inspect_packs(
     num_batches: int = 4,
     dataset_info: str | os.PathLike | None = None,
     tokenizer=None,
+    num_workers: int = 1,
+    world_size: int = 1,
+    rank: int = 0,
 ) -> InspectReport:
-    """Draw the first `num_batches` packs of a run config into `out_dir`.
+    """Draw the first `num_batches` packs of a run config into `out_dir`: those of worker 0
+    of `rank` in a job of `world_size` ranks x `num_workers` workers.
 
     `tokenizer` is None / "qwen2" / a local HF tokenizer folder, or a tokenizer object.
     """
     config = _resolve_config(run_config, dataset_info)
-    dataset, tok, special_tokens = build_from_run_config(config, tokenizer=tokenizer)
+    dataset, tok, special_tokens = build_from_run_config(
+        config, rank=rank, world_size=world_size, num_workers=num_workers, tokenizer=tokenizer
+    )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     strips, attentions, texts, fills = [], [], [], []

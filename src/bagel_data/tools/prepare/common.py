@@ -122,6 +122,21 @@ class RowDropped(BagelDataError):
 
 
 # -- images ------------------------------------------------------------------------------
+_ROOT_HINT = " (relative paths are resolved against --image-root)"
+
+
+def likely_cause(report: PrepareReport) -> str:
+    """Why a prepare wrote no row, in one line that says what to change."""
+    if not report.dropped:
+        return "the source holds no rows: check the path and its format (docs/commands/prepare.md)"
+    reason, locations = max(report.dropped_by_reason.items(), key=lambda item: len(item[1]))
+    share = f"{len(locations)} of {report.rows_dropped} rows"
+    if reason in (report_name(SkipReason.IMAGE_MISSING), DropReason.VIDEO_MISSING.value):
+        return f"{share} name media that do not exist: is --image-root right? (paths are resolved against it)"
+    example = next(note for note in report.dropped if note.reason == reason)
+    return f"{share} dropped as {reason}, e.g. {example.location}: {example.detail}"
+
+
 def check_format(reencode: str | None) -> str | None:
     """Pillow's name of the `reencode` format (None: keep each image's own); ConfigError if unknown."""
     if reencode is None:
@@ -136,7 +151,7 @@ def check_format(reencode: str | None) -> str | None:
 def image_bytes(path: Path, reencode: str | None = None, max_side: int | None = None) -> bytes:
     """The bytes to store for `path`: the original ones unless a new size or format is asked."""
     if not path.is_file():
-        raise RowDropped(SkipReason.IMAGE_MISSING, f"{path} does not exist")
+        raise RowDropped(SkipReason.IMAGE_MISSING, f"{path} does not exist{_ROOT_HINT}")
     try:
         data = path.read_bytes()
         # Decoding fully, with the reader's own function, catches truncated files too.

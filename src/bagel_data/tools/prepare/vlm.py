@@ -13,6 +13,7 @@ from ...families.conversation import (
     check_conversations,
     count_image_tags,
 )
+from ...media.images import ImageDecodeError, ImageTooLargeError, decode_image
 from .common import (
     ROLE_NAMES,
     DropReason,
@@ -65,7 +66,15 @@ def _prepend_tag(turns: list[dict], tag: str) -> bool:
     return False
 
 
-def _fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None]) -> dict:
+def _check_decodes(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            decode_image(path.read_bytes())
+        except (ImageDecodeError, ImageTooLargeError, OSError) as exc:
+            raise RowDropped(SkipReason.IMAGE_DECODE, f"{path}: {exc}") from None
+
+
+def _fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None], decode_check: bool = True) -> dict:
     """The row as the SFT reader wants it, reporting each repair; raises `RowDropped` otherwise."""
     if not isinstance(row, dict):
         raise RowDropped(SkipReason.SCHEMA, "a row must be a JSON object")
@@ -86,7 +95,9 @@ def _fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None])
     names = [image] if isinstance(image, str) else list(image or [])
     missing = [name for name in names if not (image_root / name).is_file()]
     if missing:
-        raise RowDropped(SkipReason.IMAGE_MISSING, f"not under {image_root}: {', '.join(missing[:3])}")
+        raise RowDropped(SkipReason.IMAGE_MISSING, f"not under {image_root} (--image-root): {', '.join(missing[:3])}")
+    if decode_check:
+        _check_decodes([image_root / name for name in names])
     tags = count_image_tags(turns)
     if tags != len(names):
         if not (tags == 0 and len(names) == 1 and _prepend_tag(turns, IMAGE_TAG)):
@@ -100,7 +111,7 @@ def _fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None])
 def _check_video_row(turns: list[dict], image_root: Path, video: str, fix: Callable[[Fix, str], None]) -> None:
     path = image_root / video
     if not (path.is_dir() if video.endswith("/") else path.is_file()):
-        raise RowDropped(DropReason.VIDEO_MISSING, f"{path} does not exist")
+        raise RowDropped(DropReason.VIDEO_MISSING, f"{path} does not exist (paths are resolved against --image-root)")
     # The reader turns one <video> into one <image> per frame; any other tag breaks the count.
     video_tags = sum(turn["value"].count(VIDEO_TAG) for turn in turns if turn["from"] == "human")
     if count_image_tags(turns) or video_tags > 1:
@@ -112,14 +123,20 @@ def _check_video_row(turns: list[dict], image_root: Path, video: str, fix: Calla
 
 
 def prepare_vlm(
-    source: str | Path, out_jsonl: str | Path, *, image_root: str | Path, progress: Progress | None = None
+    source: str | Path,
+    out_jsonl: str | Path,
+    *,
+    image_root: str | Path,
+    progress: Progress | None = None,
+    decode_check: bool = True,
 ) -> PrepareReport:
     """Write SFT JSONL from LLaVA-style JSON (a list) or JSONL, checked against `image_root`.
 
     Repairs (each reported): user/assistant roles become human/gpt; a single image without
     `<image>` gets one prepended to the first human turn (likewise `<video>`). Drops (each
     reported): unparsable or malformed rows, missing media, placeholder counts that cannot
-    be repaired, rows without a gpt answer. Other keys of a row are kept as they are.
+    be repaired, rows without a gpt answer, and (unless `decode_check=False`) images that
+    do not decode, as the T2I and edit preparers do. Other keys of a row are kept as they are.
     """
     source, out, root, notes = Path(source), Path(out_jsonl), Path(image_root), Notes()
     if not root.is_dir():
@@ -132,7 +149,9 @@ def prepare_vlm(
 
         def write(location: str, row: object) -> None:
             fixes: list[RowNote] = []  # kept only if the row is
-            fixed = _fix_vlm_row(row, root, lambda kind, detail: fixes.append(RowNote(location, kind.value, detail)))
+            fixed = _fix_vlm_row(
+                row, root, lambda kind, detail: fixes.append(RowNote(location, kind.value, detail)), decode_check
+            )
             handle.write(json.dumps(fixed, ensure_ascii=False) + "\n")
             notes.fixed.extend(fixes)
 

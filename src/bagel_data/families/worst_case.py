@@ -1,0 +1,176 @@
+"""The longest sample a row can give, over every random choice the family may make.
+
+A T2I row draws one caption and an edit row draws a stretch of its chain and one phrasing
+per step, so one draw says little about the budget: the preflight (`bagel-data validate`)
+checks these maxima instead, with the same checks, decodes, resize rule and tokenizer the
+training run uses. Bad rows are counted in the log with the run's skip reasons.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from ..errors import SkipReason
+from ..media.images import ImageDecodeError, ImageTooLargeError, decode_image, fast_draft_size
+from .edit import check_edit_row
+from .t2i import parse_captions
+
+_MAX_ENUMERATED_TEXTS = 64  # merged instructions: beyond this many phrasings, bound instead
+
+
+def _size(image) -> tuple[int, int]:
+    """The size the transforms resize from (a drafted decode keeps the original's)."""
+    return image.info.get("bagel_original_size", image.size)
+
+
+def _image_tokens(transform, size: tuple[int, int]) -> int:
+    width, height = transform.target_size(*size)
+    return width * height // transform.stride**2
+
+
+def edit_stretches(num_images: int) -> Iterator[tuple[int, int, bool]]:
+    """Every (start, end, merged) that `choose_steps` can return for a chain."""
+    for start in range(num_images - 1):
+        for end in range(start + 1, min(start + 2, num_images - 1) + 1):
+            yield start, end, False
+            if end - start > 1:
+                yield start, end - 1 if end == num_images - 1 else end, True
+
+
+def _merged_text_tokens(encode, options: list[list[str]]) -> int:
+    count = 1
+    for step in options:
+        count *= len(step)
+    if count <= _MAX_ENUMERATED_TEXTS:
+        texts = ("".join(p + ". " for p in combo).rstrip() for combo in itertools.product(*options))
+        return max(len(encode(text)) for text in texts)
+    return sum(max(len(encode(p + ". ")) for p in step) for step in options) + len(options)
+
+
+def edit_worst_length(family, images: list[bytes], instructions: list[list[str]]) -> int:
+    """Tokens (with begin/end tokens) of the longest sample this edit row can give.
+
+    Decodes every image of the chain; raises `ImageDecodeError` / `ImageTooLargeError`."""
+    vae, vit, encode = family.transform, family.vit_transform, family.tokenizer.encode
+    draft = fast_draft_size(vae, vit)
+    sizes = [_size(decode_image(data, draft_size=draft)) for data in images]
+    vae_tokens = [_image_tokens(vae, size) for size in sizes]
+    vit_tokens = [_image_tokens(vit, size) for size in sizes]
+    text_tokens = [max(len(encode(option)) for option in step) for step in instructions]
+    worst = 0
+    for start, end, merged in edit_stretches(len(images)):
+        items = [vae_tokens[start], vit_tokens[start]]
+        if merged:
+            items += [_merged_text_tokens(encode, instructions[start:end]), vae_tokens[end]]
+        else:
+            for step in range(start + 1, end + 1):
+                items += [text_tokens[step - 1], vae_tokens[step]]
+                if step != end:
+                    items += [vae_tokens[step], vit_tokens[step]]
+        worst = max(worst, sum(items) + 2 * len(items))
+    return worst
+
+
+def t2i_worst_length(family, cells: dict) -> int | None:
+    """Tokens of the longest sample of a T2I row (its longest caption), or None when the
+    row is skipped (the reason is raised as `_Skip`)."""
+    captions = parse_captions(cells["captions"])
+    if captions is None:
+        raise _Skip(SkipReason.CAPTION_INVALID, f"captions cell {str(cells['captions'])[:80]!r}")
+    if not isinstance(cells["image"], bytes):
+        raise _Skip(SkipReason.SCHEMA, "image cell is not binary")
+    size = _size(decode_image(cells["image"], draft_size=fast_draft_size(family.transform)))
+    text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
+    return text + _image_tokens(family.transform, size) + 4
+
+
+class _Skip(Exception):
+    def __init__(self, reason: SkipReason, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def _edit_rows(family, unit_id: int, log):
+    path, row_group = family.epoch_units[unit_id]
+    for row, images, instructions in family._rows(unit_id, 0, log):
+        problem = check_edit_row(images, instructions)
+        location = f"{path}, row group {row_group}, row {row}"
+        if problem is not None:
+            log.skip(problem[0], location, problem[1])
+            continue
+        yield location, lambda i=images, t=instructions: edit_worst_length(family, i, t)
+
+
+def _t2i_rows(family, unit_id: int, log):
+    path = family.epoch_units[unit_id]
+    for row_group, row, cells in family._rows(path, 0, 0, log):
+        yield f"{path}, row group {row_group}, row {row}", lambda c=cells: t2i_worst_length(family, c)
+
+
+def has_worst_case(family) -> bool:
+    """Whether the family's rows have random choices that change their length."""
+    from .edit import UnifiedEditIterableDataset
+    from .t2i import T2IIterableDataset
+
+    return isinstance(family, (UnifiedEditIterableDataset, T2IIterableDataset))
+
+
+def worst_case_rows(family, unit_id: int, log) -> Iterator[tuple[str, int]]:
+    """`(location, worst length)` for every usable row of a T2I or edit unit, bad rows
+    counted in `log` with the reasons the run would give."""
+    from .edit import UnifiedEditIterableDataset
+
+    is_edit = isinstance(family, UnifiedEditIterableDataset)
+    return _measured(_edit_rows(family, unit_id, log) if is_edit else _t2i_rows(family, unit_id, log), log)
+
+
+def _measured(rows, log) -> Iterator[tuple[str, int]]:
+    for location, measure in rows:
+        try:
+            yield location, measure()
+        except _Skip as skip:
+            log.skip(skip.reason, location, skip.detail)
+        except ImageTooLargeError as exc:
+            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
+        except ImageDecodeError as exc:
+            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+
+
+class _ForcedFrameCount:
+    """A generator whose first `integers` draw (a frame sampler's frame count) is fixed."""
+
+    def __init__(self, count: int, rng):
+        self.count, self.rng, self.used = count, rng, False
+
+    def integers(self, *args, **kwargs):
+        if self.used:
+            return self.rng.integers(*args, **kwargs)
+        self.used = True
+        return self.count
+
+    def __getattr__(self, name):
+        return getattr(self.rng, name)
+
+
+def vlm_worst_length(family, sample: dict) -> int:
+    """Tokens of the longest sample a VLM row can give: for a video row, over every frame
+    count the frame sampler may draw (more frames also shrink each one under max_pixels)."""
+    from .vlm import SftJSONLIterableDataset
+
+    length = sample["num_tokens"] + 2 * len(sample["sequence_plan"])
+    sampler = getattr(family, "frame_sampler", None)
+    if not isinstance(family, SftJSONLIterableDataset) or sampler is None or sampler.max_num_frames <= 0:
+        return length
+    unit_id, pass_index = sample["row_key"][:2]
+    line_id = int(family.epoch_units[unit_id])
+    if b'"video"' not in family.data_paths.read_line(line_id):
+        return length
+    for count in range(sampler.min_num_frames, sampler.max_num_frames + 1):
+        rng = _ForcedFrameCount(count, family.sample_rng(unit_id, pass_index))
+        try:
+            builder = family.build_sample(line_id, rng)  # type: ignore[arg-type]  # a Generator stand-in
+        except Exception:  # the run would skip such a row; the drawn sample already says so
+            continue
+        length = max(length, builder.num_tokens + 2 * len(builder.sequence_plan))
+    return length
