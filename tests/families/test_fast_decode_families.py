@@ -14,7 +14,7 @@ from helpers.builders import write_t2i
 def first_image(folder, tokenizer, fast: bool):
     transform = ImageTransform(128, 64, 16, fast_decode=fast)
     dataset = T2IIterableDataset("t2i", transform, tokenizer, [str(folder)], [1], num_workers=1)
-    _, sample = next(dataset._iter_pass(dataset.worker_shard(), 0, None, SkipLog("t2i")))
+    _, sample = next(dataset.iter_samples(log=SkipLog("t2i")))
     return sample["image_tensor_list"][0]
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, ResumeError, SkipLog
+from ..sample import with_tensors
 from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
@@ -179,20 +180,23 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """`(global unit id, pass, *row within the unit)` of the sample at `cursor`."""
         return row_key_at(self.worker_shard(), self.restart_plan, cursor)
 
-    def sample_at(self, cursor: tuple[int, ...]) -> dict | None:
+    def sample_at(self, cursor: tuple[int, ...], pending: bool = False) -> dict | None:
         """Rebuild the sample at `cursor` exactly (same row, same random choices); None when
-        that row no longer gives a sample."""
-        return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+        that row no longer gives a sample. `pending`: see `iter_samples`."""
+        sample = self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), self.new_skip_log())
+        return sample if sample is None or pending else with_tensors(sample)
 
     @staticmethod
     def _position_after(position: list[int]) -> list[int]:
         """The first position to read when resuming just after `position`."""
         return [*position[:-1], position[-1] + 1]
 
-    def iter_samples(self, after: tuple[int, ...] | None = None, log: SkipLog | None = None):
+    def iter_samples(self, after: tuple[int, ...] | None = None, log: SkipLog | None = None, pending: bool = False):
         """Yield `(cursor, sample)` forever, starting just after cursor `after`.
 
-        Bad rows are counted in `log` (a fresh one when None).
+        Bad rows are counted in `log` (a fresh one when None). With `pending` (the packer's
+        path) images stay `PendingImage`s, converted straight into the batch; otherwise
+        `image_tensor_list` holds float `(C, H, W)` tensors.
         """
         shard = self.worker_shard()
         if log is None:
@@ -204,7 +208,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         while True:
             for position, sample in self._iter_phase(shard, phase, start, log):
                 log.ok()
-                yield (phase, *position), sample
+                yield (phase, *position), (sample if pending else with_tensors(sample))
             start = None
             phase = self._next_phase(phase)
 

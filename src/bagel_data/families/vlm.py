@@ -97,7 +97,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(images)} image(s)"
             )
         builder = SampleBuilder()
-        tensors = [self.transform(image, img_num=len(images)) for image in images]
+        tensors = [self.transform.prepare(image, img_num=len(images)) for image in images]
         next_tensor = iter(tensors)
         for element in conversation_to_elements(row["conversations"], len(tensors)):
             if element["type"] == "image":

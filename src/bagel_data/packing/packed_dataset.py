@@ -24,6 +24,7 @@ import torch
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
 from ..checkpoint.state import Buffered, PackState, ResumeError, Topology, check_compatible
 from ..errors import SkipLog, SkipReason
+from ..families.base import DistributedIterableDataset
 from ..sample import sample_length
 from ..sources import storage
 from .buffers import PadBufferPool
@@ -170,7 +171,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         cfg = self.config
         cumulative = _cumulative_shares(self.grouped_weights)
         sources = [
-            dataset.iter_samples(after=cursor, log=log)
+            _pending_samples(dataset, cursor, log)
             for dataset, cursor, log in zip(self.grouped_datasets, state.cursors, state.logs)
         ]
 
@@ -257,9 +258,23 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """Rebuild a sample restored from a checkpoint by reference."""
         if item.sample is not None:
             return
-        item.sample = self.grouped_datasets[item.group].sample_at(item.cursor)
+        item.sample = _pending_sample_at(self.grouped_datasets[item.group], item.cursor)
         if item.sample is None:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+
+
+def _pending_samples(dataset, cursor, log):
+    """The group's samples with images left as `PendingImage`s when it can (the families
+    can): the packer converts them straight into the batch (`media/convert.py`)."""
+    if isinstance(dataset, DistributedIterableDataset):
+        return dataset.iter_samples(after=cursor, log=log, pending=True)
+    return dataset.iter_samples(after=cursor, log=log)
+
+
+def _pending_sample_at(dataset, cursor):
+    if isinstance(dataset, DistributedIterableDataset):
+        return dataset.sample_at(cursor, pending=True)
+    return dataset.sample_at(cursor)
 
 
 def _cumulative_shares(weights: list[float]) -> list[float]:
