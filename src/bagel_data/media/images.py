@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from . import jpeg
 from .convert import PendingImage
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
@@ -84,7 +85,8 @@ def decode_image(
                 from .fast_decode import decode_drafted, read_source
 
                 return decode_drafted(image, draft_size, pil_img2rgb, read_source(source))
-            return pil_img2rgb(image)
+            exact = jpeg.decode_exact(image, source)  # same pixels, less overhead (media/jpeg.py)
+            return exact if exact is not None else pil_img2rgb(image)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError("not an image format Pillow can identify") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
