@@ -2,9 +2,10 @@
 
 Both instruments are context managers that wrap library functions for the duration of a
 `with` block and put the originals back on exit; nothing changes outside the block, and
-the pipeline's own code is untouched. The *floor* replays exactly the decodes and
-transforms that the measured packs needed, with the same transform objects, and nothing
-else: the work no data pipeline can avoid on one core.
+the pipeline's own code is untouched. The *floor* replays exactly the decodes and resizes
+that the measured packs needed, with Pillow and the same transform objects, and nothing
+else: the work no bit-exact data pipeline can avoid on one core. Writing the images' float32
+values once is reported beside it (`replay_floor`'s bytes over the measured bandwidth).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from .. import batch as batch_module
 from ..families import edit, t2i, vlm
-from ..media import video
+from ..media import jpeg, video
 from ..media.images import ImageTransform, decode_image
 from ..packing import pack as pack_module
 from ..packing.layout import prepare_attention_mask_per_sample as build_mask
@@ -62,7 +63,10 @@ class StageProfiler:
             "read": [(ParquetReader, "read_row_group"), (JsonlIndex, "read_line")],
             "decode": [*DECODERS, (video, "_open_rgb"), (video, "_decode_frames")],
             "resize": [(ImageTransform, "resize")],
-            "tensorize": [(ImageTransform, "to_tensor")],
+            "to_uint8": [(ImageTransform, "pixels")],
+            "tensorize": [(ImageTransform, "to_tensor")],  # direct family iteration only
+            "convert_vae": [(pack_module, "_pad_images")],  # floats written into padded_images
+            "convert_vit": [(pack_module, "_stack_patches")],  # floats written into packed_vit_tokens
             "tokenize": [(type(tokenizer), "encode")],
             "pack": [(pack_module.PackBuilder, "add")],
             "mask": [(pack_module, "prepare_attention_mask_per_sample")],
@@ -223,7 +227,7 @@ class WorkRecorder:
             self._patcher.wrap(owner, name, self._wrap_decode)
         self._patcher.wrap(video, "_open_rgb", self._wrap_open_rgb)
         self._patcher.wrap(video, "_decode_frames", self._wrap_frames)
-        self._patcher.wrap(ImageTransform, "__call__", self._wrap_call)
+        self._patcher.wrap(ImageTransform, "prepare", self._wrap_call)
         self._patcher.wrap(SampleBuilder, "build", self._wrap_build)
         self._patcher.wrap(pack_module.PackBuilder, "add", self._wrap_add)
         self._patcher.wrap(pack_module, "prepare_attention_mask_per_sample", self._wrap_mask)
@@ -333,7 +337,7 @@ def load_source(source):
 
 def _decode(source, video_cache: dict):
     if isinstance(source, bytes):
-        return decode_image(source)
+        return decode_image(source)  # with jpeg.decode_exact off: Pillow's decode
     if source[0] == "video":
         key = source[1:3]
         if key not in video_cache:
@@ -342,14 +346,20 @@ def _decode(source, video_cache: dict):
     return source[1]  # ("pixels", image)
 
 
-def replay_floor(recorder: WorkRecorder, work: dict[int, set[int]]) -> float:
-    """Seconds to decode + resize + tensorize exactly `work`, each image decoded once."""
+def replay_floor(recorder: WorkRecorder, work: dict[int, set[int]]) -> dict:
+    """Pillow decode + Pillow resize of exactly `work`, each image decoded once: `seconds`,
+    and the `float32_bytes` that the converted images take (written once, into the batch)."""
     sources = {index: load_source(recorder.images[index].source) for index in work}
     video_cache: dict = {}
-    start = _now()
-    for index, calls in work.items():
-        image = _decode(sources[index], video_cache)
-        for call in sorted(calls):
-            transform, img_num, _ = recorder.images[index].calls[call]
-            transform(image, img_num=img_num)
-    return _now() - start
+    nbytes = 0
+    with Patcher() as patcher:
+        patcher.wrap(jpeg, "decode_exact", lambda fn: lambda *args: None)  # Pillow only
+        start = _now()
+        for index, calls in work.items():
+            image = _decode(sources[index], video_cache)
+            for call in sorted(calls):
+                transform, img_num, _ = recorder.images[index].calls[call]
+                resized = transform.resize(image, img_num=img_num)
+                nbytes += 4 * 3 * resized.size[0] * resized.size[1]
+        seconds = _now() - start
+    return {"seconds": seconds, "float32_bytes": nbytes}

@@ -121,16 +121,17 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
     from ..loader import build_dataloader
 
     tok, special = load_tokenizer_once()
-    dataset = build(paths, tok, special, packing, num_workers=workers)
-    loader = build_dataloader(dataset, num_workers=workers)
+    dataset = build(paths, tok, special, packing, num_workers=max(workers, 1))
+    loader = build_dataloader(dataset, num_workers=workers)  # 0: one process, the same loader
     reset_peak()
     sampler = RssSampler(os.getpid())
     sampler.start()
-    tokens, samples, first, start = 0, 0, 0.0, _now()
+    tokens, samples, first, first_tokens, start = 0, 0, 0.0, 0, _now()
     iterator = iter(loader)
     for index in range(batches):
         batch = next(iterator)
-        first = _now() - start if index == 0 else first
+        if index == 0:
+            first, first_tokens = _now() - start, batch.sequence_length
         tokens += batch.sequence_length
         samples += len(batch.batch_data_indexes)
         del batch
@@ -141,6 +142,8 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
     return {"workers": workers, "batches": batches, "tokens": tokens, "samples": samples, "seconds": seconds,
             "tokens_per_second": tokens / seconds, "samples_per_second": samples / seconds,
             "first_batch_seconds": first, "peak_rss": memory,
+            # after the first batch: without worker start-up (fork, first-use costs)
+            "steady_tokens_per_second": (tokens - first_tokens) / max(seconds - first, 1e-9),
             "checkpoint_bytes": max(len(pickle.dumps(s)) for s in states)}  # fmt: skip
 
 
