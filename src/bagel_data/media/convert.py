@@ -11,7 +11,7 @@ several mean / std). The writers:
 * `write_patches(dest, pixels, p, ...)`: into `(H/p * W/p, p*p*3)` rows in patch order
   (row, column, then (i, j, channel) within the patch), e.g. rows of `packed_vit_tokens`.
 
-Both work in blocks of rows of about 256 KiB of output, so the four passes (widen, divide,
+Both work in blocks of rows of at most 4 MiB of output, so the four passes (widen, divide,
 subtract, divide) run in the cache and memory sees one write per value.
 """
 
@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 import torch
 
-_BLOCK_VALUES = 1 << 16  # float32 values per block: 256 KiB, well inside L2
+_BLOCK_VALUES = 1 << 20  # float32 values per block: 4 MiB, inside the L3 cache
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -99,17 +99,15 @@ def write_patches(dest: torch.Tensor, pixels: np.ndarray, patch: int, mean, std)
         )
     grid = dest.view(rows_p, cols_p, p, p, channels)
     patches = source.view(rows_p, p, cols_p, p, channels).permute(0, 2, 1, 3, 4)
-    same = len(set(mean)) == 1 and len(set(std)) == 1
-    if same:
-        means, stds = _scalars(mean[:1]), _scalars(std[:1])
-    else:  # per-channel vectors, broadcast over the innermost (channel) axis
-        means = [torch.tensor(mean, dtype=torch.float32)]
-        stds = [torch.tensor(std, dtype=torch.float32)]
+    if len(set(mean)) == 1 and len(set(std)) == 1:
+        mean_row, std_row = _scalars(mean[:1])[0], _scalars(std[:1])[0]
+    else:  # one value per column of a patch row: (i, j, channel) -> the channel's mean / std
+        mean_row = torch.tensor(mean, dtype=torch.float32).repeat(p * p)
+        std_row = torch.tensor(std, dtype=torch.float32).repeat(p * p)
     step = max(1, _BLOCK_VALUES // max(1, width * p * channels))
     for top in range(0, rows_p, step):
-        block = grid[top : top + step]
-        block.copy_(patches[top : top + step])
-        _finish(block, means[0], stds[0])
+        grid[top : top + step].copy_(patches[top : top + step])
+        _finish(dest[top * cols_p : (top + step) * cols_p], mean_row, std_row)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
