@@ -84,3 +84,12 @@ def test_when_every_buffer_is_in_use_a_new_one_is_lent_and_not_kept():
     del live
     again = [pool.float32(BIG)[0] for _ in range(2)]
     assert {tensor.data_ptr() for tensor in again} == kept
+
+
+def test_inside_a_dataloader_worker_batch_buffers_are_born_in_shared_memory(monkeypatch):
+    shape = (4, 3, 1024, 1024)  # above the huge-page threshold: pooled in the main process
+    assert not buffers.PadBufferPool().float32(shape)[0].is_shared() and not buffers.empty_float32(shape).is_shared()
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
+    padded, zeroed = buffers.PadBufferPool().float32(shape)
+    assert padded.is_shared() and zeroed and not padded.any()
+    assert buffers.empty_float32(shape).is_shared()
