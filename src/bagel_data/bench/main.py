@@ -30,6 +30,7 @@ from . import floor as floor
 from . import physical
 from . import runs as running
 from .progress import progress
+from .report import print_report
 
 PACKING = {
     "expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num_tokens_per_sample": 16384,
@@ -139,7 +140,7 @@ def run_benchmark(
         res.update(_in_process(paths, packing, batches, repeats, quick))
     finally:
         torch.set_num_threads(threads)
-    res["loader"] = _loader_scaling(paths, packing, batches, repeats, res["pipeline"], quick)
+    res["loader"] = running.loader_scaling(paths, packing, batches, repeats, res["pipeline"], quick)
     lines = 10_000 if quick else 1_000_000
     jsonl = running.write_jsonl(root / "jsonl_index" / f"rows_{lines}.jsonl", lines)
     progress("JSONL index memory")
@@ -150,34 +151,6 @@ def run_benchmark(
     progress(f"done in {res['total_seconds']:.1f} s; results written to {out_json}")
     print_report(res)
     return res
-
-
-def _loader_scaling(paths: dict, packing: dict, batches: int, repeats: int, pipeline: dict, quick: bool) -> dict:
-    """(c) Through the StatefulDataLoader with 0 (one process), 1 and 2 workers, each run in a
-    fresh interpreter, interleaved; K workers are compared with K x the 0-worker rate (with
-    `quick`, no 0-worker run: the in-process pipeline's rate after its first pack)."""
-    loader: dict = {1: [], 2: []} if quick else {0: [], 1: [], 2: []}
-    loader_batches = 2 * batches if quick else max(batches, 4) * 2  # a steady state after the first batch
-    for round_index in range(min(repeats, 2)):
-        for workers, runs in loader.items():
-            progress(f"DataLoader with {workers} worker(s), round {round_index + 1}")
-            args = {"paths": paths, "packing": packing, "workers": workers, "batches": loader_batches}
-            runs.append(running.run_child("loader", args))
-    result = {}
-    for workers, runs in loader.items():
-        run = max(runs, key=lambda r: r["steady_tokens_per_second"])
-        run["all_steady_tokens_per_second"] = [r["steady_tokens_per_second"] for r in runs]
-        result[f"workers_{workers}"] = run
-    if "workers_0" in result:
-        one = result["workers_0"]["steady_tokens_per_second"]
-    else:
-        first = pipeline["pack_seconds"][0]
-        one = (pipeline["tokens"] * (1 - 1 / len(pipeline["pack_seconds"]))) / max(pipeline["seconds"] - first, 1e-9)
-    result["one_process_steady_tokens_per_second"] = one
-    for workers in (1, 2):
-        run = result[f"workers_{workers}"]
-        run["scaling"] = run["steady_tokens_per_second"] / (workers * one)  # target >= 0.9 on free cores
-    return result
 
 
 def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: bool) -> dict:
@@ -284,119 +257,3 @@ def _proposed_helpers() -> floor.Patcher:
     patcher = floor.Patcher()
     patcher.wrap(pack_module, "prepare_attention_mask_per_sample", lambda fn: fast.proposed_mask)
     return patcher
-
-
-def print_report(res: dict) -> None:
-    """The headline numbers as a rich table."""
-    from rich.console import Console
-    from rich.table import Table
-
-    pipe, flo, nest, jl, fd = res["pipeline"], res["floor"], res["nested_mask"], res["jsonl_index"], res["fast_decode"]
-    prop, sj = res["proposals"], fd["simplejpeg"]
-    warm = res["config"]["warm_memory"]
-    rows = [
-        ("memory warmed first", f"{warm['megabytes']} MiB in {warm['seconds']:.2f} s ({warm['mb_per_second']:,.0f} MiB/s)"),
-        ("pipeline, 1 process", (f"{pipe['tokens_per_second']:,.0f} tok/s, {pipe['samples_per_second']:.1f} samples/s, "
-                                 f"first batch {pipe['first_batch_seconds']:.2f} s "
-                                 f"(cold {pipe['cold_first_batch_seconds']:.2f} s)")),
-        ("floor: Pillow decode + resize", f"{flo['seconds']:.2f} s for {flo['images']} images vs pipeline {pipe['seconds']:.2f} s"),
-        ("pipeline / floor", (f"{flo['pipeline_over_floor']:.3f} (previous path {flo['previous_path_over_floor']:.3f}, "
-                              f"x{flo['speedup_over_previous_path']:.2f} faster now)")),
-        ("writing the floats once", (f"{flo['float32_bytes'] / 2**20:,.0f} MiB at "
-                                     f"{flo['write_bandwidth']['bytes_per_second'] / 2**30:.1f} GiB/s = "
-                                     f"{flo['float32_write_seconds']:.3f} s; pipeline / (floor + that) "
-                                     f"{flo['pipeline_over_floor_plus_write']:.3f}")),
-    ]  # fmt: skip
-    for mode, t in res["transfer"].items():
-        rows.append((f"to shared memory, {mode}", f"build {t['build_seconds']:.2f} s + move {t['share_seconds']:.3f} s "
-                                                  f"({t['bytes'] / 2**20:,.0f} MiB)"))  # fmt: skip
-    rows += [
-        (f"  stage {k}", f"{v['seconds']:.2f} s ({v['share']:.0%}), {v['calls']} calls")
-        for k, v in res["stages"].items()
-    ]
-    for run in (v for v in res["loader"].values() if isinstance(v, dict)):
-        workers = [w.get("VmHWM_mb", 0) for w in run["peak_rss"]["workers"]]
-        main = run["peak_rss"]["main"].get("VmHWM_mb", 0)
-        rows.append(
-            (
-                f"DataLoader, {run['workers']} worker(s)",
-                (
-                    f"{run['steady_tokens_per_second']:,.0f} tok/s after the first batch"
-                    + (f" (scaling {run['scaling']:.2f} of {run['workers']} x 0 workers), " if run["workers"] else ", ")
-                    + f"first batch {run['first_batch_seconds']:.2f} s, peak RSS main {main:.0f} MB, workers {workers} MB"
-                ),
-            )
-        )
-    for label, n in (("", nest), (", proposed helpers", nest["with_proposed_helpers"])):
-        m = n["by_group"]["all"]
-        rows.append(
-            (
-                f"nested masks{label}",
-                (
-                    f"{n['tokens_per_second']:,.0f} tok/s; mask < image work in "
-                    f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
-                    f"max ratio {m['max_mask_to_image_ratio']:.2f}"
-                ),
-            )
-        )
-    m = nest["warm_rebuild"]["by_group"]["all"]
-    rows.append(
-        (
-            "nested masks rebuilt in warm memory",
-            (
-                f"mask < image work in {m['mask_cheaper_than_images']}/"
-                f"{m['samples']} samples, max ratio {m['max_mask_to_image_ratio']:.2f}"
-            ),
-        )
-    )
-    rows.append(
-        ("proposed mask helper alone", (f"x{prop['mask_alone']['speedup']:.1f}, bit-identical {prop['bit_identical']}"))
-    )
-    rows.append(("checkpoint", f"{res['checkpoint']['bytes']:,} bytes"))
-    rows.append(
-        (
-            "JSONL index",
-            (
-                f"{jl['bytes_per_line']:.1f} B/line held ({jl['lines']:,} lines), "
-                f"peak RSS +{jl['peak_rss_delta_mb']:.0f} MB while building"
-            ),
-        )
-    )
-    fp = fd["pipeline"]
-    rows.append(
-        (
-            "pipeline with fast_decode: true",
-            (
-                f"{fp['tokens_per_second']:,.0f} tok/s "
-                f"(x{fp['relative_to_exact']:.2f} of exact), same packs {fp['same_packs']}"
-            ),
-        )
-    )
-    for name, v in fd.items():
-        if name not in ("simplejpeg", "pipeline"):
-            psnr = "identical" if v["psnr_db"] is None else f"PSNR {v['psnr_db']:.1f} dB"
-            rows.append(
-                (
-                    f"fast_decode, {name}",
-                    (
-                        f"x{v['speedup']:.2f}, {v['drafted']}/{v['images']} drafted, "
-                        f"mean |diff| {v['mean_abs_diff']:.4f}, max {v['max_abs_diff']:.3f}, {psnr}"
-                    ),
-                )
-            )
-    if sj["available"]:
-        modes = {
-            m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()
-        }
-        rows.append(
-            (
-                "simplejpeg",
-                f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}",
-            )
-        )
-    else:
-        rows.append(("simplejpeg", "not installed"))
-    table = Table(title=f"bagel-data benchmark ({res['config']['batches']} packs)", show_header=False)
-    for name, value in rows:
-        table.add_row(name, value)
-    Console().print(table)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..datasets import make_bagel_multimodal_dataset
 from ..tokenizer import add_special_tokens, load_tokenizer
+from .progress import progress
 
 _now = time.perf_counter
 
@@ -179,6 +180,34 @@ def write_jsonl(path: Path, lines: int) -> Path:
         for first in range(0, lines, 100_000):
             out.write("".join(row % (i, i, i * 7919 % 100_003) for i in range(first, min(lines, first + 100_000))))
     return path
+
+
+def loader_scaling(paths: dict, packing: dict, batches: int, repeats: int, pipeline: dict, quick: bool) -> dict:
+    """(c) Through the StatefulDataLoader with 0 (one process), 1 and 2 workers, each run in a
+    fresh interpreter, interleaved; K workers are compared with K x the 0-worker rate (with
+    `quick`, no 0-worker run: the in-process pipeline's rate after its first pack)."""
+    loader: dict = {1: [], 2: []} if quick else {0: [], 1: [], 2: []}
+    loader_batches = 2 * batches if quick else max(batches, 4) * 2  # a steady state after the first batch
+    for round_index in range(min(repeats, 2)):
+        for workers, runs in loader.items():
+            progress(f"DataLoader with {workers} worker(s), round {round_index + 1}")
+            args = {"paths": paths, "packing": packing, "workers": workers, "batches": loader_batches}
+            runs.append(run_child("loader", args))
+    result = {}
+    for workers, runs in loader.items():
+        run = max(runs, key=lambda r: r["steady_tokens_per_second"])
+        run["all_steady_tokens_per_second"] = [r["steady_tokens_per_second"] for r in runs]
+        result[f"workers_{workers}"] = run
+    if "workers_0" in result:
+        one = result["workers_0"]["steady_tokens_per_second"]
+    else:
+        first = pipeline["pack_seconds"][0]
+        one = (pipeline["tokens"] * (1 - 1 / len(pipeline["pack_seconds"]))) / max(pipeline["seconds"] - first, 1e-9)
+    result["one_process_steady_tokens_per_second"] = one
+    for workers in (1, 2):
+        run = result[f"workers_{workers}"]
+        run["scaling"] = run["steady_tokens_per_second"] / (workers * one)  # target >= 0.9 on free cores
+    return result
 
 
 # -- the benchmark -----------------------------------------------------------------------------------
