@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/run_bench.py --root bench_data --out benchmarks/results.json --batches 8
 
 Generates the benchmark dataset under --root on first use (~25 s, ~140 MB), then measures
-the pipeline in one process, the floor (the same images decoded + resized + tensorized
-alone), the DataLoader with 1 and 2 workers, the nested-mask mode, the checkpoint size, the
+the pipeline in one process, the floor (the same images decoded + resized with Pillow
+alone), moving batches to shared memory, the DataLoader with 0, 1 and 2 workers, the nested-mask mode, the checkpoint size, the
 JSONL index memory and fast_decode; prints a table and writes everything to --out.
 """
 
@@ -18,10 +18,12 @@ from bagel_data.bench.main import run_benchmark
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=Path("bench_data"), help="benchmark dataset folder")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results.json"), help="results JSON")
+    parser.add_argument("--root", type=Path, default=None, help="dataset folder (bench_data; --quick: a temp folder)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="results JSON (benchmarks/results.json; --quick: a temp folder)"
+    )
     parser.add_argument("--batches", type=int, default=8, help="packs per measured run")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test in about 15 s")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke test in about 15 s")
     parser.add_argument(
         "--warm-mb",
         type=int,

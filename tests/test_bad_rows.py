@@ -52,7 +52,7 @@ def test_an_unexpected_error_in_a_row_is_a_counted_skip_with_its_location(tmp_pa
     write_t2i(tmp_path, [[[GOOD, GOOD]]])
     dataset = t2i(tmp_path, tokenizer)
     calls = []
-    original = dataset.transform.__class__.__call__
+    original = dataset.transform.__class__.prepare  # what the families call per image
 
     def flaky(self, image, img_num=1):
         calls.append(1)
@@ -60,7 +60,7 @@ def test_an_unexpected_error_in_a_row_is_a_counted_skip_with_its_location(tmp_pa
             raise AttributeError("a bug below the family")
         return original(self, image, img_num)
 
-    monkeypatch.setattr(ImageTransform, "__call__", flaky)
+    monkeypatch.setattr(ImageTransform, "prepare", flaky)
     samples, log = one_pass(dataset)
     assert len(samples) == 1 and log.as_dict() == {"row_raised_unexpected_error": 1}
     assert "part-000.parquet, row group 0, row 0: AttributeError" in log.examples["row_raised_unexpected_error"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-import torch
+from .media.convert import materialize
 
 ItemType = Literal["text", "vit_image", "vae_image"]
 
@@ -41,7 +41,7 @@ class SampleBuilder:
     def __init__(self) -> None:
         self.sequence_plan: list[PlanItem] = []
         self.text_ids_list: list[list[int]] = []
-        self.image_tensor_list: list[torch.Tensor] = []
+        self.image_tensor_list: list[Any] = []  # float tensors, or PendingImages (media/convert.py)
         self.num_tokens = 0
 
     def add_text(self, ids: list[int], *, enable_cfg: bool, loss: bool) -> None:
@@ -49,7 +49,8 @@ class SampleBuilder:
         self.text_ids_list.append(ids)
         self.num_tokens += len(ids)
 
-    def add_image(self, kind: ItemType, tensor: torch.Tensor, stride: int, *, enable_cfg: bool, loss: bool) -> None:
+    def add_image(self, kind: ItemType, tensor, stride: int, *, enable_cfg: bool, loss: bool) -> None:
+        """`tensor`: a float `(C, H, W)` tensor or a `PendingImage` (converted when packed)."""
         self.sequence_plan.append(plan_item(kind, enable_cfg=enable_cfg, loss=loss))
         self.image_tensor_list.append(tensor)
         self.num_tokens += tensor.shape[1] * tensor.shape[2] // stride**2
@@ -65,6 +66,13 @@ class SampleBuilder:
             num_tokens=self.num_tokens,
             data_indexes={"data_indexes": data_indexes, "worker_id": worker_id, "dataset_name": dataset_name},
         )
+
+
+def with_tensors(sample: dict) -> dict:
+    """`sample` with every `PendingImage` of its `image_tensor_list` converted to the float
+    `(C, H, W)` tensor of the SPEC (what a family yields when iterated directly)."""
+    sample["image_tensor_list"] = materialize(sample["image_tensor_list"])
+    return sample
 
 
 def sample_length(sample: dict) -> int:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bagel_data.packing import buffers
-from bagel_data.packing.pack import _pad_images
+from bagel_data.packing.pack import pad_images
 
 pytestmark = pytest.mark.skipif(not buffers._CAN_ADVISE, reason="huge-page mappings need Linux's MADV_HUGEPAGE")
 BIG = (4, 3, 512, 1024)  # 24 MiB: above HUGE_PAGE_MIN_BYTES
@@ -70,7 +70,7 @@ def test_padding_from_a_dirty_buffer_equals_fresh_zero_padding():
         expected = torch.zeros((len(images), 3, max(s[1] for s in shapes), max(s[2] for s in shapes)))
         for index, image in enumerate(images):
             expected[index, :, : image.shape[1], : image.shape[2]] = image
-        got = _pad_images(images, pool)
+        got = pad_images(images, pool)
         assert torch.equal(got, expected)
         del got
 
@@ -84,3 +84,12 @@ def test_when_every_buffer_is_in_use_a_new_one_is_lent_and_not_kept():
     del live
     again = [pool.float32(BIG)[0] for _ in range(2)]
     assert {tensor.data_ptr() for tensor in again} == kept
+
+
+def test_inside_a_dataloader_worker_batch_buffers_are_born_in_shared_memory(monkeypatch):
+    shape = (4, 3, 1024, 1024)  # above the huge-page threshold: pooled in the main process
+    assert not buffers.PadBufferPool().float32(shape)[0].is_shared() and not buffers.empty_float32(shape).is_shared()
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
+    padded, zeroed = buffers.PadBufferPool().float32(shape)
+    assert padded.is_shared() and zeroed and not padded.any()
+    assert buffers.empty_float32(shape).is_shared()

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-import pytest
 import torch
 
-from bagel_data.bench.main import SECTIONS, run_benchmark
+from bagel_data.bench.main import SECTIONS, default_paths, run_benchmark
 from bagel_data.families import edit, t2i, vlm
-from bagel_data.media import images
-from bagel_data.packing import pack
-from bagel_data.packing.packed_dataset import PackedDataset
+from bagel_data.media import images, jpeg
+from bagel_data.packing import buffers, pack
 from bagel_data.sample import SampleBuilder
 
 
-@pytest.mark.slow
 def test_quick_benchmark_writes_every_section(tmp_path):
-    originals = (images.ImageTransform.__call__, t2i.decode_image, pack.PackBuilder.add, PackedDataset.pad_pool_factory,
+    originals = (images.ImageTransform.prepare, images.ImageTransform.to_tensor, t2i.decode_image,
+                 pack.PackBuilder.add, pack.pad_images, pack.stack_patches, jpeg.decode_exact, buffers.in_worker,
                  pack.prepare_attention_mask_per_sample, SampleBuilder.build)  # fmt: skip
     threads = torch.get_num_threads()
     out = tmp_path / "results.json"
@@ -26,7 +25,8 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert set(SECTIONS) <= set(saved) and set(saved) == set(result)
 
     # the instruments put everything back
-    assert (images.ImageTransform.__call__, t2i.decode_image, pack.PackBuilder.add, PackedDataset.pad_pool_factory,
+    assert (images.ImageTransform.prepare, images.ImageTransform.to_tensor, t2i.decode_image,
+            pack.PackBuilder.add, pack.pad_images, pack.stack_patches, jpeg.decode_exact, buffers.in_worker,
             pack.prepare_attention_mask_per_sample, SampleBuilder.build) == originals  # fmt: skip
     assert edit.decode_image is vlm.decode_image is images.decode_image
     assert torch.get_num_threads() == threads
@@ -36,19 +36,25 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert pipeline["deterministic"] is True
     assert 0 < pipeline["first_batch_seconds"] <= pipeline["seconds"]
     assert floor["images"] > 0 and floor["transform_calls"] >= floor["images"]
-    assert floor["seconds"] > 0 and 0 < floor["efficiency"] < 5
-    assert 0 < floor["efficiency_without_pad_pool"] < 5  # the same-run baseline ran
+    assert floor["seconds"] > 0 and 0 < floor["pipeline_over_floor"] < 20
+    assert 0 < floor["previous_path_over_floor"] < 20  # the same-run baseline ran
+    assert floor["identical_to_previous_path"] is True
+    assert floor["float32_bytes"] >= 12 * floor["images"] and floor["write_bandwidth"]["bytes_per_second"] > 0
+    for mode in ("copied_at_send", "shared_at_birth"):
+        assert saved["transfer"][mode]["bytes"] > 0 and saved["transfer"][mode]["share_seconds"] >= 0
     assert saved["config"]["warm_memory"]["megabytes"] == 256 and saved["config"]["warm_memory"]["seconds"] > 0
-    assert {"read", "decode", "resize", "tensorize", "tokenize", "pack", "to_batch", "collate", "other"} <= set(
-        saved["stages"]
-    )
+    stages = {"read", "decode", "resize", "to_uint8", "convert_vae", "convert_vit", "tokenize", "pack", "to_batch"}
+    assert stages | {"collate", "other"} <= set(saved["stages"])
+    assert saved["stages"]["tensorize"]["calls"] == 0  # floats are written into the batch, not made per image
     assert saved["stages"]["decode"]["calls"] > 0 and saved["stages"]["collate"]["calls"] == 2
 
-    for workers in (1, 2):
+    assert saved["loader"]["one_process_steady_tokens_per_second"] > 0
+    for workers in (1, 2):  # --quick: no 0-worker child, the in-process rate instead
         run = saved["loader"][f"workers_{workers}"]
-        assert run["workers"] == workers and run["tokens"] > 0 and run["samples_per_second"] > 0
+        assert run["workers"] == workers and run["tokens"] > 0 and run["steady_tokens_per_second"] > 0
         assert run["peak_rss"]["main"]["VmHWM_mb"] > 0
         assert len(run["peak_rss"]["workers"]) >= workers
+        assert workers == 0 or run["scaling"] > 0
         assert all(w["VmHWM_mb"] > 0 for w in run["peak_rss"]["workers"])
         assert run["checkpoint_bytes"] < 2**20
 
@@ -66,3 +72,12 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert twice["mean_abs_diff"] < 0.02 and twice["psnr_db"] > 40
     assert fast["bench_images"]["same_shapes"] is True
     assert "available" in fast["simplejpeg"]
+
+
+def test_quick_defaults_to_a_temporary_folder_never_the_committed_results(tmp_path):
+    root, out = default_paths(None, None, quick=True)
+    assert out.parent.name.startswith("bagel-bench-quick-") and not out.exists()
+    assert Path.cwd() not in out.parents and Path.cwd() not in root.parents and root != Path.cwd()
+    assert default_paths(None, tmp_path / "x.json", quick=True)[1] == tmp_path / "x.json"
+    assert default_paths(tmp_path, None, quick=False) == (tmp_path, Path("benchmarks/results.json"))
+    out.parent.rmdir()

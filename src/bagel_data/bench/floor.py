@@ -2,9 +2,10 @@
 
 Both instruments are context managers that wrap library functions for the duration of a
 `with` block and put the originals back on exit; nothing changes outside the block, and
-the pipeline's own code is untouched. The *floor* replays exactly the decodes and
-transforms that the measured packs needed, with the same transform objects, and nothing
-else: the work no data pipeline can avoid on one core.
+the pipeline's own code is untouched. The *floor* replays exactly the decodes and resizes
+that the measured packs needed, with Pillow and the same transform objects, and nothing
+else: the work no bit-exact data pipeline can avoid on one core. Writing the images' float32
+values once is reported beside it (`replay_floor`'s bytes over the measured bandwidth).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from .. import batch as batch_module
 from ..families import edit, t2i, vlm
-from ..media import video
+from ..media import jpeg, video
 from ..media.images import ImageTransform, decode_image
 from ..packing import pack as pack_module
 from ..packing.layout import prepare_attention_mask_per_sample as build_mask
@@ -56,14 +57,17 @@ class StageProfiler:
     """Self time (children excluded) and call count of each pipeline stage inside the block."""
 
     def __init__(self, tokenizer):
-        self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
-        self.calls: collections.Counter = collections.Counter()
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.calls: dict[str, int] = collections.defaultdict(int)
         self._stack: list[float] = []
         self._targets: dict[str, list[tuple[Any, str]]] = {
             "read": [(ParquetReader, "read_row_group"), (JsonlIndex, "read_line")],
             "decode": [*DECODERS, (video, "open_frame"), (video, "decode_frames")],
             "resize": [(ImageTransform, "resize")],
-            "tensorize": [(ImageTransform, "to_tensor")],
+            "to_uint8": [(ImageTransform, "pixels")],
+            "tensorize": [(ImageTransform, "to_tensor")],  # direct family iteration only
+            "convert_vae": [(pack_module, "pad_images")],  # floats written into padded_images
+            "convert_vit": [(pack_module, "stack_patches")],  # floats written into packed_vit_tokens
             "tokenize": [(type(tokenizer), "encode")],
             "pack": [(pack_module.PackBuilder, "add")],
             "mask": [(pack_module, "prepare_attention_mask_per_sample")],
@@ -126,7 +130,7 @@ class WorkRecorder:
     def __init__(self):
         self.images: list[ImageRecord] = []
         self.samples: dict[int, tuple[dict, list[tuple[int, int]]]] = {}
-        self.mask_seconds: collections.defaultdict[int | None, float] = collections.defaultdict(float)
+        self.mask_seconds: dict[int | None, float] = collections.defaultdict(float)
         self.mask_calls: list[tuple[int | None, list, list]] = []  # (sample key, split_lens, attn_modes)
         self._image_ids: dict[int, tuple] = {}
         self._tensor_ids: dict[int, tuple] = {}
@@ -151,14 +155,14 @@ class WorkRecorder:
 
         return decode
 
-    def _wrap_open_frame(self, fn):
-        def open_frame(folder, file):
+    def _wrap_open_rgb(self, fn):
+        def open_rgb(folder, file):
             start = _now()
             image = fn(folder, file)
             self._add_image(image, ("file", file), _now() - start)
             return image
 
-        return open_frame
+        return open_rgb
 
     def _wrap_frames(self, fn):
         def decode_frames(path, indices):
@@ -224,9 +228,9 @@ class WorkRecorder:
         self._patcher = Patcher()
         for owner, name in DECODERS:
             self._patcher.wrap(owner, name, self._wrap_decode)
-        self._patcher.wrap(video, "open_frame", self._wrap_open_frame)
+        self._patcher.wrap(video, "open_frame", self._wrap_open_rgb)
         self._patcher.wrap(video, "decode_frames", self._wrap_frames)
-        self._patcher.wrap(ImageTransform, "__call__", self._wrap_call)
+        self._patcher.wrap(ImageTransform, "prepare", self._wrap_call)
         self._patcher.wrap(SampleBuilder, "build", self._wrap_build)
         self._patcher.wrap(pack_module.PackBuilder, "add", self._wrap_add)
         self._patcher.wrap(pack_module, "prepare_attention_mask_per_sample", self._wrap_mask)
@@ -264,7 +268,7 @@ class WorkRecorder:
     def warm_mask_rows(self, packs: list[list[dict]], rounds: int = 3) -> list[tuple[str, bool, float, float]]:
         """Like `mask_rows`, but each sample's mask is rebuilt `rounds` times in a row (best
         kept), so it lands in pages just freed: the build's own cost, without the first touch
-        of fresh memory (which on the development VM comes from the host, see bench/main.py)."""
+        of fresh memory (which on the development VM comes from the host, see bench.py)."""
         calls = {key: (split_lens, attn_modes) for key, split_lens, attn_modes in self.mask_calls}
         rows: list[tuple[str, bool, float, float]] = []
         for where in (w for pack in packs for w in pack):
@@ -336,7 +340,7 @@ def load_source(source):
 
 def _decode(source, video_cache: dict):
     if isinstance(source, bytes):
-        return decode_image(source)
+        return decode_image(source)  # with jpeg.decode_exact off: Pillow's decode
     if source[0] == "video":
         key = source[1:3]
         if key not in video_cache:
@@ -345,14 +349,20 @@ def _decode(source, video_cache: dict):
     return source[1]  # ("pixels", image)
 
 
-def replay_floor(recorder: WorkRecorder, work: dict[int, set[int]]) -> float:
-    """Seconds to decode + resize + tensorize exactly `work`, each image decoded once."""
+def replay_floor(recorder: WorkRecorder, work: dict[int, set[int]]) -> dict:
+    """Pillow decode + Pillow resize of exactly `work`, each image decoded once: `seconds`,
+    and the `float32_bytes` that the converted images take (written once, into the batch)."""
     sources = {index: load_source(recorder.images[index].source) for index in work}
     video_cache: dict = {}
-    start = _now()
-    for index, calls in work.items():
-        image = _decode(sources[index], video_cache)
-        for call in sorted(calls):
-            transform, img_num, _ = recorder.images[index].calls[call]
-            transform(image, img_num=img_num)
-    return _now() - start
+    nbytes = 0
+    with Patcher() as patcher:
+        patcher.wrap(jpeg, "decode_exact", lambda fn: lambda *args: None)  # Pillow only
+        start = _now()
+        for index, calls in work.items():
+            image = _decode(sources[index], video_cache)
+            for call in sorted(calls):
+                transform, img_num, _ = recorder.images[index].calls[call]
+                resized = transform.resize(image, img_num=img_num)
+                nbytes += 4 * 3 * resized.size[0] * resized.size[1]
+        seconds = _now() - start
+    return {"seconds": seconds, "float32_bytes": nbytes}

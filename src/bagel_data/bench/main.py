@@ -1,8 +1,9 @@
 """`run_benchmark`: the packed pipeline measured against its physical floor.
 
 Sections of the result (also written to `out_json`): the pipeline in one process, the
-floor (the same images decoded + resized + tensorized alone) and their ratio, a per-stage
-breakdown, the DataLoader with 1 and 2 workers (throughput and peak RSS per process, each
+floor (the same images decoded + resized with Pillow alone; writing their float32 bytes once
+at the measured bandwidth beside it) and pipeline / floor, a per-stage breakdown, the
+cost of moving batches to shared memory, the DataLoader with 1 and 2 workers (throughput and peak RSS per process, each
 in a fresh interpreter), the nested-mask mode, the checkpoint size, the JSONL index memory
 and the opt-in `fast_decode`. Every ratio is against a baseline measured in the same run.
 """
@@ -13,6 +14,7 @@ import gc
 import json
 import os
 import pickle
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,11 +23,13 @@ import torch
 import yaml
 
 from ..batch import collate_wrapper
-from ..packing.packed_dataset import PackedDataset
 from ..synthetic.dataset import DemoSizes, write_demo_dataset
 from . import fast as fast
 from . import floor as floor
+from . import physical
 from . import runs as running
+from .progress import progress
+from .report import print_report
 
 PACKING = {
     "expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num_tokens_per_sample": 16384,
@@ -44,6 +48,7 @@ SECTIONS = (
     "checkpoint",
     "jsonl_index",
     "fast_decode",
+    "transfer",
 )
 _now = time.perf_counter
 
@@ -90,12 +95,34 @@ def warm_memory(megabytes: int) -> dict:
     return {"megabytes": megabytes, "seconds": seconds, "mb_per_second": megabytes / max(seconds, 1e-9)}
 
 
-def run_benchmark(root: Path, out_json: Path, *, batches: int, quick: bool = False, warm_mb: int | None = None) -> dict:
+def default_paths(root: Path | None, out_json: Path | None, quick: bool) -> tuple[Path, Path]:
+    """Where the dataset and the JSON go when not given: `bench_data` and
+    `benchmarks/results.json` for a full run. With `quick`, nothing is written into the
+    current folder or over the committed results: the small dataset is kept (made once) in
+    the system's temporary folder and the JSON goes to a fresh temporary folder."""
+    if quick:
+        root = Path(root) if root is not None else Path(tempfile.gettempdir()) / "bagel-data-bench-quick"
+        if out_json is None:
+            out_json = Path(tempfile.mkdtemp(prefix="bagel-bench-quick-")) / "results.json"
+        return root, Path(out_json)
+    return Path(root or "bench_data"), Path(out_json or "benchmarks/results.json")
+
+
+def run_benchmark(
+    root: Path | None = None,
+    out_json: Path | None = None,
+    *,
+    batches: int,
+    quick: bool = False,
+    warm_mb: int | None = None,
+) -> dict:
     """Run every measurement on the benchmark dataset under `root`; write and return the results.
 
     `warm_mb` (default 3072, 256 with `quick`) is touched and freed first (`warm_memory`).
+    Paths left None: see `default_paths`.
     """
-    root, started = Path(root), _now()
+    (root, out_json), started = default_paths(root, out_json, quick), _now()
+    progress(f"dataset under {root} (generated on first use); results to {out_json}")
     sizes = DemoSizes.demo() if quick else DemoSizes.bench()
     made = write_demo_dataset(root, sizes, seed=0)  # returns at once when already there
     paths = {"grouped": str(made.grouped_datasets), "info": str(made.dataset_info)}
@@ -111,26 +138,15 @@ def run_benchmark(root: Path, out_json: Path, *, batches: int, quick: bool = Fal
         res.update(_in_process(paths, packing, batches, repeats, quick))
     finally:
         torch.set_num_threads(threads)
-    loader: dict = {1: [], 2: []}  # (c) through the DataLoader, each run in a fresh interpreter
-    for _ in range(min(repeats, 2)):
-        for workers, runs in loader.items():
-            runs.append(
-                running.run_child(
-                    "loader", {"paths": paths, "packing": packing, "workers": workers, "batches": batches}
-                )
-            )
-    res["loader"] = {}
-    for workers, runs in loader.items():
-        run = max(runs, key=lambda r: r["tokens_per_second"])
-        run["all_tokens_per_second"] = [r["tokens_per_second"] for r in runs]
-        run["relative_to_in_process"] = run["tokens_per_second"] / res["pipeline"]["tokens_per_second"]
-        res["loader"][f"workers_{workers}"] = run
+    res["loader"] = running.loader_scaling(paths, packing, batches, repeats, res["pipeline"], quick)
     lines = 10_000 if quick else 1_000_000
     jsonl = running.write_jsonl(root / "jsonl_index" / f"rows_{lines}.jsonl", lines)
+    progress("JSONL index memory")
     res["jsonl_index"] = running.run_child("jsonl", {"path": str(jsonl), "lines": lines})
     res["total_seconds"] = _now() - started
     Path(out_json).parent.mkdir(parents=True, exist_ok=True)
     Path(out_json).write_text(json.dumps(res, indent=2, default=float))
+    progress(f"done in {res['total_seconds']:.1f} s; results written to {out_json}")
     print_report(res)
     return res
 
@@ -140,6 +156,7 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
     res: dict = {}
     # (b) one cold pack (first-use costs), one profiled + recorded run, then plain runs
     # interleaved with (a) the floor: the same images decoded + transformed alone.
+    progress("one cold pack, then the profiled run")
     cold = _run_packs(running.build(paths, tok, special, packing), 1)["first_batch_seconds"]
     dataset = running.build(paths, tok, special, packing)
     with floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
@@ -148,32 +165,42 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
     res["stages"] = profiler.breakdown(profiled["seconds"])
     work = recorder.work_of(profiled["packs"])
     fast_paths = {**paths, "grouped": _with_fast_decode(paths["grouped"])}
-    runs, floors, no_pool, fast_runs = [], [], [], []
-    for _ in range(repeats):
+    runs, floors, previous, fast_runs = [], [], [], []
+    for round_index in range(repeats):  # interleaved: each ratio is taken within the same rounds
+        progress(f"pipeline / floor / previous path / fast_decode, round {round_index + 1} of {repeats}")
         gc.collect()
         running.reset_peak()
         runs.append(_run_packs(running.build(paths, tok, special, packing), batches))
         res.setdefault("process_peak_rss_mb", running.process_status(os.getpid()).get("VmHWM", 0) / 2**20)
         floors.append(floor.replay_floor(recorder, work))
-        with _without_pad_pool():  # baseline: padded_images into fresh zeros, no buffer reuse
-            no_pool.append(_run_packs(running.build(paths, tok, special, packing), batches)["seconds"])
+        with physical.previous_path():  # baseline: the conversion as it was before media/convert.py
+            previous.append(_run_packs(running.build(paths, tok, special, packing), batches)["seconds"])
         fast_runs.append(_run_packs(running.build(fast_paths, tok, special, packing), batches))  # fast_decode: true
     best = min(runs, key=lambda r: r["seconds"])
     res["pipeline"] = {k: v for k, v in best.items() if k != "packs"}
     res["pipeline"].update(deterministic=all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in runs),
                            all_seconds=[r["seconds"] for r in runs], profiled_seconds=profiled["seconds"],
                            cold_first_batch_seconds=cold)  # fmt: skip
-    floor_all = floor.replay_floor(recorder, recorder.work_of(None))
+    floor_s = min(f["seconds"] for f in floors)
+    bandwidth = physical.write_bandwidth(128 if quick else 512)
+    write_s = floors[0]["float32_bytes"] / bandwidth["bytes_per_second"]
     res["floor"] = {
-        "seconds": min(floors), "all_seconds": floors, "images": len(work),
-        "transform_calls": sum(len(c) for c in work.values()), "efficiency": min(floors) / best["seconds"],
-        "recorded_images": len(recorder.images), "all_built_samples_seconds": floor_all,
-        "efficiency_vs_all_built": floor_all / best["seconds"],
-        "pipeline_seconds_without_pad_pool": min(no_pool), "efficiency_without_pad_pool": min(floors) / min(no_pool),
-        "all_seconds_without_pad_pool": no_pool,
+        "seconds": floor_s, "all_seconds": [f["seconds"] for f in floors], "images": len(work),
+        "transform_calls": sum(len(c) for c in work.values()), "pipeline_over_floor": best["seconds"] / floor_s,
+        "float32_bytes": floors[0]["float32_bytes"], "write_bandwidth": bandwidth, "float32_write_seconds": write_s,
+        "pipeline_over_floor_plus_write": best["seconds"] / (floor_s + write_s),
+        "recorded_images": len(recorder.images),
+        "pipeline_seconds_previous_path": min(previous), "all_seconds_previous_path": previous,
+        "previous_path_over_floor": min(previous) / floor_s, "speedup_over_previous_path": min(previous) / best["seconds"],
     }  # fmt: skip
+    res["floor"]["identical_to_previous_path"] = physical.same_batches(
+        lambda: running.build(paths, tok, special, packing), min(batches, 2)
+    )
+    progress("moving batches to shared memory")
+    res["transfer"] = physical.measure_transfer(lambda: running.build(paths, tok, special, packing), batches)
 
     # fast_decode on the JPEGs the packs held, and on JPEGs twice the target size.
+    progress("fast_decode speed and pixel error")
     jpegs = recorder.jpeg_work(work)[: 12 if quick else None]
     twice = fast.twice_target_items(list({id(t): t for _, c in jpegs for t, _ in c}.values()), 2 if quick else 6)
     res["fast_decode"] = {
@@ -189,6 +216,7 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
     }  # fmt: skip
     del recorder, work, jpegs, twice, dataset
 
+    progress("nested-mask mode")
     # nested-mask mode (dense masks instead of split_lens / attn_modes)
     runs_nested = []
     warm_rebuild = None  # the same masks rebuilt in warm memory: the code's cost, not the VM's
@@ -215,116 +243,3 @@ def _with_fast_decode(grouped_path: str) -> dict:
             if key in group:
                 group[key]["fast_decode"] = True
     return grouped
-
-
-def _without_pad_pool() -> floor.Patcher:
-    """Baseline: a fresh zero-filled `padded_images` per pack, through the pool hook."""
-    patcher = floor.Patcher()
-    patcher.wrap(PackedDataset, "pad_pool_factory", lambda _: fast.FreshZeroPool)
-    return patcher
-
-
-def print_report(res: dict) -> None:
-    """The headline numbers as a rich table."""
-    from rich.console import Console
-    from rich.table import Table
-
-    pipe, flo, nest, jl, fd = res["pipeline"], res["floor"], res["nested_mask"], res["jsonl_index"], res["fast_decode"]
-    sj = fd["simplejpeg"]
-    warm = res["config"]["warm_memory"]
-    rows = [
-        ("memory warmed first", f"{warm['megabytes']} MiB in {warm['seconds']:.2f} s ({warm['mb_per_second']:,.0f} MiB/s)"),
-        ("pipeline, 1 process", (f"{pipe['tokens_per_second']:,.0f} tok/s, {pipe['samples_per_second']:.1f} samples/s, "
-                                 f"first batch {pipe['first_batch_seconds']:.2f} s "
-                                 f"(cold {pipe['cold_first_batch_seconds']:.2f} s)")),
-        ("floor (decode+resize+tensorize)", f"{flo['seconds']:.2f} s vs pipeline {pipe['seconds']:.2f} s"),
-        ("efficiency floor / pipeline", (f"{flo['efficiency']:.3f} (vs all built samples "
-                                         f"{flo['efficiency_vs_all_built']:.3f}; without the padded_images pool "
-                                         f"{flo['efficiency_without_pad_pool']:.3f})")),
-    ]  # fmt: skip
-    rows += [
-        (f"  stage {k}", f"{v['seconds']:.2f} s ({v['share']:.0%}), {v['calls']} calls")
-        for k, v in res["stages"].items()
-    ]
-    for run in res["loader"].values():
-        workers = [w.get("VmHWM_mb", 0) for w in run["peak_rss"]["workers"]]
-        main = run["peak_rss"]["main"].get("VmHWM_mb", 0)
-        rows.append(
-            (
-                f"DataLoader, {run['workers']} worker(s)",
-                (
-                    f"{run['tokens_per_second']:,.0f} tok/s, {run['samples_per_second']:.1f} samples/s "
-                    f"(x{run['relative_to_in_process']:.2f} of 1 process), "
-                    f"first batch {run['first_batch_seconds']:.2f} s, peak RSS main {main:.0f} MB, workers {workers} MB"
-                ),
-            )
-        )
-    m = nest["by_group"]["all"]
-    rows.append(
-        (
-            "nested masks",
-            (
-                f"{nest['tokens_per_second']:,.0f} tok/s; mask < image work in "
-                f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
-                f"max ratio {m['max_mask_to_image_ratio']:.2f}"
-            ),
-        )
-    )
-    m = nest["warm_rebuild"]["by_group"]["all"]
-    rows.append(
-        (
-            "nested masks rebuilt in warm memory",
-            (
-                f"mask < image work in {m['mask_cheaper_than_images']}/"
-                f"{m['samples']} samples, max ratio {m['max_mask_to_image_ratio']:.2f}"
-            ),
-        )
-    )
-    rows.append(("checkpoint", f"{res['checkpoint']['bytes']:,} bytes"))
-    rows.append(
-        (
-            "JSONL index",
-            (
-                f"{jl['bytes_per_line']:.1f} B/line held ({jl['lines']:,} lines), "
-                f"peak RSS +{jl['peak_rss_delta_mb']:.0f} MB while building"
-            ),
-        )
-    )
-    fp = fd["pipeline"]
-    rows.append(
-        (
-            "pipeline with fast_decode: true",
-            (
-                f"{fp['tokens_per_second']:,.0f} tok/s "
-                f"(x{fp['relative_to_exact']:.2f} of exact), same packs {fp['same_packs']}"
-            ),
-        )
-    )
-    for name, v in fd.items():
-        if name not in ("simplejpeg", "pipeline"):
-            psnr = "identical" if v["psnr_db"] is None else f"PSNR {v['psnr_db']:.1f} dB"
-            rows.append(
-                (
-                    f"fast_decode, {name}",
-                    (
-                        f"x{v['speedup']:.2f}, {v['drafted']}/{v['images']} drafted, "
-                        f"mean |diff| {v['mean_abs_diff']:.4f}, max {v['max_abs_diff']:.3f}, {psnr}"
-                    ),
-                )
-            )
-    if sj["available"]:
-        modes = {
-            m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()
-        }
-        rows.append(
-            (
-                "simplejpeg",
-                f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}",
-            )
-        )
-    else:
-        rows.append(("simplejpeg", "not installed"))
-    table = Table(title=f"bagel-data benchmark ({res['config']['batches']} packs)", show_header=False)
-    for name, value in rows:
-        table.add_row(name, value)
-    Console().print(table)

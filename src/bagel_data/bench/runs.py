@@ -18,8 +18,9 @@ import threading
 import time
 from pathlib import Path
 
+from ..datasets import make_bagel_multimodal_dataset
 from ..tokenizer import add_special_tokens, load_tokenizer
-from ..tools.run import RunConfig, build_from_run_config
+from .progress import progress
 
 _now = time.perf_counter
 
@@ -31,9 +32,10 @@ def load_tokenizer_once():
 
 
 def build(paths: dict, tok, special, packing: dict, num_workers: int = 1, **override):
-    """The benchmark's packed dataset over `paths` ({"grouped", "info"}), with the warm `tok`."""
-    run = RunConfig(paths["grouped"], paths["info"], {**packing, **override})
-    return build_from_run_config(run, num_workers=num_workers, tokenizer=tok).dataset
+    return make_bagel_multimodal_dataset(
+        tokenizer=tok, special_tokens=special, grouped_datasets=paths["grouped"], dataset_info=paths["info"],
+        num_workers=num_workers, **{**packing, **override},
+    )  # fmt: skip
 
 
 # -- process memory ------------------------------------------------------------------------------
@@ -76,7 +78,7 @@ class RssSampler(threading.Thread):
     def __init__(self, pid: int):
         super().__init__(daemon=True)
         self.pid, self._stop_event = pid, threading.Event()
-        self.peaks: dict[int, dict[str, int]] = {}  # pid -> the largest of each status field
+        self.peaks: dict[int, dict[str, float]] = {}
 
     def sample(self) -> None:
         for pid in [self.pid, *_children(self.pid)]:
@@ -121,16 +123,17 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
     from ..loader import build_dataloader
 
     tok, special = load_tokenizer_once()
-    dataset = build(paths, tok, special, packing, num_workers=workers)
-    loader = build_dataloader(dataset, num_workers=workers)
+    dataset = build(paths, tok, special, packing, num_workers=max(workers, 1))
+    loader = build_dataloader(dataset, num_workers=workers)  # 0: one process, the same loader
     reset_peak()
     sampler = RssSampler(os.getpid())
     sampler.start()
-    tokens, samples, first, start = 0, 0, 0.0, _now()
+    tokens, samples, first, first_tokens, start = 0, 0, 0.0, 0, _now()
     iterator = iter(loader)
     for index in range(batches):
         batch = next(iterator)
-        first = _now() - start if index == 0 else first
+        if index == 0:
+            first, first_tokens = _now() - start, batch.sequence_length
         tokens += batch.sequence_length
         samples += len(batch.batch_data_indexes)
         del batch
@@ -141,6 +144,8 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
     return {"workers": workers, "batches": batches, "tokens": tokens, "samples": samples, "seconds": seconds,
             "tokens_per_second": tokens / seconds, "samples_per_second": samples / seconds,
             "first_batch_seconds": first, "peak_rss": memory,
+            # after the first batch: without worker start-up (fork, first-use costs)
+            "steady_tokens_per_second": (tokens - first_tokens) / max(seconds - first, 1e-9),
             "checkpoint_bytes": max(len(pickle.dumps(s)) for s in states)}  # fmt: skip
 
 
@@ -176,3 +181,34 @@ def write_jsonl(path: Path, lines: int) -> Path:
         for first in range(0, lines, 100_000):
             out.write("".join(row % (i, i, i * 7919 % 100_003) for i in range(first, min(lines, first + 100_000))))
     return path
+
+
+def loader_scaling(paths: dict, packing: dict, batches: int, repeats: int, pipeline: dict, quick: bool) -> dict:
+    """(c) Through the StatefulDataLoader with 0 (one process), 1 and 2 workers, each run in a
+    fresh interpreter, interleaved; K workers are compared with K x the 0-worker rate (with
+    `quick`, no 0-worker run: the in-process pipeline's rate after its first pack)."""
+    loader: dict = {1: [], 2: []} if quick else {0: [], 1: [], 2: []}
+    loader_batches = 2 * batches if quick else max(batches, 4) * 2  # a steady state after the first batch
+    for round_index in range(min(repeats, 2)):
+        for workers, runs in loader.items():
+            progress(f"DataLoader with {workers} worker(s), round {round_index + 1}")
+            args = {"paths": paths, "packing": packing, "workers": workers, "batches": loader_batches}
+            runs.append(run_child("loader", args))
+    result = {}
+    for workers, runs in loader.items():
+        run = max(runs, key=lambda r: r["steady_tokens_per_second"])
+        run["all_steady_tokens_per_second"] = [r["steady_tokens_per_second"] for r in runs]
+        result[f"workers_{workers}"] = run
+    if "workers_0" in result:
+        one = result["workers_0"]["steady_tokens_per_second"]
+    else:
+        first = pipeline["pack_seconds"][0]
+        one = (pipeline["tokens"] * (1 - 1 / len(pipeline["pack_seconds"]))) / max(pipeline["seconds"] - first, 1e-9)
+    result["one_process_steady_tokens_per_second"] = one
+    for workers in (1, 2):
+        run = result[f"workers_{workers}"]
+        run["scaling"] = run["steady_tokens_per_second"] / (workers * one)  # target >= 0.9 on free cores
+    return result
+
+
+# -- the benchmark -----------------------------------------------------------------------------------

@@ -203,10 +203,15 @@ def _print_group_table(report) -> None:
 @app.command()
 @guarded
 def bench(
-    root: Path = typer.Option(Path("bench_data"), help="Benchmark dataset folder (generated on first use)."),
-    out: Path = typer.Option(Path("benchmarks/results.json"), help="Where to write the results JSON."),
+    root: Path = typer.Option(
+        None,
+        help="Benchmark dataset folder, generated on first use [default: bench_data; --quick: a temporary folder].",
+    ),
+    out: Path = typer.Option(
+        None, help="Where to write the results JSON [default: benchmarks/results.json; --quick: a temporary folder]."
+    ),
     batches: int = typer.Option(8, min=1, help="Packs per measured run."),
-    quick: bool = typer.Option(False, help="Tiny sizes: a smoke test in about 15 s."),
+    quick: bool = typer.Option(False, help="Tiny sizes, one round: a smoke test in about 15 s on a free machine."),
     warm_mb: int = typer.Option(None, help="MiB touched and freed before measuring (default 3072, 256 with --quick)."),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""

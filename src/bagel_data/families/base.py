@@ -16,6 +16,7 @@ import torch
 
 from ..compat import CompatRandom, check_compat
 from ..errors import BagelDataError, ConfigError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
+from ..sample import with_tensors
 from ..sharding import (
     INHERITED_PHASE,
     REMAINDER_PHASE,
@@ -232,9 +233,12 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
 
         Skipped rows are counted in `log`. Unlike `iter(dataset)`, this stops after the pass
         and ignores any restart plan or resume cursor: `bagel-data validate` walks the data
-        with it.
+        with it. Images are float tensors, as from `iter(dataset)`.
         """
-        return self._iter_phase(self.worker_shard() if shard is None else shard, pass_index, None, log)
+        for position, sample in self._iter_phase(
+            self.worker_shard() if shard is None else shard, pass_index, None, log
+        ):
+            yield position, with_tensors(sample)
 
     def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple) -> dict:
         sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)
@@ -263,13 +267,20 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         return row_key_at(self.worker_shard(), self.restart_plan, cursor)
 
     def sample_at(
-        self, cursor: tuple[int, ...], rng_state: dict | None = None, log: SkipLog | None = None
+        self,
+        cursor: tuple[int, ...],
+        rng_state: dict | None = None,
+        log: SkipLog | None = None,
+        pending: bool = False,
     ) -> dict | None:
         """Rebuild the sample at `cursor` exactly (same row, same random choices); None when
         that row no longer gives a sample (its skip is counted in `log`, a fresh one if None).
         In compat mode `rng_state` is the stream's state before that row (the sample's
-        `compat_rng_state`); the live stream is left as it was."""
-        log = self.new_skip_log() if log is None else log
+        `compat_rng_state`); the live stream is left as it was. `pending`: see `iter_samples`."""
+        sample = self._rebuild(cursor, rng_state, self.new_skip_log() if log is None else log)
+        return sample if sample is None or pending else with_tensors(sample)
+
+    def _rebuild(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
         if not self.compat:
             return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
         if rng_state is None:
@@ -299,10 +310,12 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """The first position to read when resuming just after `position`."""
         return [*position[:-1], position[-1] + 1]
 
-    def iter_samples(self, after: tuple[int, ...] | None = None, log: SkipLog | None = None):
+    def iter_samples(self, after: tuple[int, ...] | None = None, log: SkipLog | None = None, pending: bool = False):
         """Yield `(cursor, sample)` forever, starting just after cursor `after`.
 
-        Bad rows are counted in `log` (a fresh one when None).
+        Bad rows are counted in `log` (a fresh one when None). With `pending` (the packer's
+        path) images stay `PendingImage`s, converted straight into the batch; otherwise
+        `image_tensor_list` holds float `(C, H, W)` tensors.
         """
         shard = self.worker_shard()
         if log is None:
@@ -318,7 +331,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
             for position, sample in self._iter_phase(shard, phase, start, log):
                 log.ok()
                 produced += 1
-                yield (phase, *position), sample
+                yield (phase, *position), (sample if pending else with_tensors(sample))
             if start is None and phase >= 0 and not produced and log.total() == skipped:
                 raise self._empty_pass_error(shard)
             start = None

@@ -255,21 +255,21 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             options = instructions[step - 1]
             return options[int(rng.integers(len(options)))]
 
-        start_vae = vae(image(start))
+        start_vae = vae.prepare(image(start))
         builder.add_image("vae_image", start_vae, vae.stride, enable_cfg=True, loss=False)
-        builder.add_image("vit_image", vit(image(start)), vit.stride, enable_cfg=True, loss=False)
+        builder.add_image("vit_image", vit.prepare(image(start)), vit.stride, enable_cfg=True, loss=False)
         if merged:
             text = "".join(phrasing(step) + ". " for step in range(start + 1, end + 1))
             builder.add_text(encode(text.rstrip()), enable_cfg=True, loss=False)
-            builder.add_image("vae_image", vae(image(end)), vae.stride, enable_cfg=False, loss=True)
+            builder.add_image("vae_image", vae.prepare(image(end)), vae.stride, enable_cfg=False, loss=True)
             return builder
         for step in range(start + 1, end + 1):
             builder.add_text(encode(phrasing(step)), enable_cfg=True, loss=False)
-            step_vae = vae(image(step))
+            step_vae = vae.prepare(image(step))
             builder.add_image("vae_image", step_vae, vae.stride, enable_cfg=False, loss=True)
             if step != end:
                 builder.add_image("vae_image", step_vae, vae.stride, enable_cfg=True, loss=False)
-                builder.add_image("vit_image", vit(image(step)), vit.stride, enable_cfg=True, loss=False)
+                builder.add_image("vit_image", vit.prepare(image(step)), vit.stride, enable_cfg=True, loss=False)
         return builder
 
     @staticmethod

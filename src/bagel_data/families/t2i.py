@@ -139,5 +139,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         caption = captions[int(rng.integers(len(captions)))] if captions else " "
         builder = SampleBuilder()
         builder.add_text(self.tokenizer.encode(caption), enable_cfg=True, loss=False)
-        builder.add_image("vae_image", self.transform(image), self.transform.stride, enable_cfg=False, loss=True)
+        builder.add_image(
+            "vae_image", self.transform.prepare(image), self.transform.stride, enable_cfg=False, loss=True
+        )
         return builder

@@ -156,7 +156,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(images)} image(s){hint}"
             )
         builder = SampleBuilder()
-        tensors = [self.transform(image, img_num=len(images)) for image in images]
+        tensors = [self.transform.prepare(image, img_num=len(images)) for image in images]
         next_tensor = iter(tensors)
         elements = conversation_to_elements(row["conversations"], len(tensors))
         if self.compat:

@@ -21,6 +21,8 @@ import torch
 from PIL import Image
 
 from ..errors import ImageDecodeError, ImageTooLargeError
+from . import jpeg
+from .convert import PendingImage
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 # The reference raises Pillow's global bomb limit to 200 MP for the whole process; we apply
@@ -93,7 +95,8 @@ def decode_image(
                 from .fast_decode import decode_drafted, read_source
 
                 return decode_drafted(image, draft_size, pil_img2rgb, read_source(source))
-            return pil_img2rgb(image)
+            exact = jpeg.decode_exact(image, source)  # same pixels, less overhead (media/jpeg.py)
+            return exact if exact is not None else pil_img2rgb(image)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError("not an image format Pillow can identify") from None
     except (ImageTooLargeError, ImageDecodeError, FileNotFoundError, MemoryError):
@@ -129,14 +132,6 @@ class ResizeRule:
         return new_w, new_h
 
 
-def _normalize_table(mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
-    # (uint8 / 255 - mean) / std evaluated in float32 for all 256 values, per channel, so the
-    # per-pixel work is one table lookup and the result is bit-identical to doing the
-    # arithmetic on each pixel in float32.
-    levels = np.arange(256, dtype=np.float32) / np.float32(255)
-    return np.stack([(levels - np.float32(m)) / np.float32(s) for m, s in zip(mean, std)]).astype(np.float32)
-
-
 class ImageTransform:
     """Resize with `ResizeRule`, then to a normalized float32 CHW tensor.
 
@@ -159,7 +154,6 @@ class ImageTransform:
         self.stride = image_stride
         self.image_mean = tuple(image_mean)
         self.image_std = tuple(image_std)
-        self._table = _normalize_table(self.image_mean, self.image_std)
 
     def target_size(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
         return self.rule.target_size(width, height, img_num)
@@ -177,12 +171,18 @@ class ImageTransform:
             return image
         return image.resize(size, Image.Resampling.BICUBIC)
 
+    def pixels(self, image: Image.Image) -> np.ndarray:
+        """The `(H, W, 3)` uint8 RGB pixels of an (already resized) image."""
+        return np.asarray(image if image.mode == "RGB" else image.convert("RGB"), dtype=np.uint8)
+
+    def prepare(self, image: Image.Image, img_num: int = 1) -> PendingImage:
+        """Resize now, convert later: what the families hand to the packer, which writes
+        the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
+        return PendingImage(self.pixels(self.resize(image, img_num=img_num)), self.image_mean, self.image_std)
+
     def to_tensor(self, image: Image.Image) -> torch.Tensor:
-        pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
-        chw = np.empty((3, pixels.shape[0], pixels.shape[1]), dtype=np.float32)
-        for channel in range(3):
-            np.take(self._table[channel], pixels[:, :, channel], out=chw[channel])
-        return torch.from_numpy(chw)
+        """`(x / 255 - mean) / std` in float32, `(C, H, W)`: ToTensor + Normalize, bit for bit."""
+        return PendingImage(self.pixels(image), self.image_mean, self.image_std).tensor()
 
     def __call__(self, image: Image.Image, img_num: int = 1) -> torch.Tensor:
         return self.to_tensor(self.resize(image, img_num=img_num))

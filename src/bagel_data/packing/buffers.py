@@ -15,6 +15,13 @@ global setting:
   pool references is free.
 
 Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.zeros` is used.
+
+In a DataLoader worker the batch leaves through shared memory: torch's pickler copies every
+storage that is not shared yet into a new shared-memory segment. So there (`shared=True`,
+the default inside a worker) the large batch tensors (`padded_images`, `packed_vit_tokens`)
+are allocated in shared memory from the start and written once; sending them copies nothing.
+The pool is not used then: a sent buffer belongs to the receiver. benchmarks/NOTES.md has
+the measured cost of both ways.
 """
 
 from __future__ import annotations
@@ -43,6 +50,28 @@ def _view(mapping: mmap.mmap, shape: tuple[int, ...]) -> torch.Tensor:
     return torch.frombuffer(mapping, dtype=torch.float32, count=math.prod(shape)).view(shape)
 
 
+def in_worker() -> bool:
+    return torch.utils.data.get_worker_info() is not None
+
+
+def shared_float32(shape: tuple[int, ...]) -> torch.Tensor:
+    """A float32 tensor in a fresh shared-memory segment (zero-filled by the kernel)."""
+    nbytes = math.prod(shape) * 4
+    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+    if new_shared is None:  # not in this torch: share an empty buffer (one extra pass)
+        return torch.zeros(shape, dtype=torch.float32).share_memory_()
+    storage = new_shared(nbytes)
+    return torch.empty(0, dtype=torch.float32).set_(storage).view(shape)
+
+
+def empty_float32(shape: tuple[int, ...], shared: bool | None = None) -> torch.Tensor:
+    """A float32 tensor to be written in full: in shared memory when `shared` (None: when
+    running in a DataLoader worker)."""
+    if in_worker() if shared is None else shared:
+        return shared_float32(shape)
+    return torch.empty(shape, dtype=torch.float32)
+
+
 def zeroed_float32(shape: tuple[int, ...]) -> torch.Tensor:
     """A float32 tensor of zeros that owns its memory, backed by huge pages when large."""
     if not _CAN_ADVISE or math.prod(shape) * 4 < HUGE_PAGE_MIN_BYTES:
@@ -58,8 +87,9 @@ class PadBufferPool:
     largest pack's `padded_images`.
     """
 
-    def __init__(self, capacity: int = 2):
+    def __init__(self, capacity: int = 2, shared: bool | None = None):
         self.capacity = capacity
+        self.shared = shared  # None: in shared memory when running in a DataLoader worker
         self.mappings: list[mmap.mmap] = []
         self._idle_counts: list[int] = []  # each mapping's reference count when nothing uses it
 
@@ -69,6 +99,8 @@ class PadBufferPool:
     def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
         """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
         nbytes = math.prod(shape) * 4
+        if in_worker() if self.shared is None else self.shared:
+            return shared_float32(shape), True
         if not _CAN_ADVISE or nbytes < HUGE_PAGE_MIN_BYTES:
             return torch.zeros(shape, dtype=torch.float32), True
         free = [i for i in range(len(self.mappings)) if self._is_free(i)]

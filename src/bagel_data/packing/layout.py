@@ -7,13 +7,19 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..media.convert import PendingImage, PendingPatches
+
 
 def patchify(image: torch.Tensor, patch_size: int) -> torch.Tensor:
-    """`(C, H, W)` -> `(H/p * W/p, p*p*C)`, each patch ordered (row, column, channel)."""
+    """`(C, H, W)` -> `(H/p * W/p, p*p*C)`, each patch ordered (row, column, channel).
+
+    A `PendingImage` gives a `PendingPatches`, written later straight into the batch."""
     p = patch_size
     c, h, w = image.shape
     if h % p or w % p:
         raise ValueError(f"image of {h}x{w} is not a multiple of the patch size {p}")
+    if isinstance(image, PendingImage):
+        return PendingPatches(image, p)
     patches = image.reshape(c, h // p, p, w // p, p).permute(1, 3, 2, 4, 0)
     return patches.reshape(-1, p * p * c)
 

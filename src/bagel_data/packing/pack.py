@@ -18,7 +18,8 @@ import torch
 
 from ..compat import CompatRandom
 from ..errors import ConfigError
-from .buffers import PadBufferPool, zeroed_float32
+from ..media.convert import PendingImage, PendingPatches, write_chw
+from .buffers import PadBufferPool, empty_float32, zeroed_float32
 from .config import PackingConfig, SpecialTokens
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
 
@@ -245,12 +246,12 @@ class PackBuilder:
         else:
             batch["nested_attention_masks"] = self.nested_attention_masks
         if self.vae_images:
-            batch["padded_images"] = _pad_images(self.vae_images, self.pad_pool)
+            batch["padded_images"] = pad_images(self.vae_images, self.pad_pool)
             batch["patchified_vae_latent_shapes"] = list(self.latent_shapes)
             batch["packed_latent_position_ids"] = torch.cat(self.latent_position_ids)
             batch["packed_vae_token_indexes"] = self.vae_indexes.tensor()
         if self.vit_tokens:
-            batch["packed_vit_tokens"] = torch.cat(self.vit_tokens)
+            batch["packed_vit_tokens"] = stack_patches(self.vit_tokens, self.pad_pool)
             batch["packed_vit_position_ids"] = torch.cat(self.vit_position_ids)
             batch["packed_vit_token_indexes"] = self.vit_indexes.tensor()
             batch["vit_token_seqlens"] = torch.tensor(self.vit_seqlens, dtype=torch.int64)
@@ -265,8 +266,10 @@ class PackBuilder:
         return batch
 
 
-def _pad_images(images: list[torch.Tensor], pool: PadBufferPool | None = None) -> torch.Tensor:
-    """Stack images zero-padded (bottom/right) to the largest height and width."""
+def pad_images(images: list, pool: PadBufferPool | None = None) -> torch.Tensor:
+    """Stack images zero-padded (bottom/right) to the largest height and width.
+
+    A `PendingImage` is converted straight into its slot (`media/convert.py`)."""
     channels = max(image.shape[0] for image in images)
     height = max(image.shape[1] for image in images)
     width = max(image.shape[2] for image in images)
@@ -274,9 +277,24 @@ def _pad_images(images: list[torch.Tensor], pool: PadBufferPool | None = None) -
     padded, zeroed = pool.float32(shape) if pool is not None else (zeroed_float32(shape), True)
     for index, image in enumerate(images):
         c, h, w = image.shape
-        padded[index, :c, :h, :w] = image
+        if isinstance(image, PendingImage):
+            write_chw(padded[index, :c, :h, :w], image.pixels, image.mean, image.std)
+        else:
+            padded[index, :c, :h, :w] = image
         if not zeroed:  # a reused buffer: clear only what the image does not cover
             padded[index, :c, :h, w:] = 0
             padded[index, :c, h:, :] = 0
             padded[index, c:] = 0
     return padded
+
+
+def stack_patches(parts: list, pool: PadBufferPool | None = None) -> torch.Tensor:
+    """`torch.cat` of the images' patch rows; `PendingPatches` are converted in place there."""
+    width = parts[0].width if isinstance(parts[0], PendingPatches) else parts[0].shape[1]
+    out = empty_float32((sum(len(part) for part in parts), width), shared=pool.shared if pool is not None else None)
+    row = 0
+    for part in parts:
+        rows = out[row : row + len(part)]
+        part.write_into(rows) if isinstance(part, PendingPatches) else rows.copy_(part)
+        row += len(part)
+    return out

@@ -26,6 +26,7 @@ from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
 from ..checkpoint.state import Buffered, PackState, ResumeError, check_compatible
 from ..compat import CompatRandom, check_compat
 from ..errors import SkipLog, SkipReason
+from ..families.base import DistributedIterableDataset
 from ..sample import sample_length
 from ..sharding import WorkerTopology
 from ..sources import storage
@@ -316,7 +317,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         cfg = self.config
         choose = group_chooser(cfg.mix_by, self.grouped_weights, state.group_tokens, state.rng)
         sources = [
-            dataset.iter_samples(after=cursor, log=log)
+            _pending_samples(dataset, cursor, log)
             for dataset, cursor, log in zip(self.grouped_datasets, state.cursors, state.logs)
         ]
 
@@ -460,10 +461,24 @@ class PackedDataset(torch.utils.data.IterableDataset):
         before = log.total()
         dataset = self.grouped_datasets[item.group]
         rng_state = item.rng_state if self.compat else None
-        item.sample = dataset.sample_at(item.cursor, rng_state=rng_state, log=log)
+        item.sample = _pending_sample_at(dataset, item.cursor, rng_state, log)
         if item.sample is None and log.total() == before:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
         return item.sample is not None
+
+
+def _pending_samples(dataset, cursor, log):
+    """The group's samples with images left as `PendingImage`s when it can (the families
+    can): the packer converts them straight into the batch (`media/convert.py`)."""
+    if isinstance(dataset, DistributedIterableDataset):
+        return dataset.iter_samples(after=cursor, log=log, pending=True)
+    return dataset.iter_samples(after=cursor, log=log)
+
+
+def _pending_sample_at(dataset, cursor, rng_state, log):
+    if isinstance(dataset, DistributedIterableDataset):
+        return dataset.sample_at(cursor, rng_state=rng_state, log=log, pending=True)
+    return dataset.sample_at(cursor, rng_state=rng_state, log=log)
 
 
 _GLOBAL_SEED_TAG = 0x6105

@@ -1,0 +1,122 @@
+"""Physical reference points of the benchmark, and the same-run baseline of the old path.
+
+* `write_bandwidth`: this machine's single-thread memory write bandwidth (a `fill_` of a
+  buffer far larger than the caches), to price writing the floor's float32 bytes once;
+* `measure_transfer`: what moving each batch to shared memory costs (torch's pickler does
+  it for every storage not already shared when a DataLoader worker sends a batch), with the
+  batch tensors allocated as in the main process (pooled, copied at send time) and as in a
+  worker (in shared memory from the start);
+* `previous_path`: the pipeline as it was before `media/convert.py` and `media/jpeg.py`:
+  Pillow decode, floats made in the family through a lookup table, then copied into
+  `padded_images` and patchified, for a same-run ratio.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ..batch import collate_wrapper
+from ..media import jpeg
+from ..media.images import ImageTransform
+from ..packing import buffers
+from .floor import Patcher
+
+_now = time.perf_counter
+
+
+def write_bandwidth(megabytes: int = 512, rounds: int = 5) -> dict:
+    """Bytes per second of one thread writing float32 into already-touched memory, best of `rounds`."""
+    block = torch.empty(megabytes << 18, dtype=torch.float32)
+    block.fill_(0.0)  # touch every page first: the fill below measures writes, not page faults
+    best = float("inf")
+    for _ in range(rounds):
+        start = _now()
+        block.fill_(1.0)
+        best = min(best, _now() - start)
+    del block
+    return {"megabytes": megabytes, "seconds": best, "bytes_per_second": (megabytes << 20) / best}
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+    elif hasattr(value, "__dict__"):
+        yield from _tensors(vars(value))
+
+
+def measure_transfer(make_dataset, batches: int) -> dict:
+    """Per mode (`copied_at_send`: as built in one process; `shared_at_birth`: as built in a
+    DataLoader worker): seconds to build `batches` collated packs, and seconds to move every
+    tensor of them to shared memory (what sending them to the main process costs)."""
+    result = {}
+    for mode, shared in (("copied_at_send", False), ("shared_at_birth", True)):
+        with Patcher() as patcher:
+            patcher.wrap(buffers, "in_worker", lambda fn, shared=shared: lambda: shared)
+            collate, build_s, share_s, nbytes = collate_wrapper(), 0.0, 0.0, 0
+            iterator = iter(make_dataset())
+            for _ in range(batches):
+                start = _now()
+                batch = collate([next(iterator)])
+                middle = _now()
+                for tensor in _tensors(batch):
+                    nbytes += tensor.untyped_storage().nbytes()
+                    tensor.share_memory_()  # a no-op for storages already in shared memory
+                build_s, share_s = build_s + middle - start, share_s + _now() - middle
+                del batch
+            iterator.close()
+        result[mode] = {"build_seconds": build_s, "share_seconds": share_s, "bytes": nbytes,
+                        "total_seconds": build_s + share_s}  # fmt: skip
+    return result
+
+
+def _lookup_table_tensor(transform: ImageTransform, image: Image.Image) -> torch.Tensor:
+    """The conversion before media/convert.py: a float32 table per channel, gathered with numpy."""
+    levels = np.arange(256, dtype=np.float32) / np.float32(255)
+    table = [(levels - np.float32(m)) / np.float32(s) for m, s in zip(transform.image_mean, transform.image_std)]
+    pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    chw = np.empty((3, pixels.shape[0], pixels.shape[1]), dtype=np.float32)
+    for channel in range(3):
+        np.take(table[channel], pixels[:, :, channel], out=chw[channel])
+    return torch.from_numpy(chw)
+
+
+def previous_path() -> Patcher:
+    """Baseline: Pillow decode, float tensors made in the family (lookup table), then padded /
+    patchified copies in the packer, as before media/convert.py and media/jpeg.py."""
+    patcher = Patcher()
+    patcher.wrap(jpeg, "decode_exact", lambda fn: lambda *args: None)
+    patcher.wrap(ImageTransform, "to_tensor", lambda fn: _lookup_table_tensor)
+    patcher.wrap(ImageTransform, "prepare", lambda fn: lambda self, image, img_num=1: self(image, img_num=img_num))
+    return patcher
+
+
+def same_batches(make_dataset, batches: int) -> bool:
+    """Whether the first `batches` packs are bit-identical (every tensor, every other field)
+    built now and built through `previous_path`."""
+    runs = []
+    for patcher in (Patcher(), previous_path()):
+        with patcher:
+            iterator = iter(make_dataset())
+            runs.append([next(iterator) for _ in range(batches)])
+            iterator.close()
+    return all(_equal(a, b) for a, b in zip(*runs))
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return a == b

@@ -1,0 +1,98 @@
+"""The fused uint8 -> float32 writers are bit-identical to ToTensor + Normalize."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from bagel_data.media.convert import PendingImage, materialize, write_chw, write_patches
+from bagel_data.media.images import ImageTransform
+from bagel_data.packing.buffers import PadBufferPool
+from bagel_data.packing.layout import patchify
+from bagel_data.packing.pack import pad_images, stack_patches
+
+MEANS_STDS = [
+    ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+    ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),  # ImageNet: per-channel, not exact in binary
+    ((0.0, 0.1, 1.0 / 3.0), (1.0, 0.3, 0.7)),
+]
+
+
+def reference(pixels: np.ndarray, mean, std) -> np.ndarray:
+    """ToTensor + Normalize spelled out in numpy float32: x / 255, then - mean, then / std."""
+    chw = np.transpose(pixels, (2, 0, 1)).astype(np.float32) / np.float32(255)
+    return (chw - np.asarray(mean, np.float32)[:, None, None]) / np.asarray(std, np.float32)[:, None, None]
+
+
+def every_level(height: int, width: int, seed: int = 0) -> np.ndarray:
+    """Pixels holding each of the 256 levels in every channel, at shuffled positions."""
+    rng = np.random.default_rng(seed)
+    values = np.resize(np.arange(256, dtype=np.uint8), height * width * 3)
+    return rng.permutation(values).reshape(height, width, 3)
+
+
+@pytest.mark.parametrize("mean,std", MEANS_STDS)
+@pytest.mark.parametrize("size", [(28, 42), (70, 1001), (700, 14)])
+def test_write_chw_is_bit_identical(mean, std, size):
+    pixels = every_level(*size)
+    out = torch.full((3, *size), float("nan"))
+    write_chw(out, pixels, mean, std)
+    assert np.array_equal(out.numpy(), reference(pixels, mean, std))
+
+
+@pytest.mark.parametrize("mean,std", MEANS_STDS)
+def test_write_patches_is_patchify_of_the_reference(mean, std):
+    pixels = every_level(14 * 5, 14 * 93)
+    out = torch.full((5 * 93, 14 * 14 * 3), float("nan"))
+    write_patches(out, pixels, 14, mean, std)
+    expected = patchify(torch.from_numpy(reference(pixels, mean, std)), 14)
+    assert torch.equal(out, expected)
+
+
+def test_transform_call_and_prepare_agree_with_the_reference():
+    transform = ImageTransform(64, 16, 16, image_mean=MEANS_STDS[1][0], image_std=MEANS_STDS[1][1])
+    image = Image.fromarray(every_level(50, 70))
+    tensor = transform(image)
+    pending = transform.prepare(image)
+    resized = np.asarray(image.resize((64, 48), Image.Resampling.BICUBIC))
+    assert pending.shape == tuple(tensor.shape) == (3, 48, 64)
+    assert np.array_equal(tensor.numpy(), reference(resized, *MEANS_STDS[1]))
+    assert torch.equal(pending.tensor(), tensor)
+
+
+def test_materialize_converts_once_per_object():
+    pending = PendingImage(every_level(4, 6), (0.5,) * 3, (0.5,) * 3)
+    plain = torch.zeros(3, 2, 2)
+    a, b, c = materialize([pending, plain, pending])
+    assert a is c and b is plain and torch.equal(a, torch.from_numpy(reference(pending.pixels, (0.5,) * 3, (0.5,) * 3)))
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_pad_images_writes_pending_images_into_their_slots(reuse):
+    pool = PadBufferPool(shared=False)
+    images = [PendingImage(every_level(h, w, seed=h), *MEANS_STDS[1]) for h, w in [(600, 1200), (1400, 900)]]
+    tensors = [image.tensor() for image in images]
+    if reuse:  # dirty a pooled buffer first, then release it
+        first = pad_images(tensors[::-1], pool)
+        first.fill_(7.0)
+        del first
+    padded = pad_images(images, pool)
+    assert padded.shape == (2, 3, 1400, 1200)
+    assert torch.equal(padded[0, :, :600, :1200], tensors[0]) and torch.equal(padded[1, :, :, :900], tensors[1])
+    assert not padded[0, :, 600:].any() and not padded[1, :, :, 900:].any()
+
+
+def test_stack_patches_mixes_pending_and_tensors_in_order():
+    images = [PendingImage(every_level(28, 42, seed=s), (0.5,) * 3, (0.5,) * 3) for s in range(2)]
+    parts = [patchify(images[0], 14), patchify(images[1].tensor(), 14)]
+    for shared in (False, True):
+        out = stack_patches(parts, PadBufferPool(shared=shared))
+        assert out.is_shared() == shared
+        assert torch.equal(out, torch.cat([patchify(image.tensor(), 14) for image in images]))
+
+
+def test_shared_pool_allocates_shared_zeroed_memory():
+    padded, zeroed = PadBufferPool(shared=True).float32((2, 3, 1024, 1024))
+    assert zeroed and padded.is_shared() and not padded.any()
