@@ -100,6 +100,9 @@ class _Drop(Exception):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
 
+    def __reduce__(self):  # rows travel pickled to the workers of `--engine ray`
+        return (_Drop, (self.reason, self.detail))
+
 
 # -- images ------------------------------------------------------------------------------
 def _check_format(reencode: str | None) -> str | None:
@@ -118,12 +121,20 @@ def _image_bytes(path: Path, reencode: str | None = None, max_side: int | None =
         raise _Drop(DropReason.IMAGE_MISSING, f"{path} does not exist")
     try:
         data = path.read_bytes()
+    except OSError as exc:
+        raise _Drop(DropReason.IMAGE_UNREADABLE, f"{path}: {exc}") from None
+    return _stored_image(data, str(path), reencode, max_side)
+
+
+def _stored_image(data: bytes, where: str, reencode: str | None = None, max_side: int | None = None) -> bytes:
+    """`data` as it will be stored: as it is unless a new size or format is asked."""
+    try:
         # Decoding fully, with the reader's own function, catches truncated files too.
         image = decode_image(data)
         with Image.open(io.BytesIO(data)) as probe:
             original_format = probe.format
     except (ImageDecodeError, ImageTooLargeError, OSError) as exc:
-        raise _Drop(DropReason.IMAGE_UNREADABLE, f"{path}: {exc}") from None
+        raise _Drop(DropReason.IMAGE_UNREADABLE, f"{where}: {exc}") from None
     scale = max_side / max(image.size) if max_side else 1.0
     if reencode is None and scale >= 1.0:
         return data

@@ -63,6 +63,20 @@ def _manifest_captions(row: object, image_root: Path) -> tuple[Path, list[str]]:
     return image_root / row["path"], captions
 
 
+def _numbered_captions(captions: list[str]) -> str:
+    if not captions:
+        raise _Drop(DropReason.NO_CAPTION, "no caption text found for this image")
+    numbered = {f"caption_{i}": text for i, text in enumerate(dict.fromkeys(captions), 1)}
+    return json.dumps(numbered, ensure_ascii=False)
+
+
+def _t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_side: int | None) -> dict:
+    """One output row from a folder row `(image path, captions)` or a manifest row."""
+    path, captions = row if from_folder else _manifest_captions(row, root)
+    text = _numbered_captions(captions)
+    return {"image": _image_bytes(path, fmt, max_side), "captions": text}
+
+
 def prepare_t2i(
     source: str | Path,
     out_dir: str | Path,
@@ -96,11 +110,7 @@ def prepare_t2i(
     writer = _ShardWriter(_prepare_out_dir(Path(out_dir), overwrite), T2I_SCHEMA, rows_per_group, rows_per_shard)
 
     def handle(location: str, row: object) -> None:
-        path, captions = row if from_folder else _manifest_captions(row, root)
-        if not captions:
-            raise _Drop(DropReason.NO_CAPTION, "no caption text found for this image")
-        numbered = {f"caption_{i}": text for i, text in enumerate(dict.fromkeys(captions), 1)}
-        writer.add({"image": _image_bytes(path, fmt, max_side), "captions": json.dumps(numbered, ensure_ascii=False)})
+        writer.add(_t2i_row(row, from_folder, root, fmt, max_side))
 
     try:
         written = _each_row(rows, handle, notes, progress)
