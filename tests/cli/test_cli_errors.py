@@ -96,7 +96,7 @@ def test_prepare_unexpected_error(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("images")
 
-    monkeypatch.setattr(cli_tools, "prepare_vlm", broken)
+    monkeypatch.setattr(cli_tools, "prepare_sharded", broken)
     source = tmp_path / "rows.json"
     source.write_text("[]")
     result = runner.invoke(app, ["prepare", "vlm", str(source), str(tmp_path / "out.jsonl"), "--image-root", "."])

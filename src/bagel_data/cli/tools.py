@@ -22,7 +22,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ..tools.prepare import PrepareReport, prepare_edit, prepare_interleaved, prepare_t2i, prepare_vlm
+from ..tools.prepare import PrepareReport
+from ..tools.prepare.sharded import prepare_sharded
 from .errors import ClearingProgress, guarded
 
 prepare_app = typer.Typer(
@@ -33,6 +34,13 @@ _SHOWN_ROWS = 20
 
 ReportOption = Annotated[Path | None, typer.Option(help="Also write the full report (every dropped row) as JSON.")]
 OverwriteOption = Annotated[bool, typer.Option(help="Replace parquet files already in OUT_DIR.")]
+EngineOption = Annotated[
+    str,
+    typer.Option(help="local (this process) or ray (Ray Data; needs `pip install bagel-data[ray]`). A rerun resumes."),
+]
+AddressOption = Annotated[str | None, typer.Option(help="With --engine ray: a running cluster (default: start one).")]
+ResumeOption = Annotated[bool, typer.Option(help="Finish an interrupted run into OUT: skip the shards it wrote.")]
+NumCpusOption = Annotated[int | None, typer.Option(help="With --engine ray: CPUs of the local cluster (default: all).")]
 
 
 def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], PrepareReport]) -> PrepareReport:
@@ -81,13 +89,21 @@ def t2i_command(
     image_root: Annotated[Path | None, typer.Option(help="Base of manifest paths (default: its folder).")] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
-    """Text-to-image parquet shards: columns image (bytes) and captions (JSON object)."""
+    """Text-to-image parquet shards: columns image (bytes) and captions (JSON object).
+
+    SOURCE may also be a WebDataset / img2dataset .tar shard, or a folder of them.
+    """
     result = _run_with_progress(
         "t2i",
-        lambda progress: prepare_t2i(
-            source, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard, reencode=reencode,
+        lambda progress: prepare_sharded(
+            "t2i", source, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard, reencode=reencode,
             max_side=max_side, image_root=image_root, overwrite=overwrite, progress=progress,
+            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
         ),
     )  # fmt: skip
     _print_report(result, report)
@@ -107,13 +123,18 @@ def edit_command(
     ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
     """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
     result = _run_with_progress(
         "edit",
-        lambda progress: prepare_edit(
-            manifest, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
+        lambda progress: prepare_sharded(
+            "edit", manifest, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
             image_root=image_root, overwrite=overwrite, progress=progress, data_dir=data_dir,
+            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
         ),
     )  # fmt: skip
     _print_report(result, report)
@@ -126,11 +147,19 @@ def vlm_command(
     out_jsonl: Annotated[Path, typer.Argument(help="The SFT JSONL to write.")],
     image_root: Annotated[Path, typer.Option(help="Folder the image/video paths are relative to.")],
     report: ReportOption = None,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
     result = _run_with_progress(
-        "vlm", lambda progress: prepare_vlm(source, out_jsonl, image_root=image_root, progress=progress)
-    )
+        "vlm",
+        lambda progress: prepare_sharded(
+            "vlm", source, out_jsonl, image_root=image_root, progress=progress,
+            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
+        ),
+    )  # fmt: skip
     _print_report(result, report)
 
 
@@ -144,13 +173,18 @@ def interleaved_command(
     rows_per_shard: Annotated[int, typer.Option(help="Documents per parquet file.")] = 1024,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
     """Interleaved parquet shards (one `segments` column) plus parquet_info.json and run.yaml."""
     result = _run_with_progress(
         "interleaved",
-        lambda progress: prepare_interleaved(
-            docs, out_dir, image_root=image_root, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
-            overwrite=overwrite, progress=progress,
+        lambda progress: prepare_sharded(
+            "interleaved", docs, out_dir, image_root=image_root, rows_per_group=rows_per_group,
+            rows_per_shard=rows_per_shard, overwrite=overwrite, progress=progress,
+            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
         ),
     )  # fmt: skip
     _print_report(result, report)

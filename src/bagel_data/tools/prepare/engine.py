@@ -5,7 +5,8 @@ The input rows are cut into batches of `rows_per_shard` input rows; batch `k` be
 The local engine maps it serially, the Ray engine on Ray Data; both hand the results back in
 order to the same writer, so the files are the same byte for byte. A shard is finished when
 its marker `.prepare-state/part-k.done` (written after the file, holding the shard's drop
-notes) exists: a rerun of the same job skips finished shards and redoes the others.
+notes) exists: a rerun of the same job with `resume` skips finished shards and redoes the
+others.
 """
 
 from __future__ import annotations
@@ -104,11 +105,19 @@ def mapper(engine: str, address: str | None, num_cpus: int | None):
 class ShardFolder:
     """The `part-k` files of one job in `folder`, with a marker per finished shard."""
 
-    def __init__(self, folder: Path, job: ShardJob, num_shards: int, overwrite: bool):
+    def __init__(self, folder: Path, job: ShardJob, num_shards: int, overwrite: bool, resume: bool = False):
         self.folder, self.job, self.num_shards = Path(folder), job, num_shards
         self.state = self.folder / STATE_DIR
         fingerprint = {**job.fingerprint, "num_shards": num_shards, "suffix": job.suffix}
         saved = self._saved_fingerprint()
+        if saved is not None and not (overwrite or resume):
+            done = sum(self.marker(index).exists() for index in range(num_shards))
+            raise ConfigError(
+                "out_dir",
+                str(self.folder),
+                f"already holds a run ({done} shard(s) finished); "
+                "use resume=True (--resume) to finish it, or overwrite=True (--overwrite) to start over",
+            )
         if overwrite or saved is None:
             if overwrite:
                 shutil.rmtree(self.state, ignore_errors=True)
@@ -121,8 +130,8 @@ class ShardFolder:
             raise ConfigError(
                 "out_dir",
                 str(self.folder),
-                "holds a run of another job (other input or options); "
-                "use the same command to resume it, or --overwrite to start over",
+                "holds a run of another job (other input or options), so it cannot be resumed; "
+                "use overwrite=True (--overwrite) to start over",
             )
         for index in range(num_shards):  # a file without its marker was cut short: redo it
             if not self.marker(index).exists():
@@ -179,6 +188,7 @@ def run_shards(
     address: str | None = None,
     num_cpus: int | None = None,
     overwrite: bool = False,
+    resume: bool = False,
     progress: Progress | None = None,
 ) -> tuple[PrepareReport, ShardFolder]:
     """Convert every shard of `rows` not finished yet on `engine` and write it to `folder`."""
@@ -186,7 +196,7 @@ def run_shards(
         raise ConfigError("rows_per_shard", rows_per_shard, "must be a positive number of rows")
     map_shards = mapper(engine, address, num_cpus)
     batches = [rows[start : start + rows_per_shard] for start in range(0, len(rows), rows_per_shard)]
-    shards = ShardFolder(folder, job, len(batches), overwrite)
+    shards = ShardFolder(folder, job, len(batches), overwrite, resume)
     results: dict[int, ShardResult] = {}
     for index in range(len(batches)):
         if (done := shards.finished(index)) is not None:

@@ -46,13 +46,15 @@ def prepare_sharded(
     address: str | None = None,
     num_cpus: int | None = None,
     overwrite: bool = False,
+    resume: bool = False,
     progress: Progress | None = None,
     **options,
 ) -> PrepareReport:
     """Run `prepare_<kind>` (same arguments as `options`) on `engine`, shard by shard.
 
     `engine="ray"` maps the shards on Ray Data: a local cluster of `num_cpus` CPUs, or the
-    running one at `address`. A rerun of the same command skips the shards already written.
+    running one at `address`. With `resume`, a rerun of the same command into the same
+    folder skips the shards already written (a crashed or interrupted run).
     """
     plans = {"t2i": _t2i, "edit": _edit, "vlm": _vlm, "interleaved": _interleaved}
     if kind not in plans:
@@ -60,7 +62,7 @@ def prepare_sharded(
     plan = plans[kind](Path(source), Path(out), **options)
     report, _ = run_shards(
         plan.job, plan.rows, plan.folder, rows_per_shard=plan.rows_per_shard, engine=engine, address=address,
-        num_cpus=num_cpus, overwrite=overwrite, progress=progress,
+        num_cpus=num_cpus, overwrite=overwrite, resume=resume, progress=progress,
     )  # fmt: skip
     return plan.finish(report)
 
