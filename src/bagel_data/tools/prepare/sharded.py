@@ -56,7 +56,7 @@ def prepare_sharded(
     running one at `address`. With `resume`, a rerun of the same command into the same
     folder skips the shards already written (a crashed or interrupted run).
     """
-    plans = {"t2i": _t2i, "edit": _edit, "vlm": _vlm, "interleaved": _interleaved}
+    plans: dict[str, Callable[..., _Plan]] = {"t2i": _t2i, "edit": _edit, "vlm": _vlm, "interleaved": _interleaved}
     if kind not in plans:
         raise ConfigError("kind", kind, f"use one of {', '.join(KINDS)}")
     plan = plans[kind](Path(source), Path(out), **options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from ...errors import ConfigError
 from .common import (
@@ -72,7 +73,8 @@ def _numbered_captions(captions: list[str]) -> str:
 
 def _t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_side: int | None) -> dict:
     """One output row from a folder row `(image path, captions)` or a manifest row."""
-    path, captions = row if from_folder else _manifest_captions(row, root)
+    pair = row if from_folder else _manifest_captions(row, root)
+    path, captions = cast("tuple[Path, list[str]]", pair)
     text = _numbered_captions(captions)
     return {"image": _image_bytes(path, fmt, max_side), "captions": text}
 
