@@ -5,7 +5,8 @@
 Generates `--images` JPEGs with captions, then runs each configuration in a fresh process,
 the configurations interleaved round by round (the machine may be shared: take the best of
 the rounds). Peak memory is the largest sum of RSS over the process and all its
-descendants (Ray's raylet, GCS and workers included), sampled every 50 ms from /proc.
+descendants (Ray's raylet, GCS and workers included), sampled every 50 ms from /proc by the
+parent process.
 Ray's fixed cost is `ray.init`, the first job (2 shards of 8 images: workers and Ray Data
 start) and `ray.shutdown`.
 """
@@ -19,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -59,19 +59,28 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
+def _measured(command: list[str]) -> dict:
+    """Run one configuration in a child process, sampling the RSS of its process tree from
+    here (a sampling thread inside the child would take the GIL from the local engine)."""
+    with tempfile.TemporaryFile("w+") as out:
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, text=True)
+        peak = 0
+        while child.poll() is None:
+            peak = max(peak, _tree_rss(child.pid))
+            time.sleep(0.05)
+        if child.returncode:
+            raise SystemExit(f"{command} failed with exit code {child.returncode}")
+        out.seek(0)
+        result = json.loads(out.read().strip().splitlines()[-1])
+    result["peak_rss_mb"] = peak / 2**20
+    return result
+
+
 def run_one(config: str, raw: Path, out: Path, shard: int, max_side: int) -> dict:
     """One configuration in this process: times and the peak memory of the process tree."""
     from bagel_data.tools.prepare.sharded import prepare_sharded
 
     engine, cpus = CONFIGS[config]
-    peak, stop = [0], threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _tree_rss(os.getpid()))
-            time.sleep(0.05)
-
-    threading.Thread(target=sample, daemon=True).start()
     result: dict = {"config": config}
     if engine == "ray":
         import ray
@@ -99,8 +108,7 @@ def run_one(config: str, raw: Path, out: Path, shard: int, max_side: int) -> dic
         result["ray_shutdown_s"] = time.perf_counter() - start
     fixed = sum(result.get(key, 0) for key in ("ray_init_s", "ray_first_job_s", "ray_shutdown_s"))
     result["end_to_end_rows_per_s"] = report.rows_written / (result["convert_s"] + fixed)
-    stop.set()
-    result.update(rows=report.rows_written, peak_rss_mb=peak[0] / 2**20)
+    result["rows"] = report.rows_written
     result["rows_per_s"] = report.rows_written / result["convert_s"]
     return result
 
@@ -127,9 +135,9 @@ def main() -> None:
         for config in args.configs.split(","):
             command = [sys.executable, __file__, "--one", config, "--work", str(work),
                        "--rows-per-shard", str(args.rows_per_shard), "--max-side", str(args.max_side)]  # fmt: skip
-            line = subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-            results.setdefault(config, []).append(json.loads(line))
-            print(f"round {round_}: {line}", flush=True)
+            result = _measured(command)
+            results.setdefault(config, []).append(result)
+            print(f"round {round_}: {json.dumps(result)}", flush=True)
     print("\nbest of", args.rounds, "rounds (rows/s on a started cluster; end to end: with Ray's fixed costs):")
     for config, runs in results.items():
         best = max(runs, key=lambda run: run["rows_per_s"])

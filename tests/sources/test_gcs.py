@@ -69,7 +69,11 @@ def gcs_endpoint():
         yield host
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def _options(host: str) -> dict:
