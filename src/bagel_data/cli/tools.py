@@ -36,7 +36,7 @@ ReportOption = Annotated[Path | None, typer.Option(help="Also write the full rep
 OverwriteOption = Annotated[bool, typer.Option(help="Replace parquet files already in OUT_DIR.")]
 EngineOption = Annotated[
     str,
-    typer.Option(help="local (this process) or ray (Ray Data; needs `pip install bagel-data[ray]`). A rerun resumes."),
+    typer.Option(help=r"local (this process) or ray (Ray Data; the extra: pip install 'bagel-data\[ray]')."),
 ]
 AddressOption = Annotated[str | None, typer.Option(help="With --engine ray: a running cluster (default: start one).")]
 ResumeOption = Annotated[bool, typer.Option(help="Finish an interrupted run into OUT: skip the shards it wrote.")]
