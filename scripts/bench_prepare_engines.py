@@ -28,13 +28,13 @@ import numpy as np
 CONFIGS = {"local": ("local", None), "ray-1cpu": ("ray", 1), "ray-2cpu": ("ray", 2)}
 
 
-def generate(root: Path, count: int) -> None:
+def generate(root: Path, count: int, width: int, height: int) -> None:
     from bagel_data.synthetic.images import encode_image, photo_like_image
 
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     for index in range(count):
-        (root / f"{index:06d}.jpg").write_bytes(encode_image(photo_like_image(rng, 384, 256), "JPEG"))
+        (root / f"{index:06d}.jpg").write_bytes(encode_image(photo_like_image(rng, width, height), "JPEG"))
         (root / f"{index:06d}.txt").write_text(f"a generated photo number {index}\n")
 
 
@@ -118,7 +118,8 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows-per-shard", type=int, default=250)
-    parser.add_argument("--max-side", type=int, default=128)
+    parser.add_argument("--max-side", type=int, default=128, help="rows are downscaled to this and re-encoded")
+    parser.add_argument("--size", default="384x256", help="generated images, WIDTHxHEIGHT")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one configuration
     parser.add_argument("--work", type=Path, default=None)
@@ -129,7 +130,7 @@ def main() -> None:
         return
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_prepare_"))
     if not (work / "raw").exists():
-        generate(work / "raw", args.images)
+        generate(work / "raw", args.images, *map(int, args.size.split("x")))
     results: dict[str, list[dict]] = {}
     for round_ in range(args.rounds):
         for config in args.configs.split(","):
