@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo lint test bench mutate clean
+.PHONY: install demo lint test test-ray bench mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,11 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The Ray engine of `prepare` (tests/tools/test_prepare_ray.py, skipped without the extra).
+test-ray: $(STAMP)
+	$(BIN)/pip install -q -e '.[ray]'
+	$(BIN)/python -m pytest -q tests/tools/test_prepare_ray.py tests/tools/test_prepare_engine.py
 
 bench: $(STAMP)
 	$(BIN)/bagel-data bench

@@ -15,7 +15,7 @@ from helpers.golden import absolute_dataset_info, load_case
 
 runner = CliRunner()
 run_module = importlib.import_module("bagel_data.tools.run")
-prepare_module = importlib.import_module("bagel_data.tools.prepare")
+sharded_module = importlib.import_module("bagel_data.tools.prepare.sharded")
 
 
 @pytest.fixture()
@@ -98,7 +98,7 @@ def test_prepare_unexpected_error(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("images")
 
-    monkeypatch.setattr(prepare_module, "prepare_vlm", broken)  # the command imports it on use
+    monkeypatch.setattr(sharded_module, "prepare_sharded", broken)  # the command imports it on use
     source = tmp_path / "rows.json"
     source.write_text("[]")
     result = runner.invoke(app, ["prepare", "vlm", str(source), str(tmp_path / "out.jsonl"), "--image-root", "."])

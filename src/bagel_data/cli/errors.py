@@ -17,6 +17,7 @@ from typing import NoReturn
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 
 from ..errors import BagelDataError
@@ -32,11 +33,14 @@ def set_debug(on: bool) -> None:
 
 
 def short_message(error: BaseException) -> str:
-    """The error's own line; a DataLoader worker's re-raise keeps only its last line."""
+    """The error's own line; a DataLoader worker's re-raise keeps only its last line.
+
+    Escaped for rich, which would take `[ray]` in `bagel-data[ray]` for markup.
+    """
     message = str(error).strip()
     if "Original Traceback" in message:
         message = message.splitlines()[-1].split(": ", 1)[-1]
-    return message or type(error).__name__
+    return escape(message or type(error).__name__)
 
 
 def fail(error: BaseException, console: Console | None = None) -> NoReturn:

@@ -44,6 +44,13 @@ _SHOWN_ROWS = 20
 
 ReportOption = Annotated[Path | None, typer.Option(help="Also write the full report (every dropped row) as JSON.")]
 OverwriteOption = Annotated[bool, typer.Option(help="Replace parquet files already in OUT_DIR.")]
+EngineOption = Annotated[
+    str,
+    typer.Option(help=r"local (this process) or ray (Ray Data; the extra: pip install 'bagel-data\[ray]')."),
+]
+AddressOption = Annotated[str | None, typer.Option(help="With --engine ray: a running cluster (default: start one).")]
+ResumeOption = Annotated[bool, typer.Option(help="Finish an interrupted run into OUT: skip the shards it wrote.")]
+NumCpusOption = Annotated[int | None, typer.Option(help="With --engine ray: CPUs of the local cluster (default: all).")]
 
 
 def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], PrepareReport]) -> PrepareReport:
@@ -97,15 +104,23 @@ def t2i_command(
     image_root: Annotated[Path | None, typer.Option(help="Base of manifest paths (default: its folder).")] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
-    """Text-to-image parquet shards: columns image (bytes) and captions (JSON object)."""
-    from ..tools.prepare import prepare_t2i
+    """Text-to-image parquet shards: columns image (bytes) and captions (JSON object).
+
+    SOURCE may also be a WebDataset / img2dataset .tar shard, or a folder of them.
+    """
+    from ..tools.prepare.sharded import prepare_sharded
 
     result = _run_with_progress(
         "t2i",
-        lambda progress: prepare_t2i(
-            source, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard, reencode=reencode,
+        lambda progress: prepare_sharded(
+            "t2i", source, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard, reencode=reencode,
             max_side=max_side, image_root=image_root, overwrite=overwrite, progress=progress,
+            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
         ),
     )  # fmt: skip
     _print_report(result, report)
@@ -125,15 +140,20 @@ def edit_command(
     ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
     """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
-    from ..tools.prepare import prepare_edit
+    from ..tools.prepare.sharded import prepare_sharded
 
     result = _run_with_progress(
         "edit",
-        lambda progress: prepare_edit(
-            manifest, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
+        lambda progress: prepare_sharded(
+            "edit", manifest, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
             image_root=image_root, overwrite=overwrite, progress=progress, data_dir=data_dir,
+            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
         ),
     )  # fmt: skip
     _print_report(result, report)
@@ -149,16 +169,21 @@ def vlm_command(
     decode_check: Annotated[
         bool, typer.Option(help="Decode every image and drop those that fail (--no-decode-check: faster).")
     ] = True,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
-    from ..tools.prepare import prepare_vlm
+    from ..tools.prepare.sharded import prepare_sharded
 
     result = _run_with_progress(
         "vlm",
-        lambda progress: prepare_vlm(
-            source, out_jsonl, image_root=image_root, progress=progress, decode_check=decode_check
+        lambda progress: prepare_sharded(
+            "vlm", source, out_jsonl, image_root=image_root, progress=progress,
+            decode_check=decode_check, resume=resume, engine=engine, address=address, num_cpus=num_cpus,
         ),
-    )
+    )  # fmt: skip
     _print_report(result, report)
 
 
@@ -172,15 +197,20 @@ def interleaved_command(
     rows_per_shard: Annotated[int, typer.Option(help="Documents per parquet file.")] = 1024,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
+    resume: ResumeOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+    num_cpus: NumCpusOption = None,
 ) -> None:
     """Interleaved parquet shards (one `segments` column) plus parquet_info.json and run.yaml."""
-    from ..tools.prepare import prepare_interleaved
+    from ..tools.prepare.sharded import prepare_sharded
 
     result = _run_with_progress(
         "interleaved",
-        lambda progress: prepare_interleaved(
-            docs, out_dir, image_root=image_root, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
-            overwrite=overwrite, progress=progress,
+        lambda progress: prepare_sharded(
+            "interleaved", docs, out_dir, image_root=image_root, rows_per_group=rows_per_group,
+            rows_per_shard=rows_per_shard, overwrite=overwrite, progress=progress,
+            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
         ),
     )  # fmt: skip
     _print_report(result, report)

@@ -120,6 +120,9 @@ class RowDropped(BagelDataError):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
 
+    def __reduce__(self):  # rows travel pickled to the workers of `--engine ray`
+        return (RowDropped, (self.reason, self.detail))
+
 
 # -- images ------------------------------------------------------------------------------
 _ROOT_HINT = " (relative paths are resolved against --image-root)"
@@ -154,12 +157,20 @@ def image_bytes(path: Path, reencode: str | None = None, max_side: int | None = 
         raise RowDropped(SkipReason.IMAGE_MISSING, f"{path} does not exist{_ROOT_HINT}")
     try:
         data = path.read_bytes()
+    except OSError as exc:
+        raise RowDropped(SkipReason.IMAGE_DECODE, f"{path}: {exc}") from None
+    return stored_image(data, str(path), reencode, max_side)
+
+
+def stored_image(data: bytes, where: str, reencode: str | None = None, max_side: int | None = None) -> bytes:
+    """`data` as it will be stored: as it is unless a new size or format is asked."""
+    try:
         # Decoding fully, with the reader's own function, catches truncated files too.
         image = decode_image(data)
         with Image.open(io.BytesIO(data)) as probe:
             original_format = probe.format
     except (ImageDecodeError, ImageTooLargeError, OSError) as exc:
-        raise RowDropped(SkipReason.IMAGE_DECODE, f"{path}: {exc}") from None
+        raise RowDropped(SkipReason.IMAGE_DECODE, f"{where}: {exc}") from None
     scale = max_side / max(image.size) if max_side else 1.0
     if reencode is None and scale >= 1.0:
         return data

@@ -24,7 +24,7 @@ from .common import (
 )
 
 
-def _edit_row(row: object, image_root: Path) -> dict:
+def edit_row(row: object, image_root: Path) -> dict:
     if not isinstance(row, dict):
         raise RowDropped(SkipReason.SCHEMA, "a row must be a JSON object")
     images, steps = row.get("images"), row.get("instructions")
@@ -94,7 +94,7 @@ def prepare_edit(
     out = prepare_out_dir(Path(out_dir), overwrite)
     writer = ShardWriter(out, EDIT_SCHEMA, rows_per_group, rows_per_shard)
     try:
-        written = each_row(rows, lambda _, row: writer.add(_edit_row(row, root)), notes, progress)
+        written = each_row(rows, lambda _, row: writer.add(edit_row(row, root)), notes, progress)
     finally:
         files = writer.close()
     return notes.report(written, (*files, write_parquet_info(out, files, data_dir)))

@@ -34,7 +34,7 @@ IMAGE_TRANSFORM = {"image_stride": 16, "max_image_size": 512, "min_image_size": 
 VIT_TRANSFORM = {"image_stride": 14, "max_image_size": 518, "min_image_size": 224}
 
 
-def _segments(row: object, image_root: Path) -> dict:
+def document_segments(row: object, image_root: Path) -> dict:
     if not isinstance(row, dict):
         raise RowDropped(SkipReason.SCHEMA, "a document must be a JSON object with 'texts' and 'images'")
     texts, images = row.get("texts"), row.get("images")
@@ -101,7 +101,7 @@ def prepare_interleaved(
     out = prepare_out_dir(Path(out_dir), overwrite)
     writer = ShardWriter(out, INTERLEAVED_SCHEMA, rows_per_group, rows_per_shard)
     try:
-        written = each_row(rows, lambda _, row: writer.add(_segments(row, root)), notes, progress)
+        written = each_row(rows, lambda _, row: writer.add(document_segments(row, root)), notes, progress)
     finally:
         files = writer.close()
     if not files:

@@ -42,7 +42,7 @@ def _sidecar_captions(image: Path) -> tuple[Path, list[str]] | RowDropped:
     return image, captions
 
 
-def _folder_rows(root: Path) -> Rows:
+def folder_rows(root: Path) -> Rows:
     files = sorted(path for path in root.rglob("*") if path.is_file())
     images = [path for path in files if path.suffix.lower() in IMAGE_SUFFIXES]
     stems = {path.with_suffix("") for path in images}
@@ -62,6 +62,21 @@ def _manifest_captions(row: object, image_root: Path) -> tuple[Path, list[str]]:
     if row.get("captions") is not None:
         captions += caption_values(row["captions"])
     return image_root / row["path"], captions
+
+
+def numbered_captions(captions: list[str]) -> str:
+    if not captions:
+        raise RowDropped(DropReason.NO_CAPTION, "no caption text found for this image")
+    numbered = {f"caption_{i}": text for i, text in enumerate(dict.fromkeys(captions), 1)}
+    return json.dumps(numbered, ensure_ascii=False)
+
+
+def t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_side: int | None) -> dict:
+    """One output row from a folder row `(image path, captions)` or a manifest row."""
+    pair = row if from_folder else _manifest_captions(row, root)
+    path, captions = cast("tuple[Path, list[str]]", pair)
+    text = numbered_captions(captions)
+    return {"image": image_bytes(path, fmt, max_side), "captions": text}
 
 
 def prepare_t2i(
@@ -92,17 +107,12 @@ def prepare_t2i(
     if not source.exists():
         raise ConfigError("source", str(source), "neither a folder nor a manifest file")
     from_folder = source.is_dir()
-    rows = _folder_rows(source) if from_folder else manifest_rows(source)
+    rows = folder_rows(source) if from_folder else manifest_rows(source)
     root = Path(image_root or source.parent)
     writer = ShardWriter(prepare_out_dir(Path(out_dir), overwrite), T2I_SCHEMA, rows_per_group, rows_per_shard)
 
     def handle(location: str, row: object) -> None:
-        # A folder row is what `_folder_rows` made of it: (image path, caption texts).
-        path, captions = cast(tuple[Path, list[str]], row) if from_folder else _manifest_captions(row, root)
-        if not captions:
-            raise RowDropped(DropReason.NO_CAPTION, "no caption text found for this image")
-        numbered = {f"caption_{i}": text for i, text in enumerate(dict.fromkeys(captions), 1)}
-        writer.add({"image": image_bytes(path, fmt, max_side), "captions": json.dumps(numbered, ensure_ascii=False)})
+        writer.add(t2i_row(row, from_folder, root, fmt, max_side))
 
     try:
         written = each_row(rows, handle, notes, progress)

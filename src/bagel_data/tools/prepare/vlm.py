@@ -29,7 +29,7 @@ from .common import (
 )
 
 
-def _vlm_rows(source: Path) -> Rows:
+def vlm_rows(source: Path) -> Rows:
     """The rows of a LLaVA-style JSON list (located by index) or a JSONL file (by line)."""
     with source.open(encoding="utf-8-sig") as handle:
         first = next((char for line in handle for char in line if not char.isspace()), "")
@@ -74,7 +74,7 @@ def _check_decodes(paths: list[Path]) -> None:
             raise RowDropped(SkipReason.IMAGE_DECODE, f"{path}: {exc}") from None
 
 
-def _fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None], decode_check: bool = True) -> dict:
+def fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None], decode_check: bool = True) -> dict:
     """The row as the SFT reader wants it, reporting each repair; raises `RowDropped` otherwise."""
     if not isinstance(row, dict):
         raise RowDropped(SkipReason.SCHEMA, "a row must be a JSON object")
@@ -143,13 +143,13 @@ def prepare_vlm(
         raise ConfigError("image_root", str(root), "not a folder")
     if not source.is_file():
         raise ConfigError("source", str(source), "the file does not exist")
-    rows = _vlm_rows(source)
+    rows = vlm_rows(source)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle:
 
         def write(location: str, row: object) -> None:
             fixes: list[RowNote] = []  # kept only if the row is
-            fixed = _fix_vlm_row(
+            fixed = fix_vlm_row(
                 row, root, lambda kind, detail: fixes.append(RowNote(location, kind.value, detail)), decode_check
             )
             handle.write(json.dumps(fixed, ensure_ascii=False) + "\n")

@@ -1,0 +1,234 @@
+"""Sharded preparation, the same on one process (`local`) and on a Ray cluster (`ray`).
+
+The input rows are cut into batches of `rows_per_shard` input rows; batch `k` becomes the file
+`part-k` (the rows of it that are not dropped) through one pure function, `convert_shard`.
+The local engine maps it serially, the Ray engine on Ray Data; both hand the results back in
+order to the same writer, so the files are the same byte for byte. A shard is finished when
+its marker `.prepare-state/part-k.done` (written after the file, holding the shard's drop
+notes) exists: a rerun of the same job with `resume` skips finished shards and redoes the
+others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...errors import ConfigError
+from .common import PrepareReport, Progress, RowDropped, RowNote, Rows, prepare_out_dir, report_name
+
+ENGINES = ("local", "ray")
+STATE_DIR = ".prepare-state"
+# (location, row) -> (output row, repairs made to it); raises `RowDropped` for a row to leave out.
+Convert = Callable[[str, object], tuple[dict, list[RowNote]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardJob:
+    """What every shard of one preparation needs; picklable, so it travels to Ray workers."""
+
+    convert: Convert
+    encode: Callable[[list[dict]], bytes]  # the shard's output rows -> the file's bytes
+    suffix: str  # ".parquet" or ".jsonl"
+    fingerprint: dict  # what a restart must match to reuse finished shards
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardResult:
+    index: int
+    data: bytes | None  # None when every row of the shard was dropped
+    rows_written: int
+    dropped: tuple[RowNote, ...]
+    fixed: tuple[RowNote, ...]
+
+
+def convert_shard(rows: Rows, index: int, job: ShardJob) -> ShardResult:
+    """Shard `index`: every row through `job.convert`, the kept ones encoded as one file."""
+    kept: list[dict] = []
+    dropped: list[RowNote] = []
+    fixed: list[RowNote] = []
+    for location, row in rows:
+        try:
+            if isinstance(row, RowDropped):
+                raise row
+            record, fixes = job.convert(location, row)
+        except RowDropped as bad:
+            dropped.append(RowNote(location, report_name(bad.reason), bad.detail))
+            continue
+        kept.append(record)
+        fixed.extend(fixes)
+    data = job.encode(kept) if kept else None
+    return ShardResult(index, data, len(kept), tuple(dropped), tuple(fixed))
+
+
+def parquet_bytes(schema: pa.Schema, rows_per_group: int, rows: list[dict]) -> bytes:
+    """One parquet file of `rows` in row groups of `rows_per_group` (the last one shorter)."""
+    sink = io.BytesIO()
+    with pq.ParquetWriter(sink, schema) as writer:
+        for start in range(0, len(rows), rows_per_group):
+            group = rows[start : start + rows_per_group]
+            writer.write_table(pa.Table.from_pylist(group, schema=schema), row_group_size=len(group))
+    return sink.getvalue()
+
+
+def jsonl_bytes(rows: list[dict]) -> bytes:
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
+
+
+def map_local(job: ShardJob, shards: list[tuple[int, Rows]]) -> Iterator[ShardResult]:
+    for index, rows in shards:
+        yield convert_shard(rows, index, job)
+
+
+def mapper(engine: str, address: str | None, num_cpus: int | None):
+    """The function that maps `convert_shard` over shards on `engine`, checked before any work."""
+    if engine not in ENGINES:
+        raise ConfigError("engine", engine, f"use one of {', '.join(ENGINES)}")
+    if engine == "local":
+        if address is not None:
+            raise ConfigError("address", address, "only --engine ray connects to a cluster")
+        return map_local
+    from .ray_engine import ray_mapper  # Ray is an optional extra: imported only when asked
+
+    return ray_mapper(address, num_cpus)
+
+
+# -- the shard folder: files, markers, restarts --------------------------------------------
+class ShardFolder:
+    """The `part-k` files of one job in `folder`, with a marker per finished shard."""
+
+    def __init__(self, folder: Path, job: ShardJob, num_shards: int, overwrite: bool, resume: bool = False):
+        self.folder, self.job, self.num_shards = Path(folder), job, num_shards
+        self.state = self.folder / STATE_DIR
+        fingerprint = {**job.fingerprint, "num_shards": num_shards, "suffix": job.suffix}
+        saved = self._saved_fingerprint()
+        if saved is not None and not (overwrite or resume):
+            done = sum(self.marker(index).exists() for index in range(num_shards))
+            raise ConfigError(
+                "out_dir",
+                str(self.folder),
+                f"already holds a run ({done} shard(s) finished); "
+                "use resume=True (--resume) to finish it, or overwrite=True (--overwrite) to start over",
+            )
+        if overwrite or saved is None:
+            if overwrite:
+                shutil.rmtree(self.state, ignore_errors=True)
+                for path in self.folder.glob(f"part-*{job.suffix}"):
+                    path.unlink()
+            prepare_out_dir(self.folder, overwrite)  # refuses parquet files of another run
+            self.state.mkdir(parents=True, exist_ok=True)
+            _write_atomic(self.state / "job.json", json.dumps(fingerprint, indent=2).encode())
+        elif saved != fingerprint:
+            raise ConfigError(
+                "out_dir",
+                str(self.folder),
+                "holds a run of another job (other input or options), so it cannot be resumed; "
+                "use overwrite=True (--overwrite) to start over",
+            )
+        for index in range(num_shards):  # a file without its marker was cut short: redo it
+            if not self.marker(index).exists():
+                self.path(index).unlink(missing_ok=True)
+
+    def _saved_fingerprint(self) -> dict | None:
+        try:
+            return json.loads((self.state / "job.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def path(self, index: int) -> Path:
+        return self.folder / f"part-{index:05d}{self.job.suffix}"
+
+    def marker(self, index: int) -> Path:
+        return self.state / f"part-{index:05d}.done"
+
+    def finished(self, index: int) -> ShardResult | None:
+        try:
+            saved = json.loads(self.marker(index).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        notes = {key: tuple(RowNote(**note) for note in saved[key]) for key in ("dropped", "fixed")}
+        return ShardResult(index, None, saved["rows_written"], notes["dropped"], notes["fixed"])
+
+    def save(self, result: ShardResult) -> None:
+        """The file first, then its marker: a marker always stands for a complete file."""
+        if result.data is not None:
+            _write_atomic(self.path(result.index), result.data)
+        marker = {
+            "rows_written": result.rows_written,
+            "dropped": [dataclasses.asdict(note) for note in result.dropped],
+            "fixed": [dataclasses.asdict(note) for note in result.fixed],
+        }
+        _write_atomic(self.marker(result.index), json.dumps(marker, ensure_ascii=False).encode("utf-8"))
+
+    def files(self) -> tuple[Path, ...]:
+        return tuple(self.path(k) for k in range(self.num_shards) if self.path(k).exists())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def run_shards(
+    job: ShardJob,
+    rows: Rows,
+    folder: Path,
+    *,
+    rows_per_shard: int,
+    engine: str = "local",
+    address: str | None = None,
+    num_cpus: int | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    progress: Progress | None = None,
+) -> tuple[PrepareReport, ShardFolder]:
+    """Convert every shard of `rows` not finished yet on `engine` and write it to `folder`."""
+    if rows_per_shard < 1:
+        raise ConfigError("rows_per_shard", rows_per_shard, "must be a positive number of rows")
+    map_shards = mapper(engine, address, num_cpus)
+    batches = [rows[start : start + rows_per_shard] for start in range(0, len(rows), rows_per_shard)]
+    shards = ShardFolder(folder, job, len(batches), overwrite, resume)
+    results: dict[int, ShardResult] = {}
+    for index in range(len(batches)):
+        if (done := shards.finished(index)) is not None:
+            results[index] = done
+    todo = [(index, batch) for index, batch in enumerate(batches) if index not in results]
+    rows_done = sum(len(batches[index]) for index in results)
+    if progress is not None:
+        progress(rows_done, len(rows))
+    for result in _checked(map_shards(job, todo), [index for index, _ in todo]):
+        shards.save(result)
+        results[result.index] = dataclasses.replace(result, data=None)
+        rows_done += len(batches[result.index])
+        if progress is not None:
+            progress(rows_done, len(rows))
+    ordered = [results[index] for index in range(len(batches))]
+    report = PrepareReport(
+        sum(result.rows_written for result in ordered),
+        shards.files(),
+        tuple(note for result in ordered for note in result.dropped),
+        tuple(note for result in ordered for note in result.fixed),
+    )
+    if report.rows_written == 0:  # nothing to resume: a corrected rerun must not need --overwrite
+        shutil.rmtree(shards.state, ignore_errors=True)
+    return report, shards
+
+
+def _checked(results: Iterable[ShardResult], expected: list[int]) -> Iterator[ShardResult]:
+    """The engine's results, checked to come one per shard, in shard order."""
+    count = 0
+    for count, result in enumerate(results, 1):
+        if count > len(expected) or result.index != expected[count - 1]:
+            raise RuntimeError(f"the engine returned shard {result.index} out of order")
+        yield result
+    if count != len(expected):
+        raise RuntimeError(f"the engine returned {count} of {len(expected)} shards")

@@ -1,0 +1,72 @@
+"""`--engine ray`: `convert_shard` mapped on Ray Data, one shard per task, results in order.
+
+A local cluster is started (offline, no dashboard) unless `address` names a running one;
+every node of such a cluster needs bagel-data installed and the input paths readable. The
+shard files are written by the calling process, so the output folder need not be shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator
+
+import numpy
+
+from ...errors import ConfigError
+from .common import Rows
+from .engine import ShardJob, ShardResult, convert_shard
+
+EXTRA_HINT = "install the extra: pip install 'bagel-data[ray]'"
+
+
+def _import_ray():
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise ConfigError("engine", "ray", f"Ray is not installed ({exc}); {EXTRA_HINT}") from None
+    return ray
+
+
+def ray_mapper(address: str | None, num_cpus: int | None):
+    ray = _import_ray()  # fails before any work when the extra is missing
+    if num_cpus is not None and (num_cpus < 1 or address is not None):
+        raise ConfigError("num_cpus", num_cpus, "a positive count, for the local cluster only (not with --address)")
+
+    def map_shards(job: ShardJob, shards: list[tuple[int, Rows]]) -> Iterator[ShardResult]:
+        if not shards:
+            return
+        started = not ray.is_initialized()
+        if started:
+            ray.init(
+                address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                logging_level=logging.WARNING,
+            )  # fmt: skip
+            logging.getLogger("ray.data").setLevel(logging.ERROR)  # its plan and timing lines
+        try:
+            yield from _run(ray, job, shards)
+        finally:
+            if started:
+                ray.shutdown()
+
+    return map_shards
+
+
+def _run(ray, job: ShardJob, shards: list[tuple[int, Rows]]) -> Iterator[ShardResult]:
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True  # results come back in shard order
+    context.enable_progress_bars = False  # the command shows its own
+    items = [{"shard": index, "rows": pickle.dumps(rows)} for index, rows in shards]
+
+    def convert(batch: dict) -> dict:
+        results = [
+            pickle.dumps(convert_shard(pickle.loads(rows), int(index), job))
+            for index, rows in zip(batch["shard"], batch["rows"])
+        ]
+        return {"result": numpy.array(results, dtype=object)}
+
+    dataset = ray.data.from_items(items, override_num_blocks=len(items))
+    dataset = dataset.map_batches(convert, batch_size=1, batch_format="numpy", num_cpus=1)
+    for row in dataset.iter_rows():
+        yield pickle.loads(row["result"])

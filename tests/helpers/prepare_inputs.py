@@ -1,0 +1,95 @@
+"""Generated raw inputs for the four prepare tools, each with good rows and named bad ones."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+from bagel_data.synthetic.dataset import encode_image, photo_like_image
+
+
+def image_bytes(seed: int, fmt: str = "JPEG", size: tuple[int, int] = (40, 28)) -> bytes:
+    return encode_image(photo_like_image(np.random.default_rng(seed), *size), fmt)
+
+
+def t2i_folder(root: Path, count: int, bad: bool = True) -> Path:
+    """`count` images with `.txt` captions; with `bad`, every 7th has no caption and every
+    11th is not an image, plus one orphan caption file."""
+    root.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        image = root / f"img{index:04d}.jpg"
+        broken = bad and index % 11 == 5
+        image.write_bytes(b"not an image" if broken else image_bytes(index))
+        if not (bad and index % 7 == 3):
+            (root / f"img{index:04d}.txt").write_text(f"caption of {index}\nsecond line {index}\n")
+    if bad:
+        (root / "orphan.txt").write_text("no image has this name")
+    return root
+
+
+def t2i_tar(path: Path, count: int) -> Path:
+    """A WebDataset shard: key `k/NNNN` with `.jpg` and `.txt` (even keys) or img2dataset-style
+    `.json` (odd keys); key 3 has no caption, key 4 an image that is not one, and one key only
+    a caption."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w") as archive:
+
+        def add(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+        for index in range(count):
+            key = f"k/{index:04d}"
+            add(f"{key}.jpg", b"broken" if index == 4 else image_bytes(index))
+            if index == 3:
+                continue
+            if index % 2 == 0:
+                add(f"{key}.txt", f"caption of {index}".encode())
+            else:
+                meta = {"url": "http://x", "key": key, "caption": f"caption of {index}", "width": 40, "status": "ok"}
+                add(f"{key}.json", json.dumps(meta).encode())
+        add("k/lonely.txt", b"no image")
+    return path
+
+
+def edit_manifest(root: Path, count: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for index in range(count + 1):
+        (root / f"e{index}.png").write_bytes(image_bytes(index, "PNG"))
+    lines = []
+    for index in range(count):
+        row = {"images": [f"e{index}.png", f"e{index + 1}.png"], "instructions": [[f"step {index}"]]}
+        if index % 5 == 2:
+            row["images"] = [f"e{index}.png", "missing.png"]
+        lines.append(json.dumps(row))
+    lines.insert(3, "{not json")
+    (root / "edits.jsonl").write_text("\n".join(lines) + "\n")
+    return root / "edits.jsonl"
+
+
+def vlm_source(root: Path, count: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "a.jpg").write_bytes(image_bytes(0))
+    rows = []
+    for index in range(count):
+        human = {"from": "user" if index % 3 == 0 else "human", "value": f"question {index}"}
+        gpt = {"from": "gpt", "value": f"answer {index}" if index % 4 != 1 else " "}
+        rows.append({"id": index, "image": "a.jpg" if index % 2 else "gone.jpg", "conversations": [human, gpt]})
+    (root / "llava.json").write_text(json.dumps(rows))
+    return root / "llava.json"
+
+
+def interleaved_docs(root: Path, count: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "p.jpg").write_bytes(image_bytes(1))
+    lines = []
+    for index in range(count):
+        doc = {"texts": [f"doc {index}", None], "images": [None, "p.jpg" if index % 4 else "gone.jpg"]}
+        lines.append(json.dumps(doc))
+    (root / "docs.jsonl").write_text("\n".join(lines) + "\n")
+    return root / "docs.jsonl"

@@ -1,0 +1,177 @@
+"""The sharded engine layer of `prepare` (engine="local"; the Ray engine is in test_prepare_ray.py).
+
+Expectations come from the plain `prepare_*` functions, which do not go through the engine.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from bagel_data.cli.tools import prepare_app
+from bagel_data.errors import ConfigError
+from bagel_data.tools.prepare import prepare_edit, prepare_interleaved, prepare_t2i, prepare_vlm
+from bagel_data.tools.prepare.sharded import prepare_sharded
+from helpers import prepare_inputs
+
+
+def rows_of(files) -> list[dict]:
+    return [row for path in files if path.suffix == ".parquet" for row in pq.read_table(path).to_pylist()]
+
+
+def notes(report) -> list[tuple[str, str]]:
+    return [(note.location, note.reason) for note in report.dropped]
+
+
+def test_local_engine_writes_the_plain_tools_files_byte_for_byte(tmp_path):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 23, bad=False)
+    plain = prepare_t2i(raw, tmp_path / "plain", rows_per_group=4, rows_per_shard=10)
+    sharded = prepare_sharded("t2i", raw, tmp_path / "sharded", rows_per_group=4, rows_per_shard=10)
+    assert [p.name for p in sharded.files_written] == [p.name for p in plain.files_written]
+    assert len(plain.files_written) == 3
+    for a, b in zip(plain.files_written, sharded.files_written):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert sharded.rows_written == plain.rows_written == 23
+
+
+def test_shards_follow_the_input_rows_and_keep_every_drop(tmp_path):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 30)
+    plain = prepare_t2i(raw, tmp_path / "plain", rows_per_shard=1000)
+    calls = []
+    sharded = prepare_sharded(
+        "t2i", raw, tmp_path / "out", rows_per_group=3, rows_per_shard=10, progress=lambda *a: calls.append(a)
+    )
+    assert rows_of(sharded.files_written) == rows_of(plain.files_written)
+    assert notes(sharded) == notes(plain) and len(notes(plain)) == 8  # 4 uncaptioned, 3 broken, 1 orphan
+    # Input rows 0-9 hold img0003 (no caption) and img0005 (broken): shard 0 keeps 8 of 10;
+    # 10, 16 and 17 are bad in shard 1, 24 and 27 in shard 2; shard 3 (the orphan) has no file.
+    counts = [pq.read_metadata(path).num_rows for path in sharded.files_written]
+    assert counts == [8, 7, 8]
+    groups = [pq.read_metadata(sharded.files_written[0]).row_group(g).num_rows for g in range(3)]
+    assert groups == [3, 3, 2]
+    assert calls[0] == (0, 31) and calls[-1] == (31, 31)
+
+
+def test_vlm_output_and_report_equal_the_plain_tool(tmp_path):
+    source = prepare_inputs.vlm_source(tmp_path / "raw", 17)
+    plain = prepare_vlm(source, tmp_path / "plain.jsonl", image_root=tmp_path / "raw")
+    sharded = prepare_sharded("vlm", source, tmp_path / "out.jsonl", image_root=tmp_path / "raw", rows_per_shard=4)
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "plain.jsonl").read_bytes()
+    assert sharded.files_written == (tmp_path / "out.jsonl",)
+    assert notes(sharded) == notes(plain) and plain.dropped
+    assert sharded.fixed == plain.fixed and plain.fixed
+    assert not (tmp_path / "out.jsonl.parts").exists()
+
+
+@pytest.mark.parametrize("kind", ["edit", "interleaved"])
+def test_edit_and_interleaved_rows_report_and_parquet_info(tmp_path, kind):
+    if kind == "edit":
+        source = prepare_inputs.edit_manifest(tmp_path / "raw", 12)
+        plain = prepare_edit(source, tmp_path / "plain", rows_per_group=2)
+    else:
+        source = prepare_inputs.interleaved_docs(tmp_path / "raw", 12)
+        plain = prepare_interleaved(source, tmp_path / "plain", rows_per_group=2)
+    sharded = prepare_sharded(kind, source, tmp_path / "out", rows_per_group=2, rows_per_shard=5)
+    assert rows_of(sharded.files_written) == rows_of(plain.files_written)
+    assert notes(sharded) == notes(plain) and plain.dropped
+    info = json.loads((tmp_path / "out" / "parquet_info.json").read_text())
+    parts = sorted((tmp_path / "out").glob("*.parquet"))
+    assert len(parts) == 3
+    assert info == {
+        os.path.abspath(path): {"num_row_groups": pq.read_metadata(path).num_row_groups,
+                                "num_rows": pq.read_metadata(path).num_rows}
+        for path in parts
+    }  # fmt: skip
+    if kind == "interleaved":
+        assert (tmp_path / "out" / "run.yaml").is_file()
+
+
+def test_webdataset_tar_gives_the_rows_of_the_same_folder(tmp_path):
+    tar = prepare_inputs.t2i_tar(tmp_path / "shards" / "00000.tar", 9)
+    report = prepare_sharded("t2i", tmp_path / "shards", tmp_path / "out", rows_per_shard=4)
+    assert notes(report) == [
+        ("00000.tar:k/0003", "no_caption"),
+        ("00000.tar:k/0004", "image_unreadable"),
+        ("00000.tar:k/lonely", "caption_file_without_image"),
+    ]
+    rows = rows_of(report.files_written)
+    kept = [index for index in range(9) if index not in (3, 4)]
+    assert [json.loads(row["captions"]) for row in rows] == [{"caption_1": f"caption of {i}"} for i in kept]
+    assert [row["image"] for row in rows] == [prepare_inputs.image_bytes(i) for i in kept]
+    single = prepare_sharded("t2i", tar, tmp_path / "single", rows_per_shard=4)  # one .tar names itself
+    assert rows_of(single.files_written) == rows
+
+
+def test_a_crashed_run_resumes_and_skips_finished_shards(tmp_path):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 30)
+    out = tmp_path / "out"
+    full = prepare_sharded("t2i", raw, out, rows_per_shard=10)
+    before = {path.name: path.read_bytes() for path in full.files_written}
+    # The crash: shard 1 was being written (no marker, a cut file), shard 2 never started.
+    state = out / ".prepare-state"
+    (state / "part-00001.done").unlink()
+    (out / "part-00001.parquet").write_bytes(b"cut short")
+    (state / "part-00002.done").unlink()
+    (out / "part-00002.parquet").unlink()
+    first_mtime = (out / "part-00000.parquet").stat().st_mtime_ns
+    with pytest.raises(ConfigError, match="already holds a run.*--resume"):
+        prepare_sharded("t2i", raw, out, rows_per_shard=10)
+    with pytest.raises(ConfigError, match="another job"):
+        prepare_sharded("t2i", raw, out, rows_per_shard=7, resume=True)
+    calls = []
+    resumed = prepare_sharded("t2i", raw, out, rows_per_shard=10, resume=True, progress=lambda *a: calls.append(a))
+    assert calls[0] == (11, 31), "the finished shard counts as done from the start"
+    assert (out / "part-00000.parquet").stat().st_mtime_ns == first_mtime
+    assert {path.name: path.read_bytes() for path in resumed.files_written} == before
+    assert resumed.dropped == full.dropped and resumed.rows_written == full.rows_written
+    fresh = prepare_sharded("t2i", raw, out, rows_per_shard=7, overwrite=True)
+    assert [path.name for path in fresh.files_written] == [f"part-{k:05d}.parquet" for k in range(5)]
+    assert fresh.rows_written == 23 and not (out / ".prepare-state" / "part-00005.done").exists()
+
+
+def test_unknown_engine_and_address_without_ray_are_config_errors(tmp_path):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 3, bad=False)
+    with pytest.raises(ConfigError, match="engine.*local, ray"):
+        prepare_sharded("t2i", raw, tmp_path / "out", engine="spark")
+    with pytest.raises(ConfigError, match="only --engine ray"):
+        prepare_sharded("t2i", raw, tmp_path / "out", address="10.0.0.1:6379")
+
+
+@pytest.fixture()
+def no_ray(monkeypatch):
+    real_import = builtins.__import__
+
+    def without_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_ray)
+
+
+def test_engine_ray_without_ray_names_the_extra(tmp_path, no_ray):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 3, bad=False)
+    with pytest.raises(ConfigError, match=r"pip install 'bagel-data\[ray\]'"):
+        prepare_sharded("t2i", raw, tmp_path / "out", engine="ray")
+    assert not (tmp_path / "out").exists(), "the error comes before any work"
+    result = CliRunner().invoke(prepare_app, ["t2i", str(raw), str(tmp_path / "cli"), "--engine", "ray"])
+    assert result.exit_code == 2, result.output
+    assert "bagel-data[ray]" in " ".join(result.output.split())
+
+
+def test_cli_resume_option(tmp_path):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 12)
+    out = tmp_path / "out"
+    args = ["t2i", str(raw), str(out), "--rows-per-shard", "5"]
+    assert CliRunner().invoke(prepare_app, args).exit_code == 0
+    (out / ".prepare-state" / "part-00001.done").unlink()
+    again = CliRunner().invoke(prepare_app, [*args, "--resume"])
+    assert again.exit_code == 0, again.output
+    assert (out / ".prepare-state" / "part-00001.done").is_file()
+    assert Path(out / "part-00001.parquet").is_file()
