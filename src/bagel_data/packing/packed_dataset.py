@@ -10,7 +10,8 @@ skipped with a named, counted reason. The buffer never exceeds `max_buffer_size`
 
 All randomness (group choice, dropout, timesteps) comes from one generator per worker,
 derived from `data_seed`, the rank and the worker id. `state_dict()` / `load_state_dict()`
-(torchdata's Stateful protocol) checkpoint the stream after any batch; see `state.py`.
+(torchdata's Stateful protocol) checkpoint the stream after any batch: `stream_state.py`
+(where a stream starts from) and `checkpoint/state.py` (what a checkpoint holds).
 """
 
 from __future__ import annotations
@@ -18,26 +19,23 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Iterator
 
-import numpy as np
 import torch
 
-from ..checkpoint.foreign import is_nemo_state, load_nemo_state
-from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
-from ..checkpoint.state import Buffered, PackState, ResumeError, check_compatible
-from ..compat import CompatRandom, check_compat
-from ..errors import SkipLog, SkipReason
+from ..checkpoint.state import Buffered, PackState, ResumeError
+from ..compat import check_compat
+from ..errors import SkipReason
 from ..families.base import DistributedIterableDataset
 from ..sample import sample_length
-from ..sharding import WorkerTopology
 from ..sources import storage
 from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder
 from .strategies import best_subset, group_chooser
+from .stream_state import StreamState
 
 
-class PackedDataset(torch.utils.data.IterableDataset):
+class PackedDataset(StreamState, torch.utils.data.IterableDataset):
     """Packs the samples of several dataset groups into token-budgeted sequences."""
 
     # The pool each iteration lends `padded_images` buffers from: a hook, so the benchmark
@@ -202,112 +200,6 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.data_seed = seed
         for dataset in self.grouped_datasets:
             dataset.set_epoch(seed)
-
-    # -- state ---------------------------------------------------------------------------
-    def _topology(self) -> WorkerTopology:
-        return WorkerTopology.current(self.local_rank, self.world_size)
-
-    def _fresh_state(self, generation: int = 0) -> PackState:
-        topology = self._topology()
-        key = [self.data_seed & 0xFFFFFFFF, topology.rank, topology.worker_id, 0x9ACC]
-        key += [generation] if generation else []  # each elastic restart draws afresh
-        if self.global_seed is not None:  # a distinct tail: cannot collide with a generation
-            key += [_GLOBAL_SEED_TAG, self.global_seed & 0xFFFFFFFF, (self.global_seed >> 32) & 0xFFFFFFFF]
-        logs = [
-            SkipLog(name, dataset.strict, dataset.max_consecutive_failures)
-            for name, dataset in zip(self.group_names, self.grouped_datasets)
-        ]
-        # Without a checkpoint, each group starts where the reference's data_status says.
-        cursors = [dataset.resume_cursor(topology.worker_id) for dataset in self.grouped_datasets]
-        rng = self._compat_rng() if self.compat else np.random.default_rng(np.random.SeedSequence(key))
-        state = PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
-        state.inputs = self.group_inputs()
-        return state
-
-    def group_inputs(self) -> list[dict | None]:
-        """Each group's input files and sizes, as a checkpoint records them (checkpoint/inputs.py)."""
-        # A group that is not one of the families (a test double, a user's own) records none.
-        return [getattr(dataset, "input_record", lambda: None)() for dataset in self.grouped_datasets]
-
-    def _compat_rng(self) -> CompatRandom:
-        """compat: one stream for the packer and every group, as the reference's globals."""
-        rng = CompatRandom.for_context(self.data_seed if self.compat_seed is None else self.compat_seed)
-        for dataset in self.grouped_datasets:
-            dataset.compat_rng = rng
-        return rng
-
-    def group_unit_counts(self) -> list[int]:
-        """How many units (files, row groups or lines) each group shards."""
-        return [len(getattr(dataset, "epoch_units", ())) for dataset in self.grouped_datasets]
-
-    def state_dict(self) -> dict:
-        """Checkpoint of this worker's stream (torchdata's Stateful protocol)."""
-        if self._live is not None:
-            return self._live.to_dict(self.group_names)
-        if self._resume is not None:
-            return dict(self._resume)
-        return self._fresh_state().to_dict(self.group_names)
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Continue from a checkpoint on the next `iter()`; checked against the topology then.
-
-        An elastic checkpoint (from `load_elastic_state`) loads into any topology.
-        """
-        self._resume = state_dict
-
-    def load_elastic_state(self, worker_states: list[dict]) -> dict:
-        """Continue the checkpoints of *all* workers of all ranks of a run with another world
-        size or worker count; returns the merged checkpoint (the same on every new rank).
-
-        Not available with `compat="bagel"` (the reference has no such restart).
-        Call it before building the loader, with the dataset states of every old worker
-        (`bagel_data.loader.worker_dataset_states` of each rank's loader state); see
-        docs/elastic.md.
-        """
-        if self.compat:
-            raise ResumeError(
-                'compat="bagel" resumes only in the same topology (load_state_dict) or from the '
-                "reference's data_status; an elastic restart would change which rows are read"
-            )
-        self._resume = merge_worker_states(self, worker_states)  # checked here, not in a worker
-        return self._resume
-
-    def _start_state(self) -> PackState:
-        """The state the next iteration starts from: fresh, a checkpoint, or a restart plan."""
-        saved, self._resume = self._resume, None
-        if saved is None:
-            apply_restart(self, None)
-            return self._fresh_state()
-        if is_nemo_state(saved):  # written by NeMo AutoModel's PackedDataset
-            apply_restart(self, None)
-            state = self._fresh_state()
-            load_nemo_state(state, saved, self.group_names)
-            return state
-        if not is_elastic(saved):
-            state = self._fresh_state()
-            state.restore(saved, self.group_names)
-            apply_restart(self, state.restart)
-            return state
-        check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts(), self.group_inputs())
-        apply_restart(self, saved["restart"])
-        state = self._fresh_state(saved["restart"]["generation"])
-        state.cursors = [None] * len(self.group_names)  # each group starts with its inherited samples
-        state.restart, state.history = saved["restart"], saved["history"]
-        return state
-
-    @property
-    def stats(self) -> dict:
-        """Packs, tokens and samples emitted, and rows skipped by reason, in this process."""
-        state = self._live
-        if state is None:
-            return {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None}
-        return {
-            "packs": state.packs,
-            "tokens": state.tokens,
-            "samples": dict(state.samples),
-            "skips": {name: log.as_dict() for name, log in zip(self.group_names, state.logs)},
-            "history": state.history,  # totals before the last elastic restart, if any
-        }
 
     # -- the mixing loop -------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
@@ -479,9 +371,6 @@ def _pending_sample_at(dataset, cursor, rng_state, log):
     if isinstance(dataset, DistributedIterableDataset):
         return dataset.sample_at(cursor, rng_state=rng_state, log=log, pending=True)
     return dataset.sample_at(cursor, rng_state=rng_state, log=log)
-
-
-_GLOBAL_SEED_TAG = 0x6105
 
 
 def _check_global_seed(global_seed):
