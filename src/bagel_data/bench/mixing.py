@@ -8,7 +8,7 @@ real mixing loop for many packs with text-only stand-in samples, once per mode:
 the spread of attention cost (sum of sample_len**2) between the packs that `world_size`
 ranks would train on in one step.
 
-    python -m bagel_data.bench.mixing RUN.yaml [--packs 1000] [--per-group 150] [--out FILE]
+    python -m bagel_data.bench.mixing RUN.yaml [--packs 1000] [--per-group 150] [--out FILE] [--plot PNG]
 """
 
 from __future__ import annotations
@@ -141,6 +141,36 @@ def print_mixing(results: dict) -> None:
         )
 
 
+def plot_mixing(results: dict, path: str) -> None:
+    """Fill distribution per mode (left) and realized token shares against the targets (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # only in this function: no global backend change at import
+    import matplotlib.pyplot as plt
+
+    modes = results["modes"]
+    fig, (fills, shares) = plt.subplots(1, 2, figsize=(12, 4))
+    for mode, res in modes.items():
+        fills.hist(res["fills"], bins=40, range=(0.8, 1.0), histtype="step", label=mode)
+    fills.set(xlabel="sequence length / max_num_tokens", ylabel="packs", title="pack fill")
+    fills.legend(loc="upper left")
+    groups = list(next(iter(modes.values()))["token_share"])
+    width = 0.8 / (len(modes) + 1)
+    for k, (mode, res) in enumerate(modes.items()):
+        shares.bar(
+            [g + k * width for g in range(len(groups))], [res["token_share"][n] for n in groups], width, label=mode
+        )
+    targets = next(iter(modes.values()))["target_share"]
+    shares.bar([g + len(modes) * width for g in range(len(groups))], [targets[n] for n in groups], width,
+               label="target", color="black")  # fmt: skip
+    shares.set_xticks([g + 0.4 for g in range(len(groups))], groups)
+    shares.set(ylabel="share of packed tokens", title="token shares")
+    shares.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_config")
@@ -148,11 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-group", type=int, default=150)
     parser.add_argument("--world-size", type=int, default=8)
     parser.add_argument("--out", help="write the JSON here too")
+    parser.add_argument("--plot", help="write the fill and share plot (PNG) here")
     args = parser.parse_args(argv)
     results = measure_mixing(args.run_config, args.packs, args.per_group, args.world_size)
     print_mixing(results)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
+    if args.plot:
+        plot_mixing(results, args.plot)
     return 0
 
 
