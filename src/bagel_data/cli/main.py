@@ -213,8 +213,25 @@ def bench(
     batches: int = typer.Option(8, min=1, help="Packs per measured run."),
     quick: bool = typer.Option(False, help="Tiny sizes, one round: a smoke test in about 15 s on a free machine."),
     warm_mb: int = typer.Option(None, help="MiB touched and freed before measuring (default 3072, 256 with --quick)."),
+    mixing: Path | None = typer.Option(
+        None, help="Instead: replay RUN.yaml's sample lengths through every packing/mixing mode (docs/packing.md)."
+    ),
+    packs: int = typer.Option(1000, min=1, help="With --mixing: packs per mode."),
+    plot: Path | None = typer.Option(None, help="With --mixing: write the fill and token-share plot (PNG) here."),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
+    if mixing is not None:
+        import json
+
+        from ..bench.mixing import measure_mixing, plot_mixing, print_mixing
+
+        results = measure_mixing(str(mixing), packs=packs)
+        print_mixing(results)
+        if out is not None:
+            out.write_text(json.dumps(results, indent=1))
+        if plot is not None:
+            plot_mixing(results, str(plot))
+        return
     from ..bench.main import run_benchmark
 
     run_benchmark(root, out, batches=batches, quick=quick, warm_mb=warm_mb)
