@@ -38,7 +38,14 @@ PACKAGE = ROOT / "src" / "bagel_data"
 # Core module -> the tests that are meant to catch a fault in it.
 CORE: dict[str, list[str]] = {
     "packing/pack.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
-    "packing/packed_dataset.py": ["tests/packing", "tests/checkpoint", "tests/conformance/test_golden_packed.py"],
+    "packing/packed_dataset.py": [
+        "tests/packing",
+        "tests/checkpoint",
+        "tests/dropin",
+        "tests/conformance/test_golden_packed.py",
+    ],
+    "packing/stream_state.py": ["tests/checkpoint", "tests/dropin", "tests/packing"],
+    "packing/strategies.py": ["tests/packing"],
     "packing/layout.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
     "sharding.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
     "families/base.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],

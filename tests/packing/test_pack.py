@@ -906,3 +906,13 @@ def test_carried_sample_that_exactly_fills_beside_the_mandatory_ones_is_packed()
     assert ids_of(second) == [("m", 1), ("g", 1)]
     assert second["sequence_length"] == cfg.max_num_tokens
     assert not dataset.stats["skips"].get("g")
+
+
+def test_stats_count_the_packs_and_tokens_emitted():
+    """`stats` is what users read for throughput: packs and tokens must be the emitted ones."""
+    group = FakeGroup("g", text_of(lambda i: 5 + i % 17))
+    dataset = packed({"g": group}, config(expected_num_tokens=60, max_num_tokens=100))
+    batches = take(dataset, 12)
+    assert dataset.stats["packs"] == 12
+    assert dataset.stats["tokens"] == sum(batch["sequence_length"] for batch in batches)
+    assert dataset.stats["samples"] == {"g": sum(len(batch["batch_data_indexes"]) for batch in batches)}
