@@ -123,6 +123,8 @@ def test_attributes_set_after_construction_take_effect(case, tokenizer, special_
     assert (packed.config.vit_patch_size, packed.config.max_latent_size) == (7, 64)
     assert packed.config.text_cond_dropout_prob == 0.25
     assert packed.config.vit_cond_dropout_prob == 0.4  # untouched: DataConfig's default
+    # The reference's knobs read as attributes of the dataset, as training scripts do.
+    assert (packed.vit_patch_size, packed.max_num_tokens, packed.use_flex) == (7, packed.config.max_num_tokens, True)
     assert packed.data_config is data_config and packed.compat is None
     assert data_config.grouped_datasets == case["grouped_datasets"]  # read, never consumed
 
@@ -152,6 +154,7 @@ def test_compat_strict_and_global_seed_arguments(case, tokenizer, special_tokens
             _packed(case, tokenizer, special_tokens, data_config, compat=bad)
     with pytest.raises(ConfigError, match="global_seed"):
         _packed(case, tokenizer, special_tokens, data_config, global_seed=-1)
+    assert _packed(case, tokenizer, special_tokens, data_config, global_seed=0).global_seed == 0
     packed = _packed(case, tokenizer, special_tokens, data_config, strict=True)
     assert all(dataset.strict and dataset.skip_log.strict for dataset in packed.grouped_datasets)
     info = absolute_dataset_info(case)
