@@ -214,6 +214,6 @@ def test_best_fit_looks_ahead_no_further_than_the_buffer():
     """The look-ahead is the buffer: before the first pack closes, exactly `max_buffer_size`
     samples are drawn (none fits beside the oldest here, so none is packed with it)."""
     cfg = _config(max_buffer_size=3, pack_strategy="best_fit", max_num_tokens=100, expected_num_tokens=90)
-    dataset, groups, batches = _run(cfg, lambda i: 60, 1)
+    _, groups, batches = _run(cfg, lambda i: 60, 1)
     assert [len(b["batch_data_indexes"]) for b in batches] == [1]
     assert len(groups["g"].drawn) == cfg.max_buffer_size

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from ..compat import check_compat
 from ..config import load_mapping
 from ..errors import ConfigError
+from ..packing.config import PackingConfig
 
 
 class DataConfig:
@@ -66,21 +67,22 @@ class BagelDatasetConfig:
     grouped_datasets_path: str | None = None
     dataset_info: Mapping | None = None
     dataset_info_path: str | None = None
-    expected_num_tokens: int = 32768
-    max_num_tokens_per_sample: int = 16384
-    max_num_tokens: int = 36864
-    prefer_buffer_before: int = 16384
-    max_buffer_size: int = 50
-    interpolate_pos: bool = False
-    use_flex: bool = False
+    # The packing settings, defaulted from PackingConfig (their one home).
+    expected_num_tokens: int = PackingConfig.expected_num_tokens
+    max_num_tokens_per_sample: int = PackingConfig.max_num_tokens_per_sample
+    max_num_tokens: int = PackingConfig.max_num_tokens
+    prefer_buffer_before: int = PackingConfig.prefer_buffer_before
+    max_buffer_size: int = PackingConfig.max_buffer_size
+    interpolate_pos: bool = PackingConfig.interpolate_pos
+    use_flex: bool = PackingConfig.use_flex
     data_seed: int = 42
-    text_cond_dropout_prob: float = 0.1
-    vit_cond_dropout_prob: float = 0.4
-    vae_cond_dropout_prob: float = 0.1
-    vae_image_downsample: int = 16
-    max_latent_size: int = 32
-    vit_patch_size: int = 14
-    max_num_patch_per_side: int = 70
+    text_cond_dropout_prob: float = PackingConfig.text_cond_dropout_prob
+    vit_cond_dropout_prob: float = PackingConfig.vit_cond_dropout_prob
+    vae_cond_dropout_prob: float = PackingConfig.vae_cond_dropout_prob
+    vae_image_downsample: int = PackingConfig.vae_image_downsample
+    max_latent_size: int = PackingConfig.max_latent_size
+    vit_patch_size: int = PackingConfig.vit_patch_size
+    max_num_patch_per_side: int = PackingConfig.max_num_patch_per_side
     compat: str | None = None
 
     def __post_init__(self):
