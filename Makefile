@@ -1,6 +1,6 @@
 # Entry points: `make demo` (the main job on the embedded default), `make test`, and
 # `make lint` (ruff check, ruff format --check, mypy; `.ci/run` runs it before the tests).
-# Both create .venv and install the project into it on first use.
+# Each creates .venv and installs the project into it on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
