@@ -44,7 +44,7 @@ CORE: dict[str, list[str]] = {
         "tests/dropin",
         "tests/conformance/test_golden_packed.py",
     ],
-    "packing/stream_state.py": ["tests/checkpoint", "tests/dropin", "tests/packing"],
+    "packing/stream_state.py": ["tests/checkpoint", "tests/dropin", "tests/packing"],  # incl. compat resume
     "packing/strategies.py": ["tests/packing"],
     "packing/layout.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
     "sharding.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],

@@ -916,3 +916,8 @@ def test_stats_count_the_packs_and_tokens_emitted():
     assert dataset.stats["packs"] == 12
     assert dataset.stats["tokens"] == sum(batch["sequence_length"] for batch in batches)
     assert dataset.stats["samples"] == {"g": sum(len(batch["batch_data_indexes"]) for batch in batches)}
+
+
+def test_stats_before_any_iteration_are_zero():
+    dataset = packed({"g": FakeGroup("g", text_of(lambda i: 5))}, config())
+    assert dataset.stats == {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None}

@@ -21,7 +21,7 @@ from bagel_data import ConfigError
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.invariants import check_batch
 from bagel_data.packing.packed_dataset import PackedDataset
-from bagel_data.packing.strategies import best_subset, choose_by_deficit
+from bagel_data.packing.strategies import best_subset, choose_by_deficit, choose_by_weight
 from helpers.fake_groups import FakeGroup
 from helpers.plans import TOKENS, TOKENS_DICT, text_sample
 
@@ -217,3 +217,24 @@ def test_best_fit_looks_ahead_no_further_than_the_buffer():
     _, groups, batches = _run(cfg, lambda i: 60, 1)
     assert [len(b["batch_data_indexes"]) for b in batches] == [1]
     assert len(groups["g"].drawn) == cfg.max_buffer_size
+
+
+def test_the_weight_rule_takes_the_first_share_strictly_above_u():
+    """The reference's group choice: the first group whose cumulative share *exceeds* u."""
+    assert choose_by_weight([0.5, 1.0], 0.5) == 1
+    assert choose_by_weight([0.5, 1.0], 0.4999) == 0
+
+
+def test_a_clear_deficit_draws_no_randomness():
+    """Only a tie consumes the worker's generator, so the dropout and timestep draws that
+    follow do not depend on how many groups were compared."""
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    assert choose_by_deficit([1, 1], [0, 100], rng) == 0
+    assert rng.bit_generator.state == before
+
+
+def test_no_room_or_less_chooses_nothing():
+    """Mandatory samples are packed without the budget check, so the room left can be
+    negative: nothing more goes in."""
+    assert best_subset([3, 4], 0) == [] and best_subset([3, 4], -5) == []
