@@ -64,6 +64,15 @@ def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], 
         raise typer.Exit(2) from None
 
 
+def _prepare(kind: str, source: Path, out: Path, report: Path | None, **options) -> None:
+    """Run one `prepare` kind shard by shard (`tools/prepare/sharded.py`) with a progress bar,
+    then print its summary (and write the full report when asked)."""
+    from ..tools.prepare.sharded import prepare_sharded
+
+    result = _run_with_progress(kind, lambda progress: prepare_sharded(kind, source, out, progress=progress, **options))
+    _print_report(result, report)
+
+
 def _print_report(report: PrepareReport, report_path: Path | None) -> None:
     table = Table(title="prepare summary", show_header=False)
     table.add_row("rows written", str(report.rows_written))
@@ -113,17 +122,22 @@ def t2i_command(
 
     SOURCE may also be a WebDataset / img2dataset .tar shard, or a folder of them.
     """
-    from ..tools.prepare.sharded import prepare_sharded
-
-    result = _run_with_progress(
+    _prepare(
         "t2i",
-        lambda progress: prepare_sharded(
-            "t2i", source, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard, reencode=reencode,
-            max_side=max_side, image_root=image_root, overwrite=overwrite, progress=progress,
-            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
-        ),
-    )  # fmt: skip
-    _print_report(result, report)
+        source,
+        out_dir,
+        report,
+        rows_per_group=rows_per_group,
+        rows_per_shard=rows_per_shard,
+        reencode=reencode,
+        max_side=max_side,
+        image_root=image_root,
+        overwrite=overwrite,
+        resume=resume,
+        engine=engine,
+        address=address,
+        num_cpus=num_cpus,
+    )
 
 
 @prepare_app.command("edit")
@@ -146,17 +160,21 @@ def edit_command(
     num_cpus: NumCpusOption = None,
 ) -> None:
     """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
-    from ..tools.prepare.sharded import prepare_sharded
-
-    result = _run_with_progress(
+    _prepare(
         "edit",
-        lambda progress: prepare_sharded(
-            "edit", manifest, out_dir, rows_per_group=rows_per_group, rows_per_shard=rows_per_shard,
-            image_root=image_root, overwrite=overwrite, progress=progress, data_dir=data_dir,
-            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
-        ),
-    )  # fmt: skip
-    _print_report(result, report)
+        manifest,
+        out_dir,
+        report,
+        rows_per_group=rows_per_group,
+        rows_per_shard=rows_per_shard,
+        image_root=image_root,
+        overwrite=overwrite,
+        data_dir=data_dir,
+        resume=resume,
+        engine=engine,
+        address=address,
+        num_cpus=num_cpus,
+    )
 
 
 @prepare_app.command("vlm")
@@ -175,16 +193,18 @@ def vlm_command(
     num_cpus: NumCpusOption = None,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
-    from ..tools.prepare.sharded import prepare_sharded
-
-    result = _run_with_progress(
+    _prepare(
         "vlm",
-        lambda progress: prepare_sharded(
-            "vlm", source, out_jsonl, image_root=image_root, progress=progress,
-            decode_check=decode_check, resume=resume, engine=engine, address=address, num_cpus=num_cpus,
-        ),
-    )  # fmt: skip
-    _print_report(result, report)
+        source,
+        out_jsonl,
+        report,
+        image_root=image_root,
+        decode_check=decode_check,
+        resume=resume,
+        engine=engine,
+        address=address,
+        num_cpus=num_cpus,
+    )
 
 
 @prepare_app.command("interleaved")
@@ -203,17 +223,20 @@ def interleaved_command(
     num_cpus: NumCpusOption = None,
 ) -> None:
     """Interleaved parquet shards (one `segments` column) plus parquet_info.json and run.yaml."""
-    from ..tools.prepare.sharded import prepare_sharded
-
-    result = _run_with_progress(
+    _prepare(
         "interleaved",
-        lambda progress: prepare_sharded(
-            "interleaved", docs, out_dir, image_root=image_root, rows_per_group=rows_per_group,
-            rows_per_shard=rows_per_shard, overwrite=overwrite, progress=progress,
-            resume=resume, engine=engine, address=address, num_cpus=num_cpus,
-        ),
-    )  # fmt: skip
-    _print_report(result, report)
+        docs,
+        out_dir,
+        report,
+        image_root=image_root,
+        rows_per_group=rows_per_group,
+        rows_per_shard=rows_per_shard,
+        overwrite=overwrite,
+        resume=resume,
+        engine=engine,
+        address=address,
+        num_cpus=num_cpus,
+    )
 
 
 def inspect_command(
@@ -238,9 +261,15 @@ def inspect_command(
     try:
         with console.status(f"packing {batches} batch(es)"):
             report = inspect_packs(
-                config, out, num_batches=batches, dataset_info=dataset_info, tokenizer=tokenizer,
-                num_workers=max(num_workers, 1), world_size=world_size, rank=rank,
-            )  # fmt: skip
+                config,
+                out,
+                num_batches=batches,
+                dataset_info=dataset_info,
+                tokenizer=tokenizer,
+                num_workers=max(num_workers, 1),
+                world_size=world_size,
+                rank=rank,
+            )
     except (ImportError, OSError) as error:  # a missing extra (matplotlib) or an unwritable --out
         console.print(f"[red]error:[/red] {type(error).__name__}: {error}")
         raise typer.Exit(2) from None

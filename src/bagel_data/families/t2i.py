@@ -51,19 +51,10 @@ class T2IIterableDataset(DistributedIterableDataset):
         data_status=None,
         *,
         file_order: str | None = None,
-        compat=None,
-        strict: bool = False,
-        max_consecutive_failures: int = 100,
+        **options,
     ):
-        super().__init__(
-            dataset_name,
-            local_rank,
-            world_size,
-            num_workers,
-            compat=compat,
-            strict=strict,
-            max_consecutive_failures=max_consecutive_failures,
-        )
+        # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
+        super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
         self.tokenizer = tokenizer
         self.data_status = data_status

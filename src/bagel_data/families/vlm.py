@@ -66,20 +66,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         data_status=None,
         shuffle_lines=False,
         shuffle_seed=0,
-        *,
-        compat=None,
-        strict: bool = False,
-        max_consecutive_failures: int = 100,
+        **options,
     ):
-        super().__init__(
-            dataset_name,
-            local_rank,
-            world_size,
-            num_workers,
-            compat=compat,
-            strict=strict,
-            max_consecutive_failures=max_consecutive_failures,
-        )
+        # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
+        super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler
