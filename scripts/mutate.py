@@ -11,6 +11,13 @@ explained as equivalent (docs/testing.md keeps the last run's list).
     python scripts/mutate.py packing/pack.py       # one module
     python scripts/mutate.py --sample 40 --jobs 2  # a seeded sample of 40 mutants per module
 
+Speed: one coverage run of the module's tests (with pytest-cov's per-test contexts) records
+which tests execute each line. A mutant first runs only the tests that execute its lines
+(`-x`: the first failure kills it); only a mutant that survives those, or whose lines no
+test executes in the test process (import-time code, code that runs only in a DataLoader
+worker), runs the module's whole test set. So the verdict is the same as running the whole
+set for every mutant, at a fraction of the time.
+
 It is deliberately not part of CI; run it before a release and whenever a core module
 changes. Results go to --out (JSON) as well as the terminal.
 """
@@ -86,6 +93,7 @@ class Mutant:
     module: str
     index: int  # the index-th mutable site of the module, in `ast.walk` order
     line: int
+    end_line: int
     before: str
     after: str
 
@@ -154,14 +162,39 @@ class _Replace(ast.NodeTransformer):
         return self.replacement if node is self.target else super().generic_visit(node)
 
 
+def _statement_lines(tree: ast.AST) -> dict[int, tuple[int, int]]:
+    """id(node) -> the lines of the innermost statement holding it. Coverage records a
+    multi-line statement under its first line, so a mutant inside it is looked up there."""
+    lines: dict[int, tuple[int, int]] = {}
+
+    def visit(node: ast.AST, statement: tuple[int, int]) -> None:
+        if isinstance(node, ast.stmt):
+            # A compound statement's body is its own statements; its header spans up to them.
+            body = getattr(node, "body", None)
+            end = body[0].lineno - 1 if isinstance(body, list) and body and isinstance(body[0], ast.stmt) else None
+            statement = (node.lineno, max(node.lineno, end if end is not None else node.end_lineno or node.lineno))
+        lines[id(node)] = statement
+        for child in ast.iter_child_nodes(node):
+            visit(child, statement)
+
+    visit(tree, (0, 0))
+    return lines
+
+
 def mutants_of(module: str) -> list[Mutant]:
     source = (PACKAGE / module).read_text()
+    tree = ast.parse(source)
+    statements = _statement_lines(tree)
     found = []
-    for index, (node, kind) in enumerate(_sites(ast.parse(source))):
+    for index, (node, kind) in enumerate(_sites(tree)):
         before = ast.get_source_segment(source, node) or type(node).__name__.lower()
         clone = copy.deepcopy(node)
         after = ast.unparse(_apply(clone, kind) or clone)
-        found.append(Mutant(module, index, getattr(node, "lineno", 0), before.strip()[:80], after.strip()[:80]))
+        line = getattr(node, "lineno", 0)
+        end_line = getattr(node, "end_lineno", None) or line
+        first, last = statements.get(id(node), (line, end_line))
+        line, end_line = min(line, first), max(end_line, last)
+        found.append(Mutant(module, index, line, end_line, before.strip()[:80], after.strip()[:80]))
     return found
 
 
@@ -175,25 +208,112 @@ def mutated_source(module: str, index: int) -> str:
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
-def run_tests(tests: list[str], src: Path, timeout: float) -> tuple[bool, float]:
+def run_tests(
+    tests: list[str], src: Path, timeout: float, extra: tuple[str, ...] = (), env_extra: dict | None = None
+) -> tuple[bool, float]:
     """(the tests passed, seconds) with `src` first on the import path."""
-    env = dict(os.environ, PYTHONPATH=str(src), PYTHONDONTWRITEBYTECODE="1")
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1", **(env_extra or {})}
     start = time.monotonic()
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests]
+    # Its own temporary folder: parallel pytest runs must not clean up each other's.
+    basetemp = tempfile.mkdtemp(prefix="bagel-mutation-pytest-")
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not slow",
+        "--basetemp",
+        basetemp,
+    ]
+    command += [*extra, *tests]
     try:
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
+        print(f"  timed out after {timeout:.0f} s (counted as killed): {tests[:3]}...", file=sys.stderr, flush=True)
         return False, time.monotonic() - start
+    finally:
+        shutil.rmtree(basetemp, ignore_errors=True)
     return done.returncode == 0, time.monotonic() - start
 
 
-def _try(mutant: Mutant, tests: list[str], timeout: float) -> tuple[Mutant, bool]:
+@dataclasses.dataclass(frozen=True)
+class Coverage:
+    by_line: dict[int, set[str]]  # line of the module -> ids of the tests that execute it
+    import_time: frozenset[int]  # lines run while modules are imported (every test depends on them)
+    process_tests: tuple[str, ...]  # tests that start a process (DataLoader workers)
+    durations: dict[str, float]  # seconds per test, to run the fastest first
+
+    def tests_for(self, mutant: Mutant) -> tuple[list[str], list[str] | None]:
+        """(the tests that execute the mutant's lines, the tests to confirm a survivor with:
+        None for the module's whole set)."""
+        lines = range(mutant.line, mutant.end_line + 1)
+        if any(line in self.import_time for line in lines):
+            return [], None
+        chosen: set[str] = set()
+        for line in lines:
+            chosen |= self.by_line.get(line, set())
+        if not chosen:  # no test runs it in the test process: only the whole set can tell
+            return [], None
+        return self._fastest_first(chosen), self._fastest_first(set(self.process_tests) - chosen)
+
+    def _fastest_first(self, tests: set[str]) -> list[str]:
+        return sorted(tests, key=lambda test: (self.durations.get(test, 0.0), test))
+
+
+def measure_coverage(module: str, tests: list[str], timeout: float = 3600) -> tuple[bool, Coverage]:
+    """(the tests passed, which tests run which line of `module`), from one coverage run
+    with per-test contexts."""
+    from coverage import CoverageData
+
+    with tempfile.TemporaryDirectory(prefix="bagel-mutation-cov-") as tmp:
+        data_file = Path(tmp) / ".coverage"
+        probe_file = Path(tmp) / "probe.json"
+        passed, _ = run_tests(
+            tests,
+            ROOT / "src",
+            timeout,
+            extra=("--cov=bagel_data", "--cov-context=test", "--cov-report=", "-p", "mutation_probe"),
+            env_extra={
+                "COVERAGE_FILE": str(data_file),
+                "BAGEL_MUTATION_PROBE": str(probe_file),
+                "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'scripts'}",
+            },
+        )
+        data = CoverageData(basename=str(data_file))
+        data.read()
+        target = str((PACKAGE / module).resolve())
+        measured = [name for name in data.measured_files() if str(Path(name).resolve()) == target]
+        by_line: dict[int, set[str]] = {}
+        import_time: set[int] = set()
+        for name in measured:
+            for line, contexts in data.contexts_by_lineno(name).items():
+                # pytest-cov names a context "<node id>|run" (or |setup / |teardown); "" is import time
+                if "" in contexts:
+                    import_time.add(line)
+                by_line.setdefault(line, set()).update(c.rsplit("|", 1)[0] for c in contexts if c)
+        probe = json.loads(probe_file.read_text()) if probe_file.exists() else {}
+    starters = tuple(probe.get("process_tests", ()))
+    return passed, Coverage(by_line, frozenset(import_time), starters, probe.get("durations", {}))
+
+
+def _try(
+    mutant: Mutant, tests: list[str], timeout: float, coverage: Coverage, confirm_survivors: bool = True
+) -> tuple[Mutant, bool]:
     with tempfile.TemporaryDirectory(prefix="bagel-mutant-") as tmp:
         src = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         (src / "bagel_data" / mutant.module).write_text(mutated_source(mutant.module, mutant.index))
-        passed, _ = run_tests(tests, src, timeout)
-    return mutant, not passed
+        selected, confirm = coverage.tests_for(mutant)
+        if selected and not confirm_survivors:
+            confirm = []
+        for chosen in (selected, tests if confirm is None else confirm):
+            if chosen and not run_tests(chosen, src, timeout)[0]:
+                return mutant, True
+    return mutant, False
 
 
 def main() -> int:
@@ -201,6 +321,12 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", help="paths under src/bagel_data (default: every core module)")
     parser.add_argument("--sample", type=int, default=0, help="at most this many mutants per module (seeded)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--triage",
+        action="store_true",
+        help="a mutant that survives the tests running its lines survives (skips the confirmation by the "
+        "worker tests: faster, but may list a mutant that only a DataLoader-worker test kills)",
+    )
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bagel-mutation.json"))
     args = parser.parse_args()
@@ -208,17 +334,21 @@ def main() -> int:
     results = {}
     for module in modules:
         tests = CORE.get(module, ["tests"])
-        passed, baseline = run_tests(tests, ROOT / "src", timeout=3600)
+        start = time.monotonic()
+        passed, coverage = measure_coverage(module, tests)
+        baseline = time.monotonic() - start
         if not passed:
             print(f"{module}: the tests fail without any mutation; fix them first", file=sys.stderr)
             return 2
         mutants = mutants_of(module)
         if args.sample and len(mutants) > args.sample:
             mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: m.index)
-        timeout = max(30.0, 3 * baseline)
+        timeout = max(120.0, 4 * baseline)  # generous: a loaded machine must not kill mutants
         survivors = []
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            for mutant, killed in pool.map(_try, mutants, [tests] * len(mutants), [timeout] * len(mutants)):
+            n = len(mutants)
+            runs = pool.map(_try, mutants, [tests] * n, [timeout] * n, [coverage] * n, [not args.triage] * n)
+            for mutant, killed in runs:
                 if not killed:
                     survivors.append(mutant)
                     print(f"  survived {module}:{mutant.line}  {mutant.before!r} -> {mutant.after!r}", flush=True)
