@@ -44,6 +44,12 @@ CORE: dict[str, list[str]] = {
         "tests/dropin",
         "tests/conformance/test_golden_packed.py",
     ],
+    "packing/placement.py": [
+        "tests/packing",
+        "tests/checkpoint",
+        "tests/dropin",
+        "tests/conformance/test_golden_packed.py",
+    ],
     "packing/stream_state.py": ["tests/checkpoint", "tests/dropin", "tests/packing"],  # incl. compat resume
     "packing/strategies.py": ["tests/packing"],
     "packing/layout.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
