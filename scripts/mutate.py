@@ -55,6 +55,7 @@ CORE: dict[str, list[str]] = {
     "packing/layout.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
     "sharding.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
     "families/base.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
+    "families/units.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
     "checkpoint/state.py": ["tests/checkpoint"],
     "checkpoint/restart.py": ["tests/checkpoint"],
     "checkpoint/merge.py": ["tests/checkpoint"],
