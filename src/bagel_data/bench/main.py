@@ -25,10 +25,13 @@ import yaml
 from ..batch import collate_wrapper
 from ..synthetic.dataset import DemoSizes, write_demo_dataset
 from . import fast as fast
-from . import floor as floor
 from . import physical
 from . import runs as running
+from .floor import replay_floor
+from .mask_cost import mask_report
+from .profiler import StageProfiler
 from .progress import progress
+from .recorder import WorkRecorder
 from .report import print_report
 
 PACKING = {
@@ -159,7 +162,7 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
     progress("one cold pack, then the profiled run")
     cold = _run_packs(running.build(paths, tok, special, packing), 1)["first_batch_seconds"]
     dataset = running.build(paths, tok, special, packing)
-    with floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
+    with WorkRecorder() as recorder, StageProfiler(tok) as profiler:
         profiled = _run_packs(dataset, batches)
     res["checkpoint"] = {"bytes": len(pickle.dumps(dataset.state_dict()))}
     res["stages"] = profiler.breakdown(profiled["seconds"])
@@ -172,7 +175,7 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
         running.reset_peak()
         runs.append(_run_packs(running.build(paths, tok, special, packing), batches))
         res.setdefault("process_peak_rss_mb", running.process_status(os.getpid()).get("VmHWM", 0) / 2**20)
-        floors.append(floor.replay_floor(recorder, work))
+        floors.append(replay_floor(recorder, work))
         with physical.previous_path():  # baseline: the conversion as it was before media/convert.py
             previous.append(_run_packs(running.build(paths, tok, special, packing), batches)["seconds"])
         fast_runs.append(_run_packs(running.build(fast_paths, tok, special, packing), batches))  # fast_decode: true
@@ -221,16 +224,16 @@ def _in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: b
     runs_nested = []
     warm_rebuild = None  # the same masks rebuilt in warm memory: the code's cost, not the VM's
     for _ in range(repeats):
-        with floor.WorkRecorder() as recorder, floor.StageProfiler(tok) as profiler:
+        with WorkRecorder() as recorder, StageProfiler(tok) as profiler:
             run = _run_packs(running.build(paths, tok, special, packing, use_flex=False), batches)
         runs_nested.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))
         if warm_rebuild is None:
-            warm_rebuild = floor.mask_report([recorder.warm_mask_rows(run["packs"], rounds=repeats)])
+            warm_rebuild = mask_report([recorder.warm_mask_rows(run["packs"], rounds=repeats)])
     fastest = min(runs_nested, key=lambda r: r[0]["seconds"])
     res["nested_mask"] = {"tokens_per_second": fastest[0]["tokens_per_second"], "seconds": fastest[0]["seconds"],
                           "all_seconds": [r[0]["seconds"] for r in runs_nested],
                           "mask_build_seconds": min(r[1] for r in runs_nested),
-                          **floor.mask_report([r[2] for r in runs_nested]), "warm_rebuild": warm_rebuild,
+                          **mask_report([r[2] for r in runs_nested]), "warm_rebuild": warm_rebuild,
                           "relative_to_flex": fastest[0]["tokens_per_second"] / best["tokens_per_second"]}  # fmt: skip
     return res
 
