@@ -1,5 +1,7 @@
-"""Where a drawn sample goes besides the open pack: the overflow buffer, carried into the
-next pack, a best-fit subset of the buffer, or a named, counted skip.
+"""Where a sample comes from and where it goes besides the open pack: drawn from its group
+or taken from the overflow buffer, put first in a new pack (mandatory and carried samples),
+kept in the buffer, carried into the next pack, chosen best-fit, or skipped with a named,
+counted reason; and what an emitted pack adds to the worker's counts.
 
 `PackedDataset` inherits these from `SamplePlacement`; its mixing loop (`packed_dataset.py`)
 decides when each is called. A sample restored from a checkpoint by reference is rebuilt
@@ -9,6 +11,7 @@ here (`_materialize`) before any other use.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from typing import Any
 
 from ..checkpoint.state import Buffered, PackState, ResumeError
@@ -26,7 +29,58 @@ class SamplePlacement:
     config: PackingConfig
     grouped_datasets: list[Any]
     group_names: list[str]
+    is_mandatory: list[bool]
     compat: str | None
+
+    def _drawer(self, state: PackState) -> Callable[[int], Buffered]:
+        """`draw(group)`: the group's next sample, its cursor recorded and its tokens counted
+        (taken back if it is skipped)."""
+        sources = [
+            _pending_samples(dataset, cursor, log)
+            for dataset, cursor, log in zip(self.grouped_datasets, state.cursors, state.logs)
+        ]
+
+        def draw(group: int) -> Buffered:
+            cursor, sample = next(sources[group])
+            state.cursors[group] = cursor
+            state.group_tokens[group] += sample_length(sample)
+            return Buffered(group, cursor, sample, sample.get("compat_rng_state"))
+
+        return draw
+
+    def _open_pack(self, pack: PackBuilder, draw: Callable[[int], Buffered], state: PackState) -> None:
+        """An empty pack starts with the next fitting sample of each mandatory group, then the
+        sample carried over from the last pack."""
+        for group, mandatory in enumerate(self.is_mandatory):
+            if mandatory:
+                pack.add(self._next_fitting(draw, group, state).sample)
+        if state.carry is not None:
+            self._add_carry(pack, state)
+
+    def _next_item(
+        self, pack: PackBuilder, state: PackState, draw: Callable[[int], Buffered], choose: Callable[[], int]
+    ) -> tuple[Buffered, bool] | None:
+        """The next candidate for the open pack and whether it came from the buffer: the
+        oldest buffered sample while the pack is short of `prefer_buffer_before`, else a draw
+        from the group `choose` picks. None when it became a counted skip instead (over the
+        per-sample budget, or a buffered row that is gone)."""
+        cfg = self.config
+        if pack.curr < cfg.prefer_buffer_before and state.buffer:
+            item = state.buffer.popleft()
+            return (item, True) if self._materialize(item, state) else None
+        item = draw(choose())
+        if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+            self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
+            return None
+        state.logs[item.group].used()
+        return item, False
+
+    def _emit(self, pack: PackBuilder, state: PackState) -> dict:
+        """The pack as a batch, counted in the worker's totals."""
+        state.packs += 1
+        state.tokens += pack.curr
+        state.samples.update(where["dataset_name"] for where in pack.data_indexes)
+        return pack.to_batch()
 
     def _after_emit(self, item: Buffered, state: PackState) -> None:
         """The sample that made the pack go out: it opens the next pack; in compat mode it is
@@ -116,7 +170,7 @@ class SamplePlacement:
         return item.sample is not None
 
 
-def pending_samples(dataset, cursor, log):
+def _pending_samples(dataset, cursor, log):
     """The group's samples with images left as `PendingImage`s when it can (the families
     can): the packer converts them straight into the batch (`media/convert.py`)."""
     if isinstance(dataset, DistributedIterableDataset):
