@@ -9,12 +9,14 @@ JSONL measurements, each in a child interpreter (`runs.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
 import pickle
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -56,59 +58,115 @@ def _plain(packs) -> list:
     return [[(w["dataset_name"], w["worker_id"], json.dumps(w["data_indexes"])) for w in pack] for pack in packs]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """What every in-process measurement builds its packed datasets from."""
+
+    paths: dict
+    packing: dict
+    batches: int
+    repeats: int
+    quick: bool
+    tok: Any
+    special: dict
+
+    def build(self, paths: dict | None = None, **override):
+        """A fresh packed dataset of the benchmark's config (`paths`: another dataset's)."""
+        return running.build(self.paths if paths is None else paths, self.tok, self.special, self.packing, **override)
+
+
+@dataclasses.dataclass
+class _Rounds:
+    """The interleaved rounds' results: pipeline runs, floors, previous-path seconds, fast_decode runs."""
+
+    runs: list = dataclasses.field(default_factory=list)
+    floors: list = dataclasses.field(default_factory=list)
+    previous: list = dataclasses.field(default_factory=list)
+    fast: list = dataclasses.field(default_factory=list)
+    peak_rss_mb: float | None = None  # of this process, after the first round's pipeline run
+
+
 def measure_in_process(paths: dict, packing: dict, batches: int, repeats: int, quick: bool) -> dict:
+    """Every section measured in this process: checkpoint, stages, pipeline, floor,
+    transfer, fast_decode and nested masks (with this process's peak memory)."""
     tok, special = running.load_tokenizer_once()
+    setup = _Setup(paths, packing, batches, repeats, quick, tok, special)
     res: dict = {}
     # (b) one cold pack (first-use costs), one profiled + recorded run, then plain runs
     # interleaved with (a) the floor: the same images decoded + transformed alone.
     progress("one cold pack, then the profiled run")
-    cold = _run_packs(running.build(paths, tok, special, packing), 1)["first_batch_seconds"]
-    dataset = running.build(paths, tok, special, packing)
+    cold = _run_packs(setup.build(), 1)["first_batch_seconds"]
+    dataset = setup.build()
     with WorkRecorder() as recorder, StageProfiler(tok) as profiler:
         profiled = _run_packs(dataset, batches)
     res["checkpoint"] = {"bytes": len(pickle.dumps(dataset.state_dict()))}
     res["stages"] = profiler.breakdown(profiled["seconds"])
     work = recorder.work_of(profiled["packs"])
-    fast_paths = {**paths, "grouped": _with_fast_decode(paths["grouped"])}
-    runs, floors, previous, fast_runs = [], [], [], []
-    for round_index in range(repeats):  # interleaved: each ratio is taken within the same rounds
-        progress(f"pipeline / floor / previous path / fast_decode, round {round_index + 1} of {repeats}")
+    rounds = _interleaved_rounds(setup, recorder, work)
+    res["process_peak_rss_mb"] = rounds.peak_rss_mb
+    best = min(rounds.runs, key=lambda r: r["seconds"])
+    res["pipeline"] = {k: v for k, v in best.items() if k != "packs"}
+    res["pipeline"].update(deterministic=all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in rounds.runs),
+                           all_seconds=[r["seconds"] for r in rounds.runs], profiled_seconds=profiled["seconds"],
+                           cold_first_batch_seconds=cold)  # fmt: skip
+    res["floor"] = _floor_section(setup, rounds, best, work, len(recorder.images))
+    progress("moving batches to shared memory")
+    res["transfer"] = physical.measure_transfer(setup.build, batches)
+    res["fast_decode"] = _fast_decode_section(setup, recorder, work, rounds.fast, best, profiled)
+    del recorder, work, dataset
+    res["nested_mask"] = _nested_mask_section(setup, best)
+    return res
+
+
+def _interleaved_rounds(setup: _Setup, recorder: WorkRecorder, work: dict) -> _Rounds:
+    """The pipeline, the floor, the previous path and fast_decode, round after round, so that
+    each ratio is taken within the same rounds."""
+    fast_paths = {**setup.paths, "grouped": _with_fast_decode(setup.paths["grouped"])}
+    rounds = _Rounds()
+    for round_index in range(setup.repeats):
+        progress(f"pipeline / floor / previous path / fast_decode, round {round_index + 1} of {setup.repeats}")
         gc.collect()
         running.reset_peak()
-        runs.append(_run_packs(running.build(paths, tok, special, packing), batches))
-        res.setdefault("process_peak_rss_mb", running.process_status(os.getpid()).get("VmHWM", 0) / 2**20)
-        floors.append(replay_floor(recorder, work))
+        rounds.runs.append(_run_packs(setup.build(), setup.batches))
+        if rounds.peak_rss_mb is None:
+            rounds.peak_rss_mb = running.process_status(os.getpid()).get("VmHWM", 0) / 2**20
+        rounds.floors.append(replay_floor(recorder, work))
         with physical.previous_path():  # baseline: the conversion as it was before media/convert.py
-            previous.append(_run_packs(running.build(paths, tok, special, packing), batches)["seconds"])
-        fast_runs.append(_run_packs(running.build(fast_paths, tok, special, packing), batches))  # fast_decode: true
-    best = min(runs, key=lambda r: r["seconds"])
-    res["pipeline"] = {k: v for k, v in best.items() if k != "packs"}
-    res["pipeline"].update(deterministic=all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in runs),
-                           all_seconds=[r["seconds"] for r in runs], profiled_seconds=profiled["seconds"],
-                           cold_first_batch_seconds=cold)  # fmt: skip
+            rounds.previous.append(_run_packs(setup.build(), setup.batches)["seconds"])
+        rounds.fast.append(_run_packs(setup.build(fast_paths), setup.batches))  # fast_decode: true
+    return rounds
+
+
+def _floor_section(setup: _Setup, rounds: _Rounds, best: dict, work: dict, recorded_images: int) -> dict:
+    """The floor against the pipeline's best run and the previous path, and the float32
+    write beside it."""
+    floors, previous = rounds.floors, rounds.previous
     floor_s = min(f["seconds"] for f in floors)
-    bandwidth = physical.write_bandwidth(128 if quick else 512)
+    bandwidth = physical.write_bandwidth(128 if setup.quick else 512)
     write_s = floors[0]["float32_bytes"] / bandwidth["bytes_per_second"]
-    res["floor"] = {
+    section = {
         "seconds": floor_s, "all_seconds": [f["seconds"] for f in floors], "images": len(work),
         "transform_calls": sum(len(c) for c in work.values()), "pipeline_over_floor": best["seconds"] / floor_s,
         "float32_bytes": floors[0]["float32_bytes"], "write_bandwidth": bandwidth, "float32_write_seconds": write_s,
         "pipeline_over_floor_plus_write": best["seconds"] / (floor_s + write_s),
-        "recorded_images": len(recorder.images),
+        "recorded_images": recorded_images,
         "pipeline_seconds_previous_path": min(previous), "all_seconds_previous_path": previous,
         "previous_path_over_floor": min(previous) / floor_s, "speedup_over_previous_path": min(previous) / best["seconds"],
     }  # fmt: skip
-    res["floor"]["identical_to_previous_path"] = physical.same_batches(
-        lambda: running.build(paths, tok, special, packing), min(batches, 2)
-    )
-    progress("moving batches to shared memory")
-    res["transfer"] = physical.measure_transfer(lambda: running.build(paths, tok, special, packing), batches)
+    section["identical_to_previous_path"] = physical.same_batches(setup.build, min(setup.batches, 2))
+    return section
 
-    # fast_decode on the JPEGs the packs held, and on JPEGs twice the target size.
+
+def _fast_decode_section(
+    setup: _Setup, recorder: WorkRecorder, work: dict, fast_runs: list, best: dict, profiled: dict
+) -> dict:
+    """fast_decode on the JPEGs the packs held, and on JPEGs twice the target size; and the
+    pipeline with it."""
     progress("fast_decode speed and pixel error")
+    quick, repeats = setup.quick, setup.repeats
     jpegs = recorder.jpeg_work(work)[: 12 if quick else None]
     twice = fast.twice_target_items(list({id(t): t for _, c in jpegs for t, _ in c}.values()), 2 if quick else 6)
-    res["fast_decode"] = {
+    return {
         "bench_images": fast.measure_fast_decode(jpegs, rounds=repeats),
         "bench_images_pillow_only": fast.measure_fast_decode(jpegs, rounds=repeats, simplejpeg=False),
         "twice_target": fast.measure_fast_decode(twice, rounds=repeats),
@@ -119,25 +177,26 @@ def measure_in_process(paths: dict, packing: dict, batches: int, repeats: int, q
                      "relative_to_exact": best["seconds"] / min(r["seconds"] for r in fast_runs),
                      "same_packs": all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in fast_runs)},
     }  # fmt: skip
-    del recorder, work, jpegs, twice, dataset
 
+
+def _nested_mask_section(setup: _Setup, best: dict) -> dict:
+    """The nested-mask mode (dense masks instead of split_lens / attn_modes): throughput,
+    and each mask's build time against the image work of its sample."""
     progress("nested-mask mode")
-    # nested-mask mode (dense masks instead of split_lens / attn_modes)
     runs_nested = []
     warm_rebuild = None  # the same masks rebuilt in warm memory: the code's cost, not the VM's
-    for _ in range(repeats):
-        with WorkRecorder() as recorder, StageProfiler(tok) as profiler:
-            run = _run_packs(running.build(paths, tok, special, packing, use_flex=False), batches)
+    for _ in range(setup.repeats):
+        with WorkRecorder() as recorder, StageProfiler(setup.tok) as profiler:
+            run = _run_packs(setup.build(use_flex=False), setup.batches)
         runs_nested.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))
         if warm_rebuild is None:
-            warm_rebuild = mask_report([recorder.warm_mask_rows(run["packs"], rounds=repeats)])
+            warm_rebuild = mask_report([recorder.warm_mask_rows(run["packs"], rounds=setup.repeats)])
     fastest = min(runs_nested, key=lambda r: r[0]["seconds"])
-    res["nested_mask"] = {"tokens_per_second": fastest[0]["tokens_per_second"], "seconds": fastest[0]["seconds"],
-                          "all_seconds": [r[0]["seconds"] for r in runs_nested],
-                          "mask_build_seconds": min(r[1] for r in runs_nested),
-                          **mask_report([r[2] for r in runs_nested]), "warm_rebuild": warm_rebuild,
-                          "relative_to_flex": fastest[0]["tokens_per_second"] / best["tokens_per_second"]}  # fmt: skip
-    return res
+    return {"tokens_per_second": fastest[0]["tokens_per_second"], "seconds": fastest[0]["seconds"],
+            "all_seconds": [r[0]["seconds"] for r in runs_nested],
+            "mask_build_seconds": min(r[1] for r in runs_nested),
+            **mask_report([r[2] for r in runs_nested]), "warm_rebuild": warm_rebuild,
+            "relative_to_flex": fastest[0]["tokens_per_second"] / best["tokens_per_second"]}  # fmt: skip
 
 
 def _with_fast_decode(grouped_path: str) -> dict:
