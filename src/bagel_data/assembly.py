@@ -112,23 +112,16 @@ def assemble(
     for risk in budget_risks(groups, config):
         warnings.warn(risk, ConfigWarning, stacklevel=4)  # the caller of the public builder
     status_of_rank = rank_data_status(data_status, local_rank)
-    datasets = {}
-    for group in groups:
-        status = None
-        if status_of_rank is not None and group.resume_data_status:
-            status = status_of_rank.get(group.name)
-        datasets[group.name] = group.family(
-            dataset_name=group.name,
-            tokenizer=tokenizer,
-            local_rank=local_rank,
-            world_size=world_size,
-            num_workers=num_workers,
-            data_status=status,
-            strict=strict,
-            max_consecutive_failures=max_consecutive_failures,
-            **group.kwargs,
-            **({"compat": compat} if compat else {}),
-        )
+    shared = {
+        "tokenizer": tokenizer,
+        "local_rank": local_rank,
+        "world_size": world_size,
+        "num_workers": num_workers,
+        "strict": strict,
+        "max_consecutive_failures": max_consecutive_failures,
+        **({"compat": compat} if compat else {}),
+    }
+    datasets = {group.name: _family_dataset(group, status_of_rank, shared) for group in groups}
     return Assembled(
         datasets,
         weights={group.name: group.weight for group in groups},
@@ -137,3 +130,12 @@ def assemble(
         local_rank=local_rank,
         world_size=world_size,
     )
+
+
+def _family_dataset(group, status_of_rank: dict | None, shared: dict):
+    """The group's family dataset, resuming from this rank's `data_status` entry for the
+    group when the group resumes from it; `shared`: the arguments every group gets."""
+    status = None
+    if status_of_rank is not None and group.resume_data_status:
+        status = status_of_rank.get(group.name)
+    return group.family(dataset_name=group.name, data_status=status, **shared, **group.kwargs)
