@@ -20,8 +20,14 @@ def _transform(args: tuple[int, ...]) -> dict[str, int]:
 
 
 def write_configs(paths: DemoPaths, s: DemoSizes) -> None:
+    paths.dataset_info.write_text(yaml.safe_dump(_dataset_info(paths, s), sort_keys=False))
+    paths.grouped_datasets.write_text(yaml.safe_dump(_grouped_datasets(s), sort_keys=False))
+
+
+def _dataset_info(paths: DemoPaths, s: DemoSizes) -> dict:
+    """Where each of the three datasets lies and how many files and samples it holds."""
     t2i, edit, vlm = DATASET_NAMES.values()
-    info = {
+    return {
         "t2i_pretrain": {
             t2i: {"data_dir": str(paths.t2i_dir), "num_files": s.t2i.files, "num_total_samples": s.t2i.rows}
         },
@@ -42,8 +48,13 @@ def write_configs(paths: DemoPaths, s: DemoSizes) -> None:
             }
         },
     }
+
+
+def _grouped_datasets(s: DemoSizes) -> dict:
+    """The three groups: their weights, which is mandatory, and their image transforms."""
+    t2i, edit, vlm = DATASET_NAMES.values()
     tr = s.transforms
-    groups = {
+    return {
         "t2i_pretrain": {
             "dataset_names": [t2i],
             "image_transform_args": _transform(tr.vae),
@@ -70,5 +81,3 @@ def write_configs(paths: DemoPaths, s: DemoSizes) -> None:
             "weight": 0.2,
         },
     }
-    paths.dataset_info.write_text(yaml.safe_dump(info, sort_keys=False))
-    paths.grouped_datasets.write_text(yaml.safe_dump(groups, sort_keys=False))
