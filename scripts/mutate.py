@@ -51,11 +51,18 @@ CORE: dict[str, list[str]] = {
         "tests/dropin",
         "tests/conformance/test_golden_packed.py",
     ],
+    "packing/placement.py": [
+        "tests/packing",
+        "tests/checkpoint",
+        "tests/dropin",
+        "tests/conformance/test_golden_packed.py",
+    ],
     "packing/stream_state.py": ["tests/checkpoint", "tests/dropin", "tests/packing"],  # incl. compat resume
     "packing/strategies.py": ["tests/packing"],
     "packing/layout.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
     "sharding.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
     "families/base.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
+    "families/units.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
     "checkpoint/state.py": ["tests/checkpoint"],
     "checkpoint/restart.py": ["tests/checkpoint"],
     "checkpoint/merge.py": ["tests/checkpoint"],

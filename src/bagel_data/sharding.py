@@ -9,8 +9,9 @@ of dropping it; when it divides, the slices are the reference's.
 
 Iteration goes by *phases* of a work list: full passes over the worker's units, preceded
 after an elastic restart by the inherited samples and the old workers' remainder
-(`checkpoint/restart.py`). The family base class that walks these phases is
-`families/base.py`; this module is the unit arithmetic alone.
+(`checkpoint/restart.py`). The family base classes that use this are `families/units.py`
+(which worker reads which units) and `families/base.py` (walking the phases); this module
+is the unit arithmetic alone.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from ..media import fast_decode
 from ..media.fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
 from ..media.images import ImageTransform, decode_image
 from ..synthetic.dataset import encode_image, photo_like_image
-from .floor import Patcher
+from .patcher import Patcher
 
 _now = time.perf_counter
 

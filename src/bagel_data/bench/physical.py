@@ -23,7 +23,7 @@ from ..batch import collate_wrapper
 from ..media import jpeg
 from ..media.images import ImageTransform
 from ..packing import buffers
-from .floor import Patcher
+from .patcher import Patcher
 
 _now = time.perf_counter
 

@@ -1,6 +1,9 @@
-"""The benchmark's headline numbers as a rich table (`print_report`)."""
+"""The benchmark's headline numbers as a rich table (`print_report`), one group of rows per
+section of the results."""
 
 from __future__ import annotations
+
+Rows = list[tuple[str, str]]  # (what was measured, the figures)
 
 
 def print_report(res: dict) -> None:
@@ -8,8 +11,24 @@ def print_report(res: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    pipe, flo, nest, jl, fd = res["pipeline"], res["floor"], res["nested_mask"], res["jsonl_index"], res["fast_decode"]
-    sj = fd["simplejpeg"]
+    rows = [
+        *_pipeline_rows(res),
+        *_loader_rows(res["loader"]),
+        *_mask_rows(res["nested_mask"]),
+        ("checkpoint", f"{res['checkpoint']['bytes']:,} bytes"),
+        _jsonl_row(res["jsonl_index"]),
+        *_fast_decode_rows(res["fast_decode"]),
+    ]
+    table = Table(title=f"bagel-data benchmark ({res['config']['batches']} packs)", show_header=False)
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)
+
+
+def _pipeline_rows(res: dict) -> Rows:
+    """Warm-up, the pipeline in one process against the floor, the move to shared memory,
+    and the time per stage."""
+    pipe, flo = res["pipeline"], res["floor"]
     warm = res["config"]["warm_memory"]
     rows = [
         ("memory warmed first", f"{warm['megabytes']} MiB in {warm['seconds']:.2f} s ({warm['mb_per_second']:,.0f} MiB/s)"),
@@ -31,7 +50,13 @@ def print_report(res: dict) -> None:
         (f"  stage {k}", f"{v['seconds']:.2f} s ({v['share']:.0%}), {v['calls']} calls")
         for k, v in res["stages"].items()
     ]
-    for run in (v for v in res["loader"].values() if isinstance(v, dict)):
+    return rows
+
+
+def _loader_rows(loader: dict) -> Rows:
+    """Each DataLoader run: steady throughput, scaling, first batch and peak memory."""
+    rows = []
+    for run in (v for v in loader.values() if isinstance(v, dict)):
         workers = [w.get("VmHWM_mb", 0) for w in run["peak_rss"]["workers"]]
         main = run["peak_rss"]["main"].get("VmHWM_mb", 0)
         rows.append(
@@ -44,40 +69,45 @@ def print_report(res: dict) -> None:
                 ),
             )
         )
-    for label, n in (("", nest),):
-        m = n["by_group"]["all"]
-        rows.append(
+    return rows
+
+
+def _mask_rows(nest: dict) -> Rows:
+    """The nested-mask mode, and its masks rebuilt in warm memory, against the image work."""
+    every, warm = nest["by_group"]["all"], nest["warm_rebuild"]["by_group"]["all"]
+    return [
+        (
+            "nested masks",
             (
-                f"nested masks{label}",
-                (
-                    f"{n['tokens_per_second']:,.0f} tok/s; mask < image work in "
-                    f"{m['mask_cheaper_than_images']}/{m['samples']} samples, "
-                    f"max ratio {m['max_mask_to_image_ratio']:.2f}"
-                ),
-            )
-        )
-    m = nest["warm_rebuild"]["by_group"]["all"]
-    rows.append(
+                f"{nest['tokens_per_second']:,.0f} tok/s; mask < image work in "
+                f"{every['mask_cheaper_than_images']}/{every['samples']} samples, "
+                f"max ratio {every['max_mask_to_image_ratio']:.2f}"
+            ),
+        ),
         (
             "nested masks rebuilt in warm memory",
             (
-                f"mask < image work in {m['mask_cheaper_than_images']}/"
-                f"{m['samples']} samples, max ratio {m['max_mask_to_image_ratio']:.2f}"
+                f"mask < image work in {warm['mask_cheaper_than_images']}/"
+                f"{warm['samples']} samples, max ratio {warm['max_mask_to_image_ratio']:.2f}"
             ),
-        )
-    )
-    rows.append(("checkpoint", f"{res['checkpoint']['bytes']:,} bytes"))
-    rows.append(
+        ),
+    ]
+
+
+def _jsonl_row(jl: dict) -> tuple[str, str]:
+    return (
+        "JSONL index",
         (
-            "JSONL index",
-            (
-                f"{jl['bytes_per_line']:.1f} B/line held ({jl['lines']:,} lines), "
-                f"peak RSS +{jl['peak_rss_delta_mb']:.0f} MB while building"
-            ),
-        )
+            f"{jl['bytes_per_line']:.1f} B/line held ({jl['lines']:,} lines), "
+            f"peak RSS +{jl['peak_rss_delta_mb']:.0f} MB while building"
+        ),
     )
-    fp = fd["pipeline"]
-    rows.append(
+
+
+def _fast_decode_rows(fd: dict) -> Rows:
+    """`fast_decode: true` in the pipeline, on each image set, and simplejpeg's exactness."""
+    fp, sj = fd["pipeline"], fd["simplejpeg"]
+    rows = [
         (
             "pipeline with fast_decode: true",
             (
@@ -85,7 +115,7 @@ def print_report(res: dict) -> None:
                 f"(x{fp['relative_to_exact']:.2f} of exact), same packs {fp['same_packs']}"
             ),
         )
-    )
+    ]
     for name, v in fd.items():
         if name not in ("simplejpeg", "pipeline"):
             psnr = "identical" if v["psnr_db"] is None else f"PSNR {v['psnr_db']:.1f} dB"
@@ -98,19 +128,12 @@ def print_report(res: dict) -> None:
                     ),
                 )
             )
-    if sj["available"]:
-        modes = {
-            m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()
-        }
-        rows.append(
-            (
-                "simplejpeg",
-                f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}",
-            )
+    if not sj["available"]:
+        return rows + [("simplejpeg", "not installed")]
+    modes = {m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()}
+    return rows + [
+        (
+            "simplejpeg",
+            f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}",
         )
-    else:
-        rows.append(("simplejpeg", "not installed"))
-    table = Table(title=f"bagel-data benchmark ({res['config']['batches']} packs)", show_header=False)
-    for name, value in rows:
-        table.add_row(name, value)
-    Console().print(table)
+    ]

@@ -55,7 +55,8 @@ class Buffered:
     group: int
     cursor: tuple
     # The sample dict. None only for an item restored from a checkpoint (it holds cursors,
-    # not samples) until `PackedDataset._materialize` rebuilds it, before any other use.
+    # not samples) until `PackedDataset._materialize` (packing/placement.py) rebuilds it,
+    # before any other use.
     sample: Any = None
     rng_state: dict | None = None  # compat="bagel": the shared stream before the sample's row
 

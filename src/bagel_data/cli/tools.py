@@ -95,7 +95,7 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
         report_path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         console.print(f"full report: {report_path}")
     if report.rows_written == 0:
-        from ..tools.prepare.common import likely_cause
+        from ..tools.prepare.report import likely_cause
 
         console.print(f"[red]error:[/red] nothing was written. Likely cause: {likely_cause(report)}")
         raise typer.Exit(1)

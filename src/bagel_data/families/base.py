@@ -1,165 +1,22 @@
-"""The base class of every family: units, epoch shuffling, rank/worker sharding, phases.
+"""The base class of every family: iteration by phases, cursors, exact resume.
 
 A family implements `get_data_paths` (its units) and `_unit_samples` (the good rows of one
-unit); this class owns the epoch order, which worker reads what, the cursors that make
-resume exact, and the per-sample random generators.
+unit); `UnitDataset` (`families/units.py`) owns the epoch order, which worker reads what,
+and the per-sample random generators; this class walks a worker's units in phases and
+keeps the cursors that make resume exact.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import torch
-
-from ..compat import CompatRandom, check_compat
-from ..errors import BagelDataError, ConfigError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
+from ..compat import CompatRandom
+from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import with_tensors
-from ..sharding import (
-    INHERITED_PHASE,
-    REMAINDER_PHASE,
-    WorkerShard,
-    WorkerTopology,
-    phase_work,
-    reference_rank_ids,
-    row_key_at,
-    split_evenly,
-    stable_hash,
-)
-
-if TYPE_CHECKING:
-    from ..checkpoint.restart import GroupRestart
+from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, phase_work, row_key_at
+from .units import UnitDataset
 
 
-class DistributedIterableDataset(torch.utils.data.IterableDataset):
-    """Base of the three families: units, epoch shuffling, rank/worker sharding."""
-
-    # Set by `set_epoch` once the family has its units; `data_status` by each family's
-    # constructor (the reference's per-worker resume positions, or None).
-    epoch_units: Sequence[Any]
-    rank_unit_ids: range
-    num_files_per_rank: int
-    data_status: list | None
-
-    def __init__(
-        self,
-        dataset_name: str,
-        local_rank: int = 0,
-        world_size: int = 1,
-        num_workers: int = 8,
-        *,
-        compat=None,
-        strict: bool = False,
-        max_consecutive_failures: int = 100,
-    ):
-        if world_size < 1 or not 0 <= local_rank < world_size:
-            raise ConfigError(
-                "local_rank", local_rank, f"must be in [0, world_size={world_size}); pass the rank of this process"
-            )
-        self.dataset_name = dataset_name
-        self.local_rank = local_rank
-        self.world_size = world_size
-        self.num_workers = num_workers
-        self.rng = random.Random()  # only ever re-seeded by set_epoch
-        self.data_paths: Any = None  # the family's units: a list, or the VLM family's JsonlIndex
-        self.epoch_seed = 42
-        self.strict = bool(strict)  # raise on the first bad row instead of skipping it
-        self.max_consecutive_failures = int(max_consecutive_failures)
-        self.skip_log = SkipLog(dataset_name, self.strict, self.max_consecutive_failures)
-        self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)
-        self.compat = check_compat(compat)  # "bagel": the reference's behaviour (docs/compat.md)
-        self.compat_seed: int | None = None  # compat: the generators' seed outside a DataLoader worker
-        self.compat_rng: Any = None  # compat: the stream this worker draws from (shared with the packer)
-
-    # -- units -------------------------------------------------------------------------
-    def get_data_paths(self, *args, **kwargs):
-        raise NotImplementedError
-
-    def sorted_units(self) -> list:
-        """The units in their canonical (sorted) order; families may override."""
-        return sorted(self.data_paths)
-
-    def set_epoch(self, seed: int = 42) -> None:
-        if self.data_paths is None:
-            return
-        units = self.sorted_units()
-        self.rng.seed(seed)
-        self.rng.shuffle(units)
-        self.epoch_seed = seed
-        self.epoch_units = units
-        self.rank_unit_ids = self._rank_ids(len(units))
-        self.num_files_per_rank = len(self.rank_unit_ids)
-        self._check_enough_units(len(units), self.num_workers)
-
-    @property
-    def data_paths_per_rank(self) -> list:
-        return [self.epoch_units[i] for i in self.rank_unit_ids]
-
-    def _check_enough_units(self, num_units: int, num_workers: int) -> None:
-        needed = self.world_size * max(num_workers, 1)
-        if num_units < needed:
-            raise ConfigError(
-                f"{self.dataset_name}.num_used_data",
-                num_units,
-                f"{num_units} units cannot be shared by {self.world_size} rank(s) x "
-                f"{max(num_workers, 1)} worker(s): at least {needed} are needed. Raise num_used_data "
-                "(parquet files repeat to fill it), add data, or use fewer workers/ranks.",
-            )
-
-    def worker_shard(self) -> WorkerShard:
-        """This process's share: the whole rank list outside a DataLoader worker."""
-        topology = WorkerTopology.current(self.local_rank, self.world_size)
-        if topology.num_workers:
-            self._check_enough_units(len(self.epoch_units), topology.num_workers)
-        return topology.shard(len(self.epoch_units), reference=bool(self.compat))
-
-    def _rank_ids(self, num_units: int) -> range:
-        if self.compat:  # the reference drops the remainder (SPEC 8.3)
-            return reference_rank_ids(num_units, self.world_size, self.local_rank)
-        return split_evenly(num_units, self.world_size, self.local_rank)
-
-    def get_data_paths_per_worker(self):
-        """The reference's view: (this worker's units, worker id)."""
-        shard = self.worker_shard()
-        return [self.unit_view(self.epoch_units[int(i)]) for i in shard.unit_ids], shard.worker_id
-
-    def unit_view(self, unit):
-        """A unit as the reference's `data_paths` holds it."""
-        return unit
-
-    def input_paths(self) -> list[str]:
-        """The files this group reads (a checkpoint records them with their sizes)."""
-        return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in self.data_paths or ()})
-
-    def input_record(self) -> dict:
-        """`checkpoint.inputs.input_record` of this group's files, computed once per process."""
-        if getattr(self, "_input_record", None) is None:
-            from ..checkpoint.inputs import input_record
-
-            self._input_record = input_record([str(path) for path in self.input_paths()])
-        return self._input_record
-
-    def unit_label(self, unit_id: int) -> str:
-        """The unit at `unit_id` of the epoch order, as error messages name it."""
-        return str(self.epoch_units[unit_id])
-
-    # -- per-sample randomness -----------------------------------------------------------
-    def sample_rng(self, unit_id: int, *position: int) -> np.random.Generator:
-        """A generator owned by one sample: the same wherever and whenever it is rebuilt.
-
-        In compat mode, the worker's shared stream instead (the reference's globals); its
-        state before the row is kept so that a buffered sample can be rebuilt exactly."""
-        if self.compat:
-            self._row_rng_state = self.compat_rng.get_state()
-            return self.compat_rng
-        key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.dataset_name), int(unit_id), *position]
-        return np.random.default_rng(np.random.SeedSequence(key))
-
-    def new_skip_log(self) -> SkipLog:
-        self.skip_log = SkipLog(self.dataset_name, self.strict, self.max_consecutive_failures)
-        return self.skip_log
+class DistributedIterableDataset(UnitDataset):
+    """Base of the families: their samples in order, from any cursor, rebuilt exactly."""
 
     # -- what families implement -----------------------------------------------------------
     # A row is addressed by (global unit id, pass, *row within the unit); the row within is

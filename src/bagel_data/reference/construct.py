@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import datasets
+from ..assembly import Assembled, assemble
 from ..errors import ConfigError
 from ..packing.config import PackingConfig
 
@@ -77,8 +78,8 @@ def assemble_from_data_config(
     data_status,
     strict: bool,
     max_consecutive_failures: int,
-) -> datasets.Assembled:
-    return datasets.assemble(
+) -> Assembled:
+    return assemble(
         tokenizer,
         grouped_datasets_of(data_config),
         dataset_info_for(data_config, dataset_info),

@@ -142,33 +142,48 @@ def validate_config(
     budget = dataset.config.max_num_tokens_per_sample
     for name, family in zip(dataset.group_names, dataset.grouped_datasets):
         group = report.groups[name] = GroupReport(name, units=len(family.epoch_units))
-        sizes = _shard_sizes(group.units, world_size, max(num_workers, 1))
-        group.units_per_worker = sizes
-        if min(min(per_rank) for per_rank in sizes) == 0:
-            report.errors.append(
-                f"{name}: {group.units} units for {world_size} rank(s) x {num_workers} worker(s); "
-                f"some workers would get none (needs at least {world_size * max(num_workers, 1)}). "
-                "Fix: raise num_used_data (parquet files repeat to fill it), add data, "
-                "or use fewer workers (--num-workers) or ranks"
-            )
-        try:
-            empty = _walk_group(family, group, sample, budget)
-        except BagelDataError as error:
-            report.errors.append(f"{name}: {error}")
-            empty = None
-        if empty:
-            group.empty_units = [family.unit_label(i) for i in empty[:20]]
-            report.warnings.append(f"{name}: {len(empty)} unit(s) hold no rows, e.g. {group.empty_units[0]}")
-            report.errors.extend(_stuck_workers(family, name, empty, world_size, num_workers))
-        if group.over_budget and group.samples == 0:
-            report.errors.append(
-                f"{name}: every sample is over max_num_tokens_per_sample={budget}; the run would stop "
-                "(TooManyFailuresError). Raise the budget or lower image sizes / text lengths"
-            )
-        for reason, count in group.skips.items():
-            example = group.examples.get(reason, "")
-            report.errors.append(
-                f"{name}: {count} row(s) would be skipped ({reason}), e.g. {example}. Fix: {fix_for(reason)}"
-            )
+        _check_group(report, group, family, world_size, num_workers, sample, budget)
     report.ok = not report.errors
     return report
+
+
+def _check_group(
+    report: ValidationReport,
+    group: GroupReport,
+    family,
+    world_size: int,
+    num_workers: int,
+    sample: int | None,
+    budget: int,
+) -> None:
+    """One group's checks: its units' split over ranks and workers, then a walk over its
+    rows; what would fail or drop data goes into `report`'s errors."""
+    name = group.name
+    sizes = _shard_sizes(group.units, world_size, max(num_workers, 1))
+    group.units_per_worker = sizes
+    if min(min(per_rank) for per_rank in sizes) == 0:
+        report.errors.append(
+            f"{name}: {group.units} units for {world_size} rank(s) x {num_workers} worker(s); "
+            f"some workers would get none (needs at least {world_size * max(num_workers, 1)}). "
+            "Fix: raise num_used_data (parquet files repeat to fill it), add data, "
+            "or use fewer workers (--num-workers) or ranks"
+        )
+    try:
+        empty = _walk_group(family, group, sample, budget)
+    except BagelDataError as error:
+        report.errors.append(f"{name}: {error}")
+        empty = None
+    if empty:
+        group.empty_units = [family.unit_label(i) for i in empty[:20]]
+        report.warnings.append(f"{name}: {len(empty)} unit(s) hold no rows, e.g. {group.empty_units[0]}")
+        report.errors.extend(_stuck_workers(family, name, empty, world_size, num_workers))
+    if group.over_budget and group.samples == 0:
+        report.errors.append(
+            f"{name}: every sample is over max_num_tokens_per_sample={budget}; the run would stop "
+            "(TooManyFailuresError). Raise the budget or lower image sizes / text lengths"
+        )
+    for reason, count in group.skips.items():
+        example = group.examples.get(reason, "")
+        report.errors.append(
+            f"{name}: {count} row(s) would be skipped ({reason}), e.g. {example}. Fix: {fix_for(reason)}"
+        )

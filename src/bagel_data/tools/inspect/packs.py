@@ -235,32 +235,23 @@ def inspect_packs(
     )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    strips, attentions, texts, fills = [], [], [], []
+    packs = [
+        _draw_pack(out, index, batch, dataset.config, tok, special_tokens)
+        for index, batch in enumerate(itertools.islice(iter(dataset), num_batches))
+    ]
     lengths: dict[str, list[int]] = defaultdict(list)
-    for index, batch in enumerate(itertools.islice(iter(dataset), num_batches)):
-        spans = sample_spans(batch)
-        groups = [where["dataset_name"] for where in batch["batch_data_indexes"]]
-        for (start, end), group in zip(spans, groups):
-            lengths[group].append(end - start)
-        fill = batch["sequence_length"] / dataset.config.max_num_tokens
-        fills.append(fill)
-        title = f"pack {index}: {batch['sequence_length']} tokens ({fill:.1%} of max_num_tokens), {len(spans)} samples"
-        kinds = position_kinds(batch, special_tokens)
-        strips.append(draw_strip(out / f"pack_{index}_strip.png", kinds, spans, groups, title))
-        fraction = attention_fraction(batch)
-        attentions.append(
-            draw_attention(out / f"pack_{index}_attention.png", fraction, batch["sequence_length"], title)
-        )
-        side = dataset.config.max_num_patch_per_side
-        text = render_pack_text(batch, tok, special_tokens, max_num_patch_per_side=side)
-        texts.append(f"=== pack {index} ===\n{text}")
+    for pack in packs:
+        for group, length in pack.lengths:
+            lengths[group].append(length)
+    fills = [pack.fill for pack in packs]
+    texts = [pack.text for pack in packs]
     histogram = draw_histograms(out / "histograms.png", lengths, fills)
     text_path = out / "packs.txt"
     text_path.write_text("\n".join(texts), encoding="utf-8")
     return InspectReport(
         out,
-        tuple(strips),
-        tuple(attentions),
+        tuple(pack.strip for pack in packs),
+        tuple(pack.attention for pack in packs),
         histogram,
         text_path,
         "\n".join(texts),
@@ -268,3 +259,29 @@ def inspect_packs(
         tuple(fills),
         {group: tuple(values) for group, values in lengths.items()},
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _DrawnPack:
+    """One pack as `inspect_packs` drew it: its pictures, text, fill and sample lengths."""
+
+    strip: Path
+    attention: Path
+    text: str
+    fill: float
+    lengths: list[tuple[str, int]]  # (group, tokens) of each sample, in pack order
+
+
+def _draw_pack(out: Path, index: int, batch: dict, config, tok, special_tokens) -> _DrawnPack:
+    """Pack `index`'s strip of position kinds and attention picture under `out`, and its text."""
+    spans = sample_spans(batch)
+    groups = [where["dataset_name"] for where in batch["batch_data_indexes"]]
+    fill = batch["sequence_length"] / config.max_num_tokens
+    title = f"pack {index}: {batch['sequence_length']} tokens ({fill:.1%} of max_num_tokens), {len(spans)} samples"
+    kinds = position_kinds(batch, special_tokens)
+    strip = draw_strip(out / f"pack_{index}_strip.png", kinds, spans, groups, title)
+    fraction = attention_fraction(batch)
+    attention = draw_attention(out / f"pack_{index}_attention.png", fraction, batch["sequence_length"], title)
+    text = render_pack_text(batch, tok, special_tokens, max_num_patch_per_side=config.max_num_patch_per_side)
+    lengths = [(group, end - start) for (start, end), group in zip(spans, groups)]
+    return _DrawnPack(strip, attention, f"=== pack {index} ===\n{text}", fill, lengths)

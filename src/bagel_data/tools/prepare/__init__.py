@@ -5,9 +5,9 @@ naming every dropped (or, for VLM, repaired) row with its location and reason, s
 dataset is never silently smaller than its source.
 """
 
-from .common import DropReason, Fix, PrepareReport, RowNote
 from .edit import prepare_edit, write_parquet_info
 from .interleaved import prepare_interleaved
+from .report import DropReason, Fix, PrepareReport, RowNote
 from .t2i import prepare_t2i
 from .vlm import prepare_vlm
 

@@ -11,17 +11,10 @@ import pyarrow.parquet as pq
 from ...errors import ConfigError, SkipReason
 from ...formats import EDIT_SCHEMA
 from ...sources import storage
-from .common import (
-    Notes,
-    PrepareReport,
-    Progress,
-    RowDropped,
-    ShardWriter,
-    each_row,
-    image_bytes,
-    manifest_rows,
-    prepare_out_dir,
-)
+from .common import Progress, each_row, manifest_rows
+from .report import Notes, PrepareReport, RowDropped
+from .shards import ShardWriter, prepare_out_dir
+from .stored_images import image_bytes
 
 
 def edit_row(row: object, image_root: Path) -> dict:

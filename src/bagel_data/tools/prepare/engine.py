@@ -23,7 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import ConfigError
-from .common import PrepareReport, Progress, RowDropped, RowNote, Rows, prepare_out_dir, report_name
+from .common import Progress, Rows
+from .report import PrepareReport, RowDropped, RowNote, report_name
+from .shards import prepare_out_dir
 
 ENGINES = ("local", "ray")
 STATE_DIR = ".prepare-state"

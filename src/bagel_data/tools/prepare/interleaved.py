@@ -15,19 +15,11 @@ import yaml
 
 from ...errors import ConfigError, SkipReason
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
-from .common import (
-    DropReason,
-    Notes,
-    PrepareReport,
-    Progress,
-    RowDropped,
-    ShardWriter,
-    each_row,
-    image_bytes,
-    manifest_rows,
-    prepare_out_dir,
-)
+from .common import Progress, each_row, manifest_rows
 from .edit import write_parquet_info
+from .report import DropReason, Notes, PrepareReport, RowDropped
+from .shards import ShardWriter, prepare_out_dir
+from .stored_images import image_bytes
 
 GROUP = "interleaved"
 IMAGE_TRANSFORM = {"image_stride": 16, "max_image_size": 512, "min_image_size": 256}

@@ -18,10 +18,12 @@ from pathlib import Path
 from ...errors import ConfigError
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
-from .common import PrepareReport, Progress, RowNote, Rows, check_format, manifest_rows
+from .common import Progress, Rows, manifest_rows
 from .edit import edit_row, write_parquet_info
 from .engine import ShardJob, jsonl_bytes, parquet_bytes, run_shards
 from .interleaved import document_segments, write_run_config
+from .report import PrepareReport, RowNote
+from .stored_images import check_format
 from .t2i import folder_rows, numbered_captions, t2i_row
 from .vlm import fix_vlm_row, vlm_rows
 from .webdataset import TarSample, tar_captions, tar_files, tar_image, tar_rows

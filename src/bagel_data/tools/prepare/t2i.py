@@ -8,23 +8,10 @@ from typing import cast
 
 from ...errors import ConfigError, SkipReason
 from ...formats import T2I_SCHEMA
-from .common import (
-    CAPTION_COLUMN,
-    IMAGE_SUFFIXES,
-    DropReason,
-    Notes,
-    PrepareReport,
-    Progress,
-    RowDropped,
-    Rows,
-    ShardWriter,
-    caption_values,
-    check_format,
-    each_row,
-    image_bytes,
-    manifest_rows,
-    prepare_out_dir,
-)
+from .common import CAPTION_COLUMN, IMAGE_SUFFIXES, Progress, Rows, caption_values, each_row, manifest_rows
+from .report import DropReason, Notes, PrepareReport, RowDropped
+from .shards import ShardWriter, prepare_out_dir
+from .stored_images import check_format, image_bytes
 
 
 def _sidecar_captions(image: Path) -> tuple[Path, list[str]] | RowDropped:

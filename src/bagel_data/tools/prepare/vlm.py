@@ -14,19 +14,8 @@ from ...families.conversation import (
     count_image_tags,
 )
 from ...media.images import ImageDecodeError, ImageTooLargeError, decode_image
-from .common import (
-    ROLE_NAMES,
-    DropReason,
-    Fix,
-    Notes,
-    PrepareReport,
-    Progress,
-    RowDropped,
-    RowNote,
-    Rows,
-    each_row,
-    manifest_rows,
-)
+from .common import ROLE_NAMES, Progress, Rows, each_row, manifest_rows
+from .report import DropReason, Fix, Notes, PrepareReport, RowDropped, RowNote
 
 
 def vlm_rows(source: Path) -> Rows:

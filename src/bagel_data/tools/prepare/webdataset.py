@@ -13,7 +13,9 @@ import tarfile
 from pathlib import Path
 
 from ...errors import ConfigError, SkipReason
-from .common import CAPTION_COLUMN, IMAGE_SUFFIXES, DropReason, RowDropped, Rows, caption_values, stored_image
+from .common import CAPTION_COLUMN, IMAGE_SUFFIXES, Rows, caption_values
+from .report import DropReason, RowDropped
+from .stored_images import stored_image
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,184 @@
+"""Where a sample comes from and where it goes besides the open pack: drawn from its group
+or taken from the overflow buffer, put first in a new pack (mandatory and carried samples),
+kept in the buffer, carried into the next pack, chosen best-fit, or skipped with a named,
+counted reason; and what an emitted pack adds to the worker's counts.
+
+`PackedDataset` inherits these from `SamplePlacement`; its mixing loop (`packed_dataset.py`)
+decides when each is called. A sample restored from a checkpoint by reference is rebuilt
+here (`_materialize`) before any other use.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+from ..checkpoint.state import Buffered, PackState, ResumeError
+from ..errors import SkipReason
+from ..families.base import DistributedIterableDataset
+from ..sample import sample_length
+from .config import PackingConfig
+from .pack import PackBuilder
+from .strategies import best_subset
+
+
+class SamplePlacement:
+    """The placement half of `PackedDataset` (which sets these attributes)."""
+
+    config: PackingConfig
+    grouped_datasets: list[Any]
+    group_names: list[str]
+    is_mandatory: list[bool]
+    compat: str | None
+
+    def _drawer(self, state: PackState) -> Callable[[int], Buffered]:
+        """`draw(group)`: the group's next sample, its cursor recorded and its tokens counted
+        (taken back if it is skipped)."""
+        sources = [
+            _pending_samples(dataset, cursor, log)
+            for dataset, cursor, log in zip(self.grouped_datasets, state.cursors, state.logs)
+        ]
+
+        def draw(group: int) -> Buffered:
+            cursor, sample = next(sources[group])
+            state.cursors[group] = cursor
+            state.group_tokens[group] += sample_length(sample)
+            return Buffered(group, cursor, sample, sample.get("compat_rng_state"))
+
+        return draw
+
+    def _open_pack(self, pack: PackBuilder, draw: Callable[[int], Buffered], state: PackState) -> None:
+        """An empty pack starts with the next fitting sample of each mandatory group, then the
+        sample carried over from the last pack."""
+        for group, mandatory in enumerate(self.is_mandatory):
+            if mandatory:
+                pack.add(self._next_fitting(draw, group, state).sample)
+        if state.carry is not None:
+            self._add_carry(pack, state)
+
+    def _next_item(
+        self, pack: PackBuilder, state: PackState, draw: Callable[[int], Buffered], choose: Callable[[], int]
+    ) -> tuple[Buffered, bool] | None:
+        """The next candidate for the open pack and whether it came from the buffer: the
+        oldest buffered sample while the pack is short of `prefer_buffer_before`, else a draw
+        from the group `choose` picks. None when it became a counted skip instead (over the
+        per-sample budget, or a buffered row that is gone)."""
+        cfg = self.config
+        if pack.curr < cfg.prefer_buffer_before and state.buffer:
+            item = state.buffer.popleft()
+            return (item, True) if self._materialize(item, state) else None
+        item = draw(choose())
+        if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+            self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
+            return None
+        state.logs[item.group].used()
+        return item, False
+
+    def _emit(self, pack: PackBuilder, state: PackState) -> dict:
+        """The pack as a batch, counted in the worker's totals."""
+        state.packs += 1
+        state.tokens += pack.curr
+        state.samples.update(where["dataset_name"] for where in pack.data_indexes)
+        return pack.to_batch()
+
+    def _after_emit(self, item: Buffered, state: PackState) -> None:
+        """The sample that made the pack go out: it opens the next pack; in compat mode it is
+        dropped, as the reference drops it, but counted."""
+        if self.compat:
+            self._skip(item, state, SkipReason.DROPPED_AT_EMIT)
+        else:
+            state.carry = item
+
+    def _add_carry(self, pack: PackBuilder, state: PackState) -> None:
+        """Put the carried sample right after the mandatory ones, or skip it, counted, when
+        it cannot fit beside them (it would not fit in any later pack either)."""
+        item, state.carry = state.carry, None
+        assert item is not None  # called only while a sample is carried
+        if not self._materialize(item, state):
+            return
+        if pack.curr + sample_length(item.sample) > self.config.max_num_tokens:
+            self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+        else:
+            pack.add(item.sample)
+
+    def _next_fitting(self, draw, group: int, state: PackState) -> Buffered:
+        """The next sample of a mandatory group strictly under the per-sample budget."""
+        while True:
+            item = draw(group)
+            if sample_length(item.sample) < self.config.max_num_tokens_per_sample:
+                state.logs[group].used()
+                return item
+            self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
+
+    def _fill_best(self, pack: PackBuilder, state: PackState, draw_next) -> None:
+        """`pack_strategy="best_fit"`: top the buffer up (a look-ahead bounded by its size),
+        put the oldest buffered sample in (so nothing waits more than a buffer's worth of
+        packs), then the buffered samples whose total fills the room left best."""
+        cfg = self.config
+        while len(state.buffer) < max(cfg.max_buffer_size, 1):
+            item = draw_next()
+            if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+                self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
+            else:
+                state.buffer.append(item)
+        state.buffer = collections.deque(item for item in state.buffer if self._materialize(item, state))
+        if not state.buffer:
+            return
+        oldest = state.buffer.popleft()
+        if pack.curr + sample_length(oldest.sample) > cfg.max_num_tokens:  # only beside mandatory samples
+            self._skip(oldest, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+        else:
+            pack.add(oldest.sample)
+        chosen = best_subset([sample_length(item.sample) for item in state.buffer], cfg.max_num_tokens - pack.curr)
+        for index in chosen:
+            pack.add(state.buffer[index].sample)
+        for index in reversed(chosen):
+            del state.buffer[index]
+
+    def _skip(self, item: Buffered, state: PackState, reason: SkipReason) -> None:
+        cfg = self.config
+        state.group_tokens[item.group] -= sample_length(item.sample)
+        budgets = {
+            SkipReason.OVER_SAMPLE_BUDGET: f"max_num_tokens_per_sample={cfg.max_num_tokens_per_sample}",
+            SkipReason.DROPPED_AT_EMIT: (
+                f"the pack (max_num_tokens={cfg.max_num_tokens}) with a full buffer or from the buffer; "
+                'dropped as the reference does (compat="bagel")'
+            ),
+        }.get(reason, f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples")
+        log = state.logs[item.group]
+        row_key = item.sample.get("row_key")
+        family = self.grouped_datasets[item.group]
+        where = (
+            family.row_location(row_key) if row_key else f"{self.group_names[item.group]} cursor {list(item.cursor)}"
+        )
+        # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
+        log.over_budget(where, f"{sample_length(item.sample)} tokens do not fit {budgets}", reason)
+
+    def _materialize(self, item: Buffered, state: PackState) -> bool:
+        """Rebuild a sample restored from a checkpoint by reference; False when its row is
+        now a counted skip (e.g. its image file is gone)."""
+        if item.sample is not None:
+            return True
+        log = state.logs[item.group]
+        before = log.total()
+        dataset = self.grouped_datasets[item.group]
+        rng_state = item.rng_state if self.compat else None
+        item.sample = _pending_sample_at(dataset, item.cursor, rng_state, log)
+        if item.sample is None and log.total() == before:
+            raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+        return item.sample is not None
+
+
+def _pending_samples(dataset, cursor, log):
+    """The group's samples with images left as `PendingImage`s when it can (the families
+    can): the packer converts them straight into the batch (`media/convert.py`)."""
+    if isinstance(dataset, DistributedIterableDataset):
+        return dataset.iter_samples(after=cursor, log=log, pending=True)
+    return dataset.iter_samples(after=cursor, log=log)
+
+
+def _pending_sample_at(dataset, cursor, rng_state, log):
+    if isinstance(dataset, DistributedIterableDataset):
+        return dataset.sample_at(cursor, rng_state=rng_state, log=log, pending=True)
+    return dataset.sample_at(cursor, rng_state=rng_state, log=log)
