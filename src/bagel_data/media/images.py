@@ -32,7 +32,7 @@ _PILLOW_LIMIT_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _own_pixel_limit():
+def own_pixel_limit():
     """Inside our decode calls only, Pillow's bomb check gives way to ours (SPEC 8.5)."""
     with _PILLOW_LIMIT_LOCK:
         saved = Image.MAX_IMAGE_PIXELS
@@ -84,7 +84,7 @@ def decode_image(
     """
     stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
     try:
-        with _own_pixel_limit():
+        with own_pixel_limit():
             image = Image.open(stream)
         width, height = image.size
         if width * height > max_pixels:

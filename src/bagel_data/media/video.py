@@ -180,11 +180,11 @@ class FrameSampler:
 def open_frame(folder: str, file: str) -> Image.Image:
     """One frame file of the frame folder `folder`, as RGB; VideoDecodeError if it cannot be read.
     Frames get the same pixel bound as images (Pillow's own bomb check gives way to it)."""
-    from .images import DEFAULT_MAX_IMAGE_PIXELS, _own_pixel_limit
+    from .images import DEFAULT_MAX_IMAGE_PIXELS, own_pixel_limit
 
     try:
         with storage.open_input(file) as handle:
-            with _own_pixel_limit():
+            with own_pixel_limit():
                 image = Image.open(handle)
             with image:
                 width, height = image.size
