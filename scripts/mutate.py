@@ -44,7 +44,7 @@ PACKAGE = ROOT / "src" / "bagel_data"
 
 # Core module -> the tests that are meant to catch a fault in it.
 CORE: dict[str, list[str]] = {
-    "packing/pack.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
+    "packing/pack.py": ["tests/packing", "tests/media/test_convert.py", "tests/conformance/test_golden_packed.py"],
     "packing/packed_dataset.py": [
         "tests/packing",
         "tests/checkpoint",
@@ -323,6 +323,20 @@ def _try(
     return mutant, False
 
 
+def _earlier_survivors(module: str, earlier: dict, mutants: list[Mutant]) -> list[Mutant]:
+    """The mutants an earlier run left alive, checked to be the same changes of the same code."""
+    by_index = {m.index: m for m in mutants}
+    again = []
+    for saved in earlier["survivors"]:
+        mutant = by_index.get(saved["index"])
+        if mutant is None or (mutant.before, mutant.after) != (saved["before"], saved["after"]):
+            raise SystemExit(f"{module} changed since the earlier run: run it whole again")
+        again.append(mutant)
+    if len(mutants) != earlier["mutants"]:
+        raise SystemExit(f"{module} changed since the earlier run: run it whole again")
+    return again
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("modules", nargs="*", help="paths under src/bagel_data (default: every core module)")
@@ -334,10 +348,17 @@ def main() -> int:
         help="a mutant that survives the tests running its lines survives (skips the confirmation by the "
         "worker tests: faster, but may list a mutant that only a DataLoader-worker test kills)",
     )
+    parser.add_argument(
+        "--recheck",
+        metavar="RESULTS",
+        help="run again only the survivors listed in an earlier --out file (after new tests); the module "
+        "must be unchanged since, and the score counts its earlier kills",
+    )
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bagel-mutation.json"))
     args = parser.parse_args()
-    modules = args.modules or list(CORE)
+    earlier = json.loads(Path(args.recheck).read_text()) if args.recheck else {}
+    modules = args.modules or (list(earlier) if earlier else list(CORE))
     results = {}
     for module in modules:
         tests = CORE.get(module, ["tests"])
@@ -348,8 +369,13 @@ def main() -> int:
             print(f"{module}: the tests fail without any mutation; fix them first", file=sys.stderr)
             return 2
         mutants = mutants_of(module)
-        if args.sample and len(mutants) > args.sample:
+        total = len(mutants)
+        if earlier:
+            mutants = _earlier_survivors(module, earlier[module], mutants)
+            total = earlier[module]["mutants"]
+        elif args.sample and len(mutants) > args.sample:
             mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: m.index)
+            total = len(mutants)
         timeout = max(120.0, 4 * baseline)  # generous: a loaded machine must not kill mutants
         survivors = []
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -359,11 +385,11 @@ def main() -> int:
                 if not killed:
                     survivors.append(mutant)
                     print(f"  survived {module}:{mutant.line}  {mutant.before!r} -> {mutant.after!r}", flush=True)
-        killed = len(mutants) - len(survivors)
-        score = killed / len(mutants) if mutants else 1.0
-        print(f"{module}: {killed}/{len(mutants)} killed ({score:.0%}); tests {baseline:.0f} s", flush=True)
+        killed = total - len(survivors)
+        score = killed / total if total else 1.0
+        print(f"{module}: {killed}/{total} killed ({score:.0%}); tests {baseline:.0f} s", flush=True)
         results[module] = {
-            "mutants": len(mutants),
+            "mutants": total,
             "killed": killed,
             "score": round(score, 3),
             "survivors": [dataclasses.asdict(m) for m in survivors],
