@@ -162,6 +162,8 @@ def test_global_seed_changes_the_packer_stream_only(recipe_files, tokenizer, spe
     first = _group_choices(config, tokenizer, special_tokens, global_seed=1)
     assert first == _group_choices(config, tokenizer, special_tokens, global_seed=1)
     assert first != _group_choices(config, tokenizer, special_tokens, global_seed=2)
+    # All 64 bits count: seeds that differ only above bit 31 draw differently too.
+    assert first != _group_choices(config, tokenizer, special_tokens, global_seed=1 + 2**32)
 
 
 def test_missing_mapping_and_bad_compat_are_config_errors():

@@ -921,3 +921,13 @@ def test_stats_count_the_packs_and_tokens_emitted():
 def test_stats_before_any_iteration_are_zero():
     dataset = packed({"g": FakeGroup("g", text_of(lambda i: 5))}, config())
     assert dataset.stats == {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None}
+
+
+def test_a_plan_that_opens_without_split_start_still_starts_a_fresh_split():
+    """`split_start` defaults to true, and a user's plan that says false on its first item
+    has no split to continue: its tokens count from zero, so the split lengths still add
+    up to the sample (the reference would fail on such a plan)."""
+    first = text_item([5, 6, 7])
+    first.plan["split_start"] = False
+    batch = pack([make_sample([first, text_item([8])], CFG)], FLEX)
+    assert batch["split_lens"][:-1] == [5, 3] and sum(batch["split_lens"][:-1]) == batch["sample_lens"][0]

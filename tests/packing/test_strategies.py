@@ -225,6 +225,12 @@ def test_the_weight_rule_takes_the_first_share_strictly_above_u():
     assert choose_by_weight([0.5, 1.0], 0.4999) == 0
 
 
+def test_a_draw_above_every_share_goes_to_the_first_group():
+    """The reference computes its shares its own way and may end a hair below 1; a draw
+    above the last share goes to group 0, its default index."""
+    assert choose_by_weight([0.3, 0.9999999], 0.99999995) == 0
+
+
 def test_a_clear_deficit_draws_no_randomness():
     """Only a tie consumes the worker's generator, so the dropout and timestep draws that
     follow do not depend on how many groups were compared."""
