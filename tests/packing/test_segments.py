@@ -7,6 +7,7 @@ import contextlib
 import gc
 import itertools
 import os
+import sys
 import time
 from multiprocessing.reduction import ForkingPickler
 
@@ -19,7 +20,13 @@ from bagel_data.loader import build_dataloader
 from bagel_data.packing import segments
 from bagel_data.packing.buffers import PadBufferPool
 
-pytestmark = pytest.mark.skipif(not segments.recycling_supported(), reason="this torch cannot count storage uses")
+needs_recycling = pytest.mark.skipif(not segments.recycling_supported(), reason="this torch cannot count storage uses")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the environment the project is measured in")
+def test_this_torch_supports_recycling():
+    # Otherwise every other test here is skipped and workers fall back to fresh segments.
+    assert segments.recycling_supported()
 
 
 def stamp(worker: int, index: int) -> float:
@@ -62,6 +69,7 @@ LOADERS = {
 }
 
 
+@needs_recycling
 @pytest.mark.parametrize("make_loader", LOADERS.values(), ids=LOADERS.keys())
 def test_a_held_batch_and_a_kept_view_are_never_overwritten(make_loader):
     iterator = iter(make_loader(Stamped()))
@@ -83,6 +91,19 @@ def test_a_held_batch_and_a_kept_view_are_never_overwritten(make_loader):
     del iterator
 
 
+@needs_recycling
+def test_a_batch_moved_to_copies_releases_its_segments_at_once():
+    # What the DataLoader's pin-memory thread (`SimpleCustomBatch.pin_memory`) and `.cuda()` do:
+    # every tensor replaced by a copy. The batches stay held; their segments are free again.
+    iterator = iter(DataLoader(Stamped(), num_workers=2, collate_fn=collate_wrapper()))
+    kept = [next(iterator)._apply(torch.clone) for _ in range(30)]
+    for batch in kept:
+        assert torch.all(batch.padded_images == stamp(*batch.where))
+    assert kept[-1].reused >= 20 and kept[-1].allocated <= segments.DEFAULT_CAPACITY
+    del iterator
+
+
+@needs_recycling
 def test_segments_are_reused_once_released_and_not_otherwise():
     counts = {}
     for capacity in (segments.DEFAULT_CAPACITY, 0):
@@ -98,6 +119,7 @@ def test_segments_are_reused_once_released_and_not_otherwise():
     assert counts[0] == (2 * counts[0][2], 0, counts[0][2])  # no pool: a fresh segment per tensor
 
 
+@needs_recycling
 def test_a_received_segment_passed_on_is_a_copy():
     iterator = iter(DataLoader(Stamped(), num_workers=2, collate_fn=first))
     batch = next(iterator)
@@ -135,6 +157,7 @@ def _files_left(pids: set[int], allowed: int) -> set[str]:
     return _shm_files(pids)
 
 
+@needs_recycling
 @pytest.mark.parametrize("strategy", sorted(torch.multiprocessing.get_all_sharing_strategies()))
 @pytest.mark.parametrize("make_loader", [LOADERS[name] for name in SHM_LOADERS], ids=SHM_LOADERS)
 def test_no_shared_memory_file_is_left_after_the_loader_is_deleted(strategy, make_loader):
@@ -155,3 +178,18 @@ def test_no_shared_memory_file_is_left_after_the_loader_is_deleted(strategy, mak
             # exits, as for any shared tensor sent and never received.
             allowed = 0 if finished else 2 * (2 * 2 + 1)
             assert len(_files_left(pids, allowed)) <= allowed
+
+
+@needs_recycling
+def test_a_reducer_registered_over_ours_stops_the_recycling(monkeypatch):
+    pool = segments.SegmentPool()
+    first, _ = pool.float32((16, 16))  # installs the reducer
+    del first
+    again, zeroed = pool.float32((16, 16))
+    assert not zeroed and pool.reused == 1
+    del again
+    torch_reduce = segments._torch_reduce
+    monkeypatch.setitem(ForkingPickler._extra_reducers, torch.UntypedStorage, torch_reduce)
+    # Sends through torch's own reducer are not counted, so nothing may be lent again.
+    _, zeroed = pool.float32((16, 16))
+    assert zeroed and not pool.enabled and pool.segments == [] and pool.reused == 1

@@ -35,6 +35,7 @@ with `file_system`, torch's manager removes them as it does for any shared tenso
 from __future__ import annotations
 
 import functools
+import io
 import math
 import os
 import threading
@@ -68,11 +69,16 @@ def recycling_supported() -> bool:
     alone = use_count(storage._cdata) == 1
     view = torch.empty(0, dtype=torch.uint8).set_(storage)[2:]
     used = use_count(storage._cdata) > 1
+    seen: list = []  # does pickling a tensor reach the reducer registered for its storage?
+    pickler = ForkingPickler(io.BytesIO())
+    pickler.dispatch_table[torch.UntypedStorage] = lambda s, seen=seen: (seen.append(s), (bytes, ()))[1]
+    pickler.dump(view)
+    reached = len(seen) == 1 and seen[0] is storage
     ref = weakref.ref(storage)
-    del storage
+    del storage, seen, pickler  # the pickler memo holds the storage too
     preserved = ref() is not None
     del view
-    return alone and used and preserved and ref() is None
+    return alone and used and reached and preserved and ref() is None
 
 
 def _install_reducer() -> None:
@@ -112,7 +118,8 @@ def _reduce_storage(storage: torch.UntypedStorage):
 def _rebuild_received(released: torch.Tensor, slot: int, rebuild, args) -> torch.UntypedStorage:
     storage = rebuild(*args)
     _install_reducer()  # so that passing it on copies it
-    _received.add(storage)
+    with _lock:
+        _received.add(storage)
     weakref.finalize(storage, _release, released.numpy(), slot, os.getpid()).atexit = False
     return storage
 
@@ -157,6 +164,12 @@ class SegmentPool:
                 _inherited.extend(self.segments)  # so kept mapped here, and copied when sent on
                 _received.update(self.segments)
                 self.segments, self.sent, self.counters, self.pid = [], [], [], os.getpid()
+            if self.segments and _registered_reducer() is not _reduce_storage:
+                # Another reducer replaced ours: sends since then were not counted. Lend no
+                # segment again (they stay with whoever holds them); fresh ones from now on.
+                self.enabled, self.segments, self.sent = False, [], []
+                self.allocated += 1
+                return torch.UntypedStorage._new_shared(nbytes), True
             free = [slot for slot in range(len(self.segments)) if self._is_free(slot)]
             fits = [slot for slot in free if self.segments[slot].nbytes() >= nbytes]
             if fits:
