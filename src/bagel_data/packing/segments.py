@@ -70,12 +70,17 @@ def recycling_supported() -> bool:
     view = torch.empty(0, dtype=torch.uint8).set_(storage)[2:]
     used = use_count(storage._cdata) > 1
     seen: list = []  # does pickling a tensor reach the reducer registered for its storage?
+
+    def probe(reached: torch.UntypedStorage, seen: list = seen) -> tuple:
+        seen.append(reached)
+        return bytes, ()
+
     pickler = ForkingPickler(io.BytesIO())
-    pickler.dispatch_table[torch.UntypedStorage] = lambda s, seen=seen: (seen.append(s), (bytes, ()))[1]
+    pickler.dispatch_table[torch.UntypedStorage] = probe
     pickler.dump(view)
     reached = len(seen) == 1 and seen[0] is storage
     ref = weakref.ref(storage)
-    del storage, seen, pickler  # the pickler memo holds the storage too
+    del storage, seen, pickler, probe  # the pickler memo holds the storage too
     preserved = ref() is not None
     del view
     return alone and used and reached and preserved and ref() is None
