@@ -20,9 +20,17 @@ counts decide it, none of them a guess:
   that travels with every send;
 * **local uses**: the storage's C++ use count in the lending process (1: only the pool).
 
-A segment is lent again only when its local use count is 1 and its releases equal its sends;
-otherwise the pool lends another free segment, makes a new one while it has room, or, full,
-hands out a fresh segment it does not keep (the behaviour without a pool). It never waits.
+A segment is lent again only when its local use count is 1 (read first: every pickle of it
+has then finished) and its releases equal its sends; otherwise the pool lends another free
+segment, makes a new one while it has room, or, full, hands out a fresh segment it does not
+keep (the behaviour without a pool). It never waits. The receiver's release is written after
+the storage's last reference went through torch's atomic (acquire-release) reference count,
+so every read of the segment there comes before it. Recycling is off (fresh segments, as
+before) where `recycling_supported` finds torch without the use count, without PyObject
+preservation, or pickling a tensor without going through its storage's reducer; a pool also
+stops lending again if another reducer is registered over ours, since sends would go uncounted.
+A pool lives for one iteration of the packed dataset; a worker's resident memory includes the
+touched pages of its up to `DEFAULT_CAPACITY` segments.
 
 Where recycling would need help it cannot count, it copies instead of sharing: a process that
 received a lent segment and pickles it on (to a third process) sends a fresh copy, as does a
