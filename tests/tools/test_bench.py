@@ -40,8 +40,9 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert 0 < floor["previous_path_over_floor"] < 20  # the same-run baseline ran
     assert floor["identical_to_previous_path"] is True
     assert floor["float32_bytes"] >= 12 * floor["images"] and floor["write_bandwidth"]["bytes_per_second"] > 0
-    for mode in ("copied_at_send", "shared_at_birth"):
-        assert saved["transfer"][mode]["bytes"] > 0 and saved["transfer"][mode]["share_seconds"] >= 0
+    assert set(saved["transfer"]) == {"copied_at_send", "shared_at_birth", "recycled"}
+    for mode in saved["transfer"].values():  # the same packs each way
+        assert mode["bytes"] == saved["transfer"]["copied_at_send"]["bytes"] > 0 and mode["share_seconds"] >= 0
     assert saved["config"]["warm_memory"]["megabytes"] == 256 and saved["config"]["warm_memory"]["seconds"] > 0
     stages = {"read", "decode", "resize", "to_uint8", "convert_vae", "convert_vit", "tokenize", "pack", "to_batch"}
     assert stages | {"collate", "other"} <= set(saved["stages"])

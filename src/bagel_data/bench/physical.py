@@ -4,8 +4,9 @@
   buffer far larger than the caches), to price writing the floor's float32 bytes once;
 * `measure_transfer`: what moving each batch to shared memory costs (torch's pickler does
   it for every storage not already shared when a DataLoader worker sends a batch), with the
-  batch tensors allocated as in the main process (pooled, copied at send time) and as in a
-  worker (in shared memory from the start);
+  batch tensors allocated as in the main process (pooled, copied at send time), in a fresh
+  shared-memory segment each (the worker before `packing/segments.py`) and in recycled ones
+  (the worker now);
 * `previous_path`: the pipeline as it was before `media/convert.py` and `media/jpeg.py`:
   Pillow decode, floats made in the family through a lookup table, then copied into
   `padded_images` and patchified, for a same-run ratio.
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -54,26 +56,34 @@ def _tensors(value):
         yield from _tensors(vars(value))
 
 
+TRANSFER_MODES = {  # mode: (batch tensors in shared memory, segments a worker's pool keeps)
+    "copied_at_send": (False, 0),  # as built in one process: the huge-page pool, copied at send
+    "shared_at_birth": (True, 0),  # a fresh shared-memory segment per tensor (the worker before)
+    "recycled": (True, buffers.DEFAULT_CAPACITY),  # the worker's SegmentPool (packing/segments.py)
+}
+
+
 def measure_transfer(make_dataset, batches: int) -> dict:
-    """Per mode (`copied_at_send`: as built in one process; `shared_at_birth`: as built in a
-    DataLoader worker): seconds to build `batches` collated packs, and seconds to move every
-    tensor of them to shared memory (what sending them to the main process costs)."""
+    """Per mode (`TRANSFER_MODES`): seconds to build `batches` collated packs, and seconds to
+    move every tensor of them to shared memory (what sending them to the main process costs).
+    Each batch is dropped before the next is built, as a main process that releases every
+    batch at once would: in `recycled`, each pack is written into segments already touched."""
     result = {}
-    for mode, shared in (("copied_at_send", False), ("shared_at_birth", True)):
-        with Patcher() as patcher:
-            patcher.wrap(buffers, "in_worker", lambda fn, shared=shared: lambda: shared)
-            collate, build_s, share_s, nbytes = collate_wrapper(), 0.0, 0.0, 0
-            iterator = iter(make_dataset())
-            for _ in range(batches):
-                start = _now()
-                batch = collate([next(iterator)])
-                middle = _now()
-                for tensor in _tensors(batch):
-                    nbytes += tensor.untyped_storage().nbytes()
-                    tensor.share_memory_()  # a no-op for storages already in shared memory
-                build_s, share_s = build_s + middle - start, share_s + _now() - middle
-                del batch
-            iterator.close()
+    for mode, (shared, capacity) in TRANSFER_MODES.items():
+        collate, build_s, share_s, nbytes = collate_wrapper(), 0.0, 0.0, 0
+        dataset = make_dataset()
+        dataset.pad_pool_factory = functools.partial(buffers.PadBufferPool, shared=shared, shared_capacity=capacity)
+        iterator = iter(dataset)
+        for _ in range(batches):
+            start = _now()
+            batch = collate([next(iterator)])
+            middle = _now()
+            for tensor in _tensors(batch):
+                nbytes += tensor.nbytes
+                tensor.share_memory_()  # a no-op for storages already in shared memory
+            build_s, share_s = build_s + middle - start, share_s + _now() - middle
+            del batch
+        iterator.close()
         result[mode] = {"build_seconds": build_s, "share_seconds": share_s, "bytes": nbytes,
                         "total_seconds": build_s + share_s}  # fmt: skip
     return result

@@ -19,9 +19,14 @@ Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.ze
 In a DataLoader worker the batch leaves through shared memory: torch's pickler copies every
 storage that is not shared yet into a new shared-memory segment. So there (`shared=True`,
 the default inside a worker) the large batch tensors (`padded_images`, `packed_vit_tokens`)
-are allocated in shared memory from the start and written once; sending them copies nothing.
-The pool is not used then: a sent buffer belongs to the receiver. benchmarks/NOTES.md has
-the measured cost of both ways.
+are written into shared memory from the start; sending them copies nothing. A fresh segment
+per batch would pay a tmpfs page fault per 4 KiB on first write (tmpfs gets no huge pages
+here), so the pool lends them from a `SegmentPool` (segments.py): shared segments written
+again once every process they were sent to has dropped every tensor and view of them,
+counted exactly (sends by a reducer for torch's storages, releases by a finalizer on the
+received storage), never guessed; when none is free, a fresh one, as before. This works
+with any collate function and with torch's own DataLoader. benchmarks/NOTES.md has the
+measured cost of each way.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import mmap
 import sys
 
 import torch
+
+from .segments import DEFAULT_CAPACITY, SegmentPool
 
 # Below this, the allocator's own arenas are already warm and huge pages would waste memory.
 HUGE_PAGE_MIN_BYTES = 8 << 20
@@ -84,23 +91,40 @@ class PadBufferPool:
 
     Two by default: a training loop usually still holds the previous batch while the next
     one is built. Resident memory is what packs have touched: at most `capacity` x the
-    largest pack's `padded_images`.
+    largest pack's `padded_images`. Where the batch tensors go to shared memory (`shared`),
+    they come from a `SegmentPool` of up to `shared_capacity` segments instead.
     """
 
-    def __init__(self, capacity: int = 2, shared: bool | None = None):
+    def __init__(self, capacity: int = 2, shared: bool | None = None, shared_capacity: int = DEFAULT_CAPACITY):
         self.capacity = capacity
         self.shared = shared  # None: in shared memory when running in a DataLoader worker
+        self.shared_capacity = shared_capacity
+        self.segments: SegmentPool | None = None  # made on first use in shared memory
         self.mappings: list[mmap.mmap] = []
         self._idle_counts: list[int] = []  # each mapping's reference count when nothing uses it
+
+    def _in_shared_memory(self) -> bool:
+        return in_worker() if self.shared is None else self.shared
+
+    def _segments(self) -> SegmentPool:
+        if self.segments is None:
+            self.segments = SegmentPool(self.shared_capacity)
+        return self.segments
 
     def _is_free(self, index: int) -> bool:
         return sys.getrefcount(self.mappings[index]) == self._idle_counts[index]
 
+    def empty(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """A float32 buffer of `shape` to be written in full (its content is arbitrary)."""
+        if self._in_shared_memory():
+            return self._segments().float32(shape)[0]
+        return torch.empty(shape, dtype=torch.float32)
+
     def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
         """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
         nbytes = math.prod(shape) * 4
-        if in_worker() if self.shared is None else self.shared:
-            return shared_float32(shape), True
+        if self._in_shared_memory():
+            return self._segments().float32(shape)
         if not _CAN_ADVISE or nbytes < HUGE_PAGE_MIN_BYTES:
             return torch.zeros(shape, dtype=torch.float32), True
         free = [i for i in range(len(self.mappings)) if self._is_free(i)]

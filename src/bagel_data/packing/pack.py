@@ -291,7 +291,8 @@ def pad_images(images: list, pool: PadBufferPool | None = None) -> torch.Tensor:
 def stack_patches(parts: list, pool: PadBufferPool | None = None) -> torch.Tensor:
     """`torch.cat` of the images' patch rows; `PendingPatches` are converted in place there."""
     width = parts[0].width if isinstance(parts[0], PendingPatches) else parts[0].shape[1]
-    out = empty_float32((sum(len(part) for part in parts), width), shared=pool.shared if pool is not None else None)
+    shape = (sum(len(part) for part in parts), width)
+    out = pool.empty(shape) if pool is not None else empty_float32(shape)
     row = 0
     for part in parts:
         rows = out[row : row + len(part)]

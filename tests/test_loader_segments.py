@@ -1,0 +1,70 @@
+"""The packed pipeline through `build_dataloader` with 2 workers, whose batch tensors come from
+recycled shared-memory segments (packing/segments.py): batches held by the consumer keep
+their content, and reuse changes no batch."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+
+import pytest
+
+from bagel_data import build_dataloader, make_bagel_multimodal_dataset
+from bagel_data.packing import segments
+from bagel_data.packing.buffers import PadBufferPool
+from helpers.batches import assert_same_batch
+from helpers.golden import absolute_dataset_info, load_case
+
+pytestmark = [
+    pytest.mark.skipif(not segments.recycling_supported(), reason="this torch cannot count storage uses"),
+    pytest.mark.filterwarnings("ignore::bagel_data.errors.ConfigWarning"),  # the case's mandatory groups
+]
+LARGE = ("padded_images", "packed_vit_tokens")  # the tensors that come from the worker's pool
+BATCHES = 24
+
+
+@pytest.fixture(scope="module")
+def case():
+    case, _, _ = load_case("packed_three_groups_flex")
+    return case, absolute_dataset_info(case)
+
+
+def loader(case, tokenizer, special_tokens, capacity: int = segments.DEFAULT_CAPACITY):
+    case, info = case
+    dataset = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer, special_tokens=special_tokens, grouped_datasets=case["grouped_datasets"],
+        dataset_info=info, num_workers=2, data_seed=case["data_seed"], **case["packing"],
+    )  # fmt: skip
+    dataset.pad_pool_factory = functools.partial(PadBufferPool, shared_capacity=capacity)
+    return build_dataloader(dataset, num_workers=2)
+
+
+def segment_id(tensor) -> tuple[int, int]:
+    status = os.fstat(tensor.untyped_storage()._get_shared_fd())
+    return status.st_dev, status.st_ino
+
+
+def test_held_batches_keep_their_content_and_equal_unrecycled_ones(case, tokenizer, special_tokens):
+    # The same stream with a fresh segment per tensor, as before: each batch kept as it came.
+    expected = list(itertools.islice(loader(case, tokenizer, special_tokens, capacity=0), BATCHES))
+    held, views, tensors, seen = {}, {}, 0, set()
+    for index, batch in enumerate(itertools.islice(loader(case, tokenizer, special_tokens), BATCHES)):
+        fields = batch.to_dict()
+        for key in LARGE:
+            if key in fields:
+                tensors += 1
+                seen.add(segment_id(fields[key]))
+        if index in (1, 2):
+            held[index] = batch  # a training loop's batch, held while later ones arrive
+        if index in (3, 4) and "packed_vit_tokens" in fields:
+            views[index] = fields["packed_vit_tokens"][1:, 5:]  # a view kept after its batch is dropped
+        else:
+            assert_same_batch(batch, expected[index], f"batch {index}")  # dirty segments pad with zeros too
+        del batch, fields
+    for index, batch in held.items():
+        assert_same_batch(batch, expected[index], f"held batch {index}")
+    assert views, "no view kept: the case should have ViT tokens in batches 3-4"
+    for index, view in views.items():
+        assert view.equal(expected[index].packed_vit_tokens[1:, 5:]), f"view of batch {index}"
+    assert tensors >= BATCHES and len(seen) <= 2 * segments.DEFAULT_CAPACITY + 4, (len(seen), tensors)
