@@ -2,9 +2,8 @@
 
 `PackBuilder.add(sample)` walks a sample's plan (SPEC section 7): text gets `[bos] + ids +
 [eos]`, a ViT image `start_of_image + patches + end_of_image`, a VAE image
-`start_of_image + latent tokens + end_of_image`; each item records its positions, rotary
-ids, losses and attention split. Pieces are kept as numpy chunks and joined once in
-`to_batch()`, so no per-token Python work is done while packing.
+`start_of_image + latent tokens + end_of_image`; each item records its positions, rotary ids,
+losses and attention split. Pieces are numpy chunks joined once in `to_batch()`.
 """
 
 from __future__ import annotations
