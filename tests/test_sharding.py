@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bagel_data.errors import ConfigError
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
-from bagel_data.sharding import split_evenly
+from bagel_data.sharding import WorkerTopology, split_evenly
 from helpers.builders import solid_jpeg, write_t2i
 from helpers.golden import as_worker
 
@@ -37,6 +37,16 @@ def test_split_evenly_equal_slices_when_it_divides(count, parts):
     assert [split_evenly(count, parts, i) for i in range(parts)] == [
         range(i * size, (i + 1) * size) for i in range(parts)
     ]
+
+
+@given(st.integers(1, 5), st.integers(0, 4))
+def test_every_worker_of_every_rank_has_its_own_global_index(world, workers):
+    """An elastic restart hands each old worker's leftovers to a new worker by this index:
+    it must number all ranks x workers once each, from 0."""
+    topologies = [WorkerTopology(r, world, w, workers) for r in range(world) for w in range(max(workers, 1))]
+    indices = [t.global_worker for t in topologies]
+    assert sorted(i for i, _ in indices) == list(range(len(topologies)))
+    assert {total for _, total in indices} == {len(topologies)}
 
 
 def test_split_evenly_remainder_example():

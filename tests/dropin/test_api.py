@@ -173,6 +173,14 @@ def test_packed_dataset_defaults_are_packing_config_defaults():
     for name in ("expected_num_tokens", "max_num_tokens_per_sample", "max_num_tokens", "prefer_buffer_before"):
         assert defaults[name] == PackingConfig.__dataclass_fields__[name].default
 
+    # The two public entry points share the options they both have.
+    def signature_defaults(function) -> dict:
+        return {p.name: p.default for p in inspect.signature(function).parameters.values()}
+
+    packed, maker = signature_defaults(PackedDataset), signature_defaults(make_bagel_multimodal_dataset)
+    for name in ("strict", "max_consecutive_failures", "compat"):
+        assert packed[name] == maker[name], name
+
 
 def test_rank_data_status_takes_this_ranks_entry_of_a_gathered_list():
     per_rank = [{"t2i_pretrain": {0: [0, 0, 1]}}, {"t2i_pretrain": {0: [2, 1, 0]}}]
