@@ -63,7 +63,7 @@ CORE: dict[str, list[str]] = {
     "sharding.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
     "families/base.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
     "families/units.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
-    "checkpoint/state.py": ["tests/checkpoint", "tests/packing/test_pack.py"],
+    "checkpoint/state.py": ["tests/checkpoint", "tests/packing/test_pack.py", "tests/packing/test_strategies.py"],
     "checkpoint/restart.py": ["tests/checkpoint"],
     "checkpoint/merge.py": ["tests/checkpoint"],
     "sources/parquet.py": ["tests/sources", "tests/families", "tests/test_sharding.py"],

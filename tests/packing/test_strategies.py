@@ -244,3 +244,15 @@ def test_no_room_or_less_chooses_nothing():
     """Mandatory samples are packed without the budget check, so the room left can be
     negative: nothing more goes in."""
     assert best_subset([3, 4], 0) == [] and best_subset([3, 4], -5) == []
+
+
+def test_the_token_counts_that_steer_mixing_are_those_of_the_samples_drawn():
+    """mix_by="tokens" steers by each group's tokens drawn so far: the checkpoint's counts
+    are exactly the packed lengths of the samples each group gave (none is skipped here),
+    starting from nothing."""
+    groups = {name: _group(name, _lengths(k, *SHARE_GROUPS[name])) for k, name in enumerate(SHARE_GROUPS)}
+    dataset = _packed(groups, _config(mix_by="tokens"), {"short": 2, "medium": 1, "long": 1})
+    list(itertools.islice(iter(dataset), 5))
+    lengths = {name: _lengths(k, *SHARE_GROUPS[name]) for k, name in enumerate(SHARE_GROUPS)}
+    drawn = {name: sum(lengths[name](i) for i in group.drawn) for name, group in groups.items()}
+    assert dataset.state_dict()["group_tokens"] == drawn
