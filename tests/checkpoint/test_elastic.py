@@ -232,6 +232,33 @@ def test_every_unread_row_and_buffered_sample_is_packed_once(
     assert merged["history"]["packs"] == sum(state["packs"] for state in states)
 
 
+def test_a_worker_that_had_not_started_leaves_every_row_to_the_new_workers(
+    elastic_data, tokenizer, special_tokens, packed_rows
+):
+    """A checkpoint taken before a worker's first batch (no cursor in any group) hands its
+    whole share on, once; the restart after it then hands on what is still unread."""
+    states = []
+    for rank, batches in ((0, 0), (1, 4)):
+        dataset = build(elastic_data, tokenizer, special_tokens, rank, 2, 0)
+        states.append(run_worker(dataset, 0, 0, batches=batches)[1])
+    assert all(cursor is None for cursor in states[0]["cursors"].values())
+    expected = leftover_rows(elastic_data, tokenizer, special_tokens, states[0])
+    expected += leftover_rows(elastic_data, tokenizer, special_tokens, states[1])
+    _, packed_after, _ = run_new(elastic_data, tokenizer, special_tokens, states, 3, 0, packed_rows)
+    assert packed_after == expected
+    # Restarted, a new worker checkpointed before its first batch again leaves all it inherited.
+    middle = []
+    for rank in range(3):
+        dataset = build(elastic_data, tokenizer, special_tokens, rank, 3, 0)
+        dataset.load_elastic_state(states)
+        middle.append(run_worker(dataset, 0, 0, batches=rank)[1])
+    expected = collections.Counter()
+    for state in middle:
+        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state)
+    _, packed_after, _ = run_new(elastic_data, tokenizer, special_tokens, middle, 2, 0, packed_rows)
+    assert packed_after == expected
+
+
 def test_a_restarted_run_can_restart_again(elastic_data, tokenizer, special_tokens, packed_rows):
     states, _ = run_old(elastic_data, tokenizer, special_tokens, 2, 0, packed_rows)
     # Stop the 3-rank run part-way through its inherited and remainder rows this time.

@@ -76,6 +76,10 @@ class StreamState:
         """Checkpoint of this worker's stream (torchdata's Stateful protocol)."""
         if self._live is not None:
             return self._live.to_dict(self.group_names)
+        if self._resume is not None and is_elastic(self._resume):
+            # Before its first batch under a restart plan: the worker's own starting state,
+            # which a later elastic restart can merge like any other worker's.
+            return self._elastic_start(self._resume).to_dict(self.group_names)
         if self._resume is not None:
             return dict(self._resume)
         return self._fresh_state().to_dict(self.group_names)
@@ -120,6 +124,9 @@ class StreamState:
             state.restore(saved, self.group_names)
             apply_restart(self, state.restart)
             return state
+        return self._elastic_start(saved)
+
+    def _elastic_start(self, saved: dict) -> PackState:
         check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts(), self.group_inputs())
         apply_restart(self, saved["restart"])
         state = self._fresh_state(saved["restart"]["generation"])
