@@ -19,7 +19,15 @@ def test_merged_stats_sums_the_workers(tmp_path, tokenizer, special_tokens):
     family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [2], num_workers=2)
     config = PackingConfig(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70)
     dataset = PackedDataset.from_groups(
-        {"t2i": family}, config, special_tokens, weights={"t2i": 1.0}, mandatory={"t2i": False}, num_workers=2
+        {"t2i": family},
+        config,
+        special_tokens,
+        weights={"t2i": 1.0},
+        mandatory={"t2i": False},
+        local_rank=0,
+        world_size=1,
+        num_workers=2,
+        data_seed=0,
     )
     loader = build_dataloader(dataset, num_workers=2)
     batches = list(itertools.islice(loader, 6))

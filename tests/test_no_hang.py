@@ -108,7 +108,15 @@ def packed(tokenizer, special_tokens, dataset, **budget) -> PackedDataset:
         **dict(dict(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70), **budget)
     )
     return PackedDataset.from_groups(
-        {"t2i": dataset}, config, special_tokens, weights={"t2i": 1.0}, mandatory={"t2i": False}, num_workers=1
+        {"t2i": dataset},
+        config,
+        special_tokens,
+        weights={"t2i": 1.0},
+        mandatory={"t2i": False},
+        local_rank=0,
+        world_size=1,
+        num_workers=1,
+        data_seed=0,
     )
 
 

@@ -29,7 +29,10 @@ def packed(special_tokens, groups: dict, **budget) -> PackedDataset:
         special_tokens,
         weights=dict.fromkeys(names, 1.0),
         mandatory=dict.fromkeys(names, False),
+        local_rank=0,
+        world_size=1,
         num_workers=1,
+        data_seed=0,
     )
 
 

@@ -129,6 +129,20 @@ def test_attributes_set_after_construction_take_effect(case, tokenizer, special_
     assert data_config.grouped_datasets == case["grouped_datasets"]  # read, never consumed
 
 
+def test_without_set_epoch_the_stream_is_that_of_the_reference_default_seed(case, tokenizer, special_tokens):
+    """The reference's datasets shuffle with `set_epoch(seed=42)` until told otherwise."""
+    data_config = DataConfig(case["grouped_datasets"])
+    data_config.vae_cond_dropout_prob = data_config.text_cond_dropout_prob = 0.5  # many seeded draws
+    unset = _packed(case, tokenizer, special_tokens, data_config)
+    seeded = _packed(case, tokenizer, special_tokens, data_config)
+    seeded.set_epoch(42)
+    other = _packed(case, tokenizer, special_tokens, data_config)
+    other.set_epoch(43)
+    first = [next(iter(dataset)) for dataset in (unset, seeded, other)]
+    assert torch.equal(first[0]["packed_text_ids"], first[1]["packed_text_ids"])
+    assert not torch.equal(first[0]["packed_text_ids"], first[2]["packed_text_ids"])
+
+
 @pytest.mark.filterwarnings("ignore::bagel_data.errors.ConfigWarning")
 def test_default_dataset_info_is_used_then_required(case, tokenizer, special_tokens, monkeypatch):
     data_config = DataConfig(case["grouped_datasets"])

@@ -536,6 +536,9 @@ def packed(groups: dict, cfg=CFG, weights=None, mandatory=None, seed=42) -> Pack
         TOKENS_DICT,
         weights=weights or {name: 1.0 for name in groups},
         mandatory=mandatory or {name: False for name in groups},
+        local_rank=0,
+        world_size=1,
+        num_workers=1,
         data_seed=seed,
     )
     dataset.set_epoch(seed)

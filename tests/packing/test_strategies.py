@@ -48,6 +48,9 @@ def _packed(groups: dict, cfg: PackingConfig, weights: dict, mandatory=None, see
         TOKENS_DICT,
         weights=weights,
         mandatory=mandatory or {name: False for name in groups},
+        local_rank=0,
+        world_size=1,
+        num_workers=1,
         data_seed=seed,
     )
     dataset.set_epoch(seed)

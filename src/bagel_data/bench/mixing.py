@@ -78,7 +78,17 @@ def real_lengths(dataset, per_group: int) -> dict[str, list[int]]:
 def simulate(lengths: dict, weights: dict, mandatory: dict, config: PackingConfig, packs: int, world_size: int) -> dict:
     groups = {name: LengthGroup(name, values) for name, values in lengths.items()}
     tokens = {"bos_token_id": 1, "eos_token_id": 2, "start_of_image": 3, "end_of_image": 4}
-    dataset = PackedDataset.from_groups(groups, config, tokens, weights=weights, mandatory=mandatory, data_seed=0)
+    dataset = PackedDataset.from_groups(
+        groups,
+        config,
+        tokens,
+        weights=weights,
+        mandatory=mandatory,
+        local_rank=0,
+        world_size=1,
+        num_workers=1,
+        data_seed=0,
+    )
     dataset.set_epoch(0)
     fills, costs, shares = [], [], dict.fromkeys(lengths, 0)
     for batch in itertools.islice(iter(dataset), packs):

@@ -123,15 +123,16 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         *,
         weights: dict[str, float],
         mandatory: dict[str, bool],
-        local_rank: int = 0,
-        world_size: int = 1,
-        num_workers: int = 1,
-        data_seed: int = 42,
+        local_rank: int,
+        world_size: int,
+        num_workers: int,
+        data_seed: int,
         tokenizer=None,
         compat: str | None = None,
         global_seed: int | None = None,
     ) -> PackedDataset:
-        """A packed dataset over already-built family datasets (`groups`: name -> dataset)."""
+        """A packed dataset over already-built family datasets (`groups`: name -> dataset).
+        Internal: the public constructors fill in the topology and the seed."""
         packed = cls.__new__(cls)
         packed._setup(
             groups,
