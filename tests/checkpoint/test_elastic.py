@@ -211,8 +211,14 @@ def run_new(data, tokenizer, special_tokens, states, world_size: int, num_worker
 
 @pytest.mark.parametrize(
     "old, new, passes_differ",
-    [((2, 0), (3, 0), False), ((3, 0), (2, 0), True), ((1, 2), (1, 1), True), ((2, 2), (3, 1), True)],
-    ids=["W2to3", "W3to2", "K2to1", "W2K2toW3K1"],
+    [
+        ((1, 0), (2, 0), False),
+        ((2, 0), (3, 0), False),
+        ((3, 0), (2, 0), True),
+        ((1, 2), (1, 1), True),
+        ((2, 2), (3, 1), True),
+    ],
+    ids=["W1to2", "W2to3", "W3to2", "K2to1", "W2K2toW3K1"],
 )
 def test_every_unread_row_and_buffered_sample_is_packed_once(
     elastic_data, tokenizer, special_tokens, packed_rows, old, new, passes_differ
@@ -230,6 +236,7 @@ def test_every_unread_row_and_buffered_sample_is_packed_once(
     assert not set(packed_after) & packed_before, "a row packed before the restart was packed again"
     assert merged["from_topology"] == {"world_size": old[0], "num_workers": old[1]}
     assert merged["history"]["packs"] == sum(state["packs"] for state in states)
+    assert merged["history"]["tokens"] == sum(state["tokens"] for state in states)
 
 
 def test_a_worker_that_had_not_started_leaves_every_row_to_the_new_workers(
