@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bagel_data import ConfigError
+from bagel_data.errors import SkipReason
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.invariants import check_batch
 from bagel_data.packing.packed_dataset import PackedDataset
@@ -259,3 +260,21 @@ def test_the_token_counts_that_steer_mixing_are_those_of_the_samples_drawn():
     lengths = {name: _lengths(k, *SHARE_GROUPS[name]) for k, name in enumerate(SHARE_GROUPS)}
     drawn = {name: sum(lengths[name](i) for i in group.drawn) for name, group in groups.items()}
     assert dataset.state_dict()["group_tokens"] == drawn
+
+
+def test_best_fit_packs_the_oldest_sample_beside_the_mandatory_ones_when_it_just_fits():
+    cfg = _config(pack_strategy="best_fit")
+    dataset, _, batches = _run(cfg, lambda i: cfg.max_num_tokens - 100, 3, mandatory_length=100)
+    assert [[d["dataset_name"] for d in b["batch_data_indexes"]] for b in batches] == [["m", "g"]] * 3
+    assert dataset.stats["skips"]["g"] == {}
+
+
+def test_best_fit_skips_an_oldest_sample_with_no_room_and_takes_its_tokens_back():
+    """One token too many beside the mandatory sample: each pack skips the oldest buffered
+    sample, counted by its reason, and the token counts that steer mixing leave it out."""
+    cfg = _config(pack_strategy="best_fit")
+    length = cfg.max_num_tokens - 100 + 1
+    dataset, groups, batches = _run(cfg, lambda i: length, 3, mandatory_length=100)
+    assert [[d["dataset_name"] for d in b["batch_data_indexes"]] for b in batches] == [["m"]] * 3
+    assert dataset.stats["skips"]["g"] == {SkipReason.NO_ROOM_BESIDE_MANDATORY.value: 3}
+    assert dataset.state_dict()["group_tokens"]["g"] == length * (len(groups["g"].drawn) - 3)
