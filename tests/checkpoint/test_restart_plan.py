@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bagel_data.checkpoint.restart import RemainderWork, Segment, worker_leftover
-from bagel_data.sharding import WorkerTopology
+from bagel_data.checkpoint.restart import GroupRestart, RemainderWork, Segment, worker_leftover
+from bagel_data.sharding import INHERITED_PHASE, WorkerTopology
 
 segment_specs = st.lists(
     st.tuples(st.integers(0, 50), st.integers(1, 6), st.sampled_from([1, -1]), st.integers(0, 3)),
@@ -75,3 +75,17 @@ def test_an_old_worker_leaves_the_rest_of_its_pass_and_the_next_pass_follows(top
     segments, _, next_pass = worker_leftover(shard, None, (phase, index, 1, 3))
     assert (_units(segments), next_pass) == ([(u, phase) for u in ids[index:]], phase + 1)
     assert segments[0].start == (1, 4) and all(s.start == () for s in segments[1:])
+
+
+def test_a_worker_stopped_among_its_inherited_rows_leaves_the_rest_of_them():
+    """Under a plan, a new worker first packs the rows it inherited, then its remainder
+    share; stopped at inherited row i it leaves rows i+1.. and its whole share."""
+    plan = GroupRestart(
+        first_pass=3,
+        segments=(Segment(0, 4, 1, 2),),
+        inherited=((0, 1, 5), (1, 0, 2), (2, 1, 0), (3, 0, 1), (0, 0, 4)),
+    )
+    shard = WorkerTopology(0, 1, 0, 0).shard(4)  # the only new worker: it inherits every row
+    segments, inherited, next_pass = worker_leftover(shard, plan, (INHERITED_PHASE, 1))
+    assert inherited == [(2, 1, 0), (3, 0, 1), (0, 0, 4)]
+    assert _units(segments) == [(u, 2) for u in range(4)] and next_pass == 3
