@@ -116,6 +116,11 @@ def test_equal_lines_in_two_files_order_by_folder(tmp_path, shuffle):
     check([first, second], ["alpha", "zeta"], [4, 3], shuffle, 1)
     check([first, second], ["same", "same"], [4, 3], shuffle, 1)
     check([first, second, first], ["b", "a", "a"], [3, 2, 4], shuffle, 5)
+    # Only two lines, equal, the later file's folder first: the smallest input still sorts by folder.
+    one = write(tmp_path, "c.jsonl", b'{"same": 1}\n')
+    two = write(tmp_path, "d.jsonl", b'{"same": 1}\n')
+    index = check([one, two], ["zeta", "alpha"], [1, 1])
+    assert [index.image_dir(i) for i in range(2)] == ["alpha", "zeta"]
 
 
 def test_num_used_smaller_than_file(tmp_path):
