@@ -84,6 +84,20 @@ def test_sample_schema(tmp_path, tokenizer):
     assert sample["data_indexes"] == {"data_indexes": [0, 0, 0], "worker_id": 0, "dataset_name": "t2i"}
 
 
+def test_sample_at_rebuilds_the_streamed_sample_as_tensors(tmp_path, tokenizer):
+    """The cursor protocol a caller (or the packer, on resume) uses: the sample at a cursor
+    is the one the stream gave there, with its images as float tensors unless asked for
+    pending ones."""
+    write_t2i(tmp_path, [[[_row("one", "uno"), _row("two", "dos")]]])
+    dataset = _dataset(tmp_path, tokenizer)
+    streamed = list(itertools.islice(dataset.iter_samples(), 2))
+    cursor, sample = streamed[1]
+    again = dataset.sample_at(cursor)
+    assert again["text_ids_list"] == sample["text_ids_list"]
+    assert isinstance(again["image_tensor_list"][0], torch.Tensor)
+    assert torch.equal(again["image_tensor_list"][0], sample["image_tensor_list"][0])
+
+
 def test_caption_drawn_uniformly_each_pass(tmp_path, tokenizer):
     write_t2i(tmp_path, [[[_row("alpha", "bravo", "charlie")]]])
     draws = [_text(s, tokenizer) for s in _take(_dataset(tmp_path, tokenizer), 600)]
