@@ -184,3 +184,49 @@ def test_an_index_with_open_files_pickles_and_reads_the_same_lines(tmp_path):
     copy = pickle.loads(pickle.dumps(index))
     assert [copy[i] for i in range(len(copy))] == before
     assert [index.location(i) for i in range(5)] == [copy.location(i) for i in range(5)]
+
+
+class _CountingReads:
+    """A file handle that records the size of every read."""
+
+    def __init__(self, handle, reads: list):
+        self.handle, self.reads = handle, reads
+
+    def read(self, size=-1):
+        data = self.handle.read(size)
+        self.reads.append(len(data))
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def test_the_lines_used_are_read_only_as_far_as_needed(tmp_path, monkeypatch):
+    """`num_used` lines from the top of an unshuffled file need only the blocks holding them
+    (here 8-byte lines in 16-byte blocks): a few lines of a huge file cost a few reads."""
+    path = write(tmp_path, "big.jsonl", b"".join(b'{"n":%d}\n' % (i % 10) for i in range(100)))
+    monkeypatch.setattr(jsonl, "_BLOCK", 16)
+    reads: list = []
+    opener = jsonl.storage.open_input
+    monkeypatch.setattr(jsonl.storage, "open_input", lambda p: _CountingReads(opener(p), reads))
+    for num_used, blocks in ((4, [16, 16]), (5, [16, 16, 16]), (0, [])):
+        reads.clear()
+        index = JsonlIndex([path], [str(tmp_path)], [num_used])
+        assert len(index) == num_used and reads == blocks, num_used
+
+
+def test_without_shuffle_arguments_the_first_lines_are_used_and_shuffling_seeds_with_0(tmp_path):
+    """The reference's defaults: `shuffle_lines=False` (the first lines) and `shuffle_seed=0`."""
+    path = write(tmp_path, "five.jsonl", b"".join(b'{"k": "%s"}\n' % c for c in (b"e", b"d", b"c", b"b", b"a")))
+    first_two = JsonlIndex([path], [str(tmp_path)], [2])
+    assert [first_two[i][0] for i in range(2)] == ['{"k": "d"}\n', '{"k": "e"}\n']
+    shuffled = JsonlIndex([path], [str(tmp_path)], [2], True)
+    assert [shuffled[i] for i in range(2)] == reference([path], [str(tmp_path)], [2], True, 0)[3]
+    close(first_two)
+    close(shuffled)
