@@ -68,9 +68,24 @@ CORE: dict[str, list[str]] = {
     "checkpoint/merge.py": ["tests/checkpoint"],
     "sources/parquet.py": ["tests/sources", "tests/families", "tests/test_sharding.py"],
     "sources/jsonl.py": ["tests/sources", "tests/families/test_vlm.py"],
-    "families/t2i.py": ["tests/families", "tests/conformance/test_golden_stream.py", "tests/test_bad_data.py"],
-    "families/edit.py": ["tests/families", "tests/conformance/test_golden_stream.py", "tests/test_bad_data.py"],
-    "families/vlm.py": ["tests/families", "tests/conformance/test_golden_stream.py", "tests/test_bad_data.py"],
+    "families/t2i.py": [
+        "tests/families",
+        "tests/conformance/test_golden_stream.py",
+        "tests/test_bad_data.py",
+        "tests/dropin/test_api.py",
+    ],
+    "families/edit.py": [
+        "tests/families",
+        "tests/conformance/test_golden_stream.py",
+        "tests/test_bad_data.py",
+        "tests/dropin/test_api.py",
+    ],
+    "families/vlm.py": [
+        "tests/families",
+        "tests/conformance/test_golden_stream.py",
+        "tests/test_bad_data.py",
+        "tests/dropin/test_api.py",
+    ],
     "families/conversation.py": ["tests/families", "tests/conformance/test_golden_stream.py"],
 }
 

@@ -12,7 +12,15 @@ from PIL import Image
 
 import bagel_data
 import bagel_data.datasets
-from bagel_data import ConfigError, DataConfig, MaxLongEdgeMinShortEdgeResize, PackedDataset
+from bagel_data import (
+    ConfigError,
+    DataConfig,
+    MaxLongEdgeMinShortEdgeResize,
+    PackedDataset,
+    SftJSONLIterableDataset,
+    T2IIterableDataset,
+    UnifiedEditIterableDataset,
+)
 from bagel_data.datasets import DEFAULT_DATASET_INFO, make_bagel_multimodal_dataset, rank_data_status
 from bagel_data.packing.config import PackingConfig
 from helpers.golden import absolute_dataset_info, load_case
@@ -72,6 +80,21 @@ def test_reference_signatures():
         ("dataset_info", None), ("global_seed", None),
     ]  # fmt: skip
     assert inspect.signature(PackedDataset).parameters["compat"].default is None
+    # The families, as the API page our users start from lists them.
+    common = [("local_rank", 0), ("world_size", 1), ("num_workers", 8), ("data_status", None)]
+    assert _parameters(T2IIterableDataset) == [
+        ("dataset_name", empty), ("transform", empty), ("tokenizer", empty), ("data_dir_list", empty),
+        ("num_used_data", empty), *common,
+    ]  # fmt: skip
+    assert _parameters(SftJSONLIterableDataset) == [
+        ("dataset_name", empty), ("transform", empty), ("tokenizer", empty), ("frame_sampler", empty),
+        ("jsonl_path_list", empty), ("data_dir_list", empty), ("num_used_data", empty), *common,
+        ("shuffle_lines", False), ("shuffle_seed", 0),
+    ]  # fmt: skip
+    assert _parameters(UnifiedEditIterableDataset) == [
+        ("dataset_name", empty), ("transform", empty), ("tokenizer", empty), ("vit_transform", empty),
+        ("data_dir_list", empty), ("num_used_data", empty), ("parquet_info", empty), *common,
+    ]  # fmt: skip
 
 
 def test_make_bagel_multimodal_dataset_keeps_the_spec_signature():
