@@ -12,6 +12,7 @@ import torch
 from bagel_data.errors import BadSampleError, SkipReason
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
+from bagel_data.sources.parquet import ParquetReader
 from helpers.builders import png_bytes, solid_jpeg, write_t2i
 
 TRANSFORM = ImageTransform(32, 16, 16)
@@ -151,6 +152,21 @@ def test_bad_rows_skipped_and_counted(tmp_path, tokenizer):
         SkipReason.CAPTION_INVALID.value: 2,
         SkipReason.IMAGE_DECODE.value: 2,
     }
+
+
+def test_an_unreadable_row_group_is_skipped_whole_and_the_next_one_is_read(tmp_path, tokenizer, monkeypatch):
+    write_t2i(tmp_path, [[[_row("a0"), _row("a1")], [_row("b0")], [_row("c0"), _row("c1")]]])
+    real = ParquetReader.read_row_group
+
+    def read_row_group(self, row_group, columns):
+        if row_group == 1:
+            raise OSError("corrupt page")
+        return real(self, row_group, columns)
+
+    monkeypatch.setattr(ParquetReader, "read_row_group", read_row_group)
+    dataset = _dataset(tmp_path, tokenizer)
+    assert [_text(s, tokenizer) for s in _take(dataset, 4)] == ["a0", "a1", "c0", "c1"]
+    assert dict(dataset.skip_log.counts) == {SkipReason.ROW_GROUP_UNREADABLE.value: 1}
 
 
 def test_missing_column_file_skipped_with_schema_reason(tmp_path, tokenizer):
