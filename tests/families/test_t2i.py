@@ -99,6 +99,15 @@ def test_sample_at_rebuilds_the_streamed_sample_as_tensors(tmp_path, tokenizer):
     assert torch.equal(again["image_tensor_list"][0], sample["image_tensor_list"][0])
 
 
+def test_sample_at_a_row_that_gives_no_sample_is_none_and_counted(tmp_path, tokenizer):
+    write_t2i(tmp_path, [[BAD_ROWS]])
+    dataset = _dataset(tmp_path, tokenizer)
+    (cursor, _), _ = list(itertools.islice(dataset.iter_samples(), 2))
+    bad = (*cursor[:-1], cursor[-1] + 1)  # the row after the first good one is a bad one
+    log = dataset.new_skip_log()
+    assert dataset.sample_at(bad, log=log) is None and log.total() == 1
+
+
 def test_caption_drawn_uniformly_each_pass(tmp_path, tokenizer):
     write_t2i(tmp_path, [[[_row("alpha", "bravo", "charlie")]]])
     draws = [_text(s, tokenizer) for s in _take(_dataset(tmp_path, tokenizer), 600)]
