@@ -219,3 +219,31 @@ def test_each_image_decoded_once_per_sample(tmp_path, tokenizer, monkeypatch):
         assert {IMAGES.index(data) for data in new} == used
         max_used = max(max_used, len(used))
     assert max_used == 3  # some samples use three images in six plan items
+
+
+@pytest.mark.parametrize(
+    "images", ["not a list", [IMAGES[0], "not bytes"], [IMAGES[0], None]], ids=["str", "str-item", "none-item"]
+)
+def test_a_row_whose_images_are_not_a_list_of_bytes_is_a_schema_problem(images):
+    reason, _ = edit_module.check_edit_row(images, [["go"]])
+    assert reason is SkipReason.SCHEMA
+
+
+def test_sample_at_rebuilds_the_streamed_row(tmp_path, tokenizer):
+    _, info = write_edit(tmp_path, [[[_chain(2), _chain(3), _chain(2)]]])
+    dataset = _dataset(tmp_path, tokenizer, info)
+    streamed = list(itertools.islice(dataset.iter_samples(), 3))
+    for cursor, sample in streamed[1:]:
+        again = dataset.sample_at(cursor)
+        assert again is not None and again["text_ids_list"] == sample["text_ids_list"]
+
+
+def test_parquet_info_is_found_by_path_by_relative_name_or_under_the_folder_it_moved_from(tmp_path):
+    data_dir = str(tmp_path / "new")
+    path = str(tmp_path / "new" / "a.parquet")
+    entry = {"num_row_groups": 2}
+    assert edit_module.parquet_info_entry({path: entry}, path, data_dir) is entry
+    assert edit_module.parquet_info_entry({"a.parquet": entry}, path, data_dir) is entry
+    assert edit_module.parquet_info_entry({"/old/place/a.parquet": entry}, path, data_dir) is entry
+    # Two old folders could both be it: no guess.
+    assert edit_module.parquet_info_entry({"/x/a.parquet": entry, "/y/a.parquet": entry}, path, data_dir) is None
