@@ -247,3 +247,13 @@ def test_parquet_info_is_found_by_path_by_relative_name_or_under_the_folder_it_m
     assert edit_module.parquet_info_entry({"/old/place/a.parquet": entry}, path, data_dir) is entry
     # Two old folders could both be it: no guess.
     assert edit_module.parquet_info_entry({"/x/a.parquet": entry, "/y/a.parquet": entry}, path, data_dir) is None
+
+
+def test_compat_leaves_a_file_without_parquet_info_out_counted_the_default_mode_refuses_it(tmp_path, tokenizer):
+    paths, info = write_edit(tmp_path, [[[_chain(2)]], [[_chain(3)]]])
+    del info[next(key for key in info if key.endswith(paths[1].rsplit("/", 1)[-1]))]
+    compat = _dataset(tmp_path, tokenizer, info, num_used=2, compat="bagel")
+    assert [unit[0] for unit in compat.data_paths] == [paths[0]]
+    assert compat.skip_log.counts == {SkipReason.PARQUET_INFO_MISSING.value: 1}
+    with pytest.raises(ConfigError, match="parquet_info"):
+        _dataset(tmp_path, tokenizer, info, num_used=2)
