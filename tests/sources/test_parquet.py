@@ -71,3 +71,7 @@ def test_under_a_process_group_the_ranks_share_the_listing_and_gather_it(tmp_pat
         listed_here.clear()
         assert get_parquet_data_paths(dirs, counts, rank=rank, world_size=world) == expected
         assert listed_here == [get_parquet_data_paths(dirs[part], counts[part])]  # only its own folders
+    listed_here.clear()
+    assert get_parquet_data_paths(dirs, counts) == expected and listed_here == []  # no world size: lists alone
+    assert get_parquet_data_paths(dirs, counts, world_size=world) == expected  # no rank: rank 0
+    assert listed_here == [get_parquet_data_paths(dirs[:3], counts[:3])]
