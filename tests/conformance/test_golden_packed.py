@@ -62,9 +62,9 @@ def check_timesteps(index: int, batch: dict, want: dict, arrays) -> None:
 
 
 # The one case whose output depends on the group-choice draws (two groups with weight > 0):
-# every model of the reference's python-random order we could derive from its code, seeded
-# with data_seed as the cases README says, gives other group choices from the third draw on
-# (the rows, sharding and packing rules match: see docs/compat.md). Strict, so a fix shows.
+# its seeding of the reference's global `random` was not recorded, and no integer seed below
+# 2^24 reproduces its choices (the rows, sharding and packing rules match: docs/compat.md).
+# Strict, so a regenerated case with a known seed shows.
 UNEXPLAINED = {
     ("compat_packed_rank1_of2_remainder", "bagel"): "group-choice stream differs from the case's (seeding unknown)"
 }
