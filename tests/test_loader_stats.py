@@ -7,8 +7,8 @@ import itertools
 from bagel_data import ImageTransform, T2IIterableDataset, build_dataloader
 from bagel_data.loader import merged_stats, worker_dataset_states
 from bagel_data.packing.config import PackingConfig
-from bagel_data.packing.packed_dataset import PackedDataset
 from helpers.builders import solid_jpeg, write_t2i
+from helpers.fake_groups import one_group_packed
 
 GOOD = {"image": solid_jpeg(64, 48), "captions": {"c": "a red square"}}
 BAD = {"image": b"junk", "captions": {"c": "x"}}
@@ -18,17 +18,7 @@ def test_merged_stats_sums_the_workers(tmp_path, tokenizer, special_tokens):
     write_t2i(tmp_path, [[[GOOD, BAD, GOOD]], [[BAD, GOOD, BAD, GOOD]]])
     family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [2], num_workers=2)
     config = PackingConfig(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70)
-    dataset = PackedDataset.from_groups(
-        {"t2i": family},
-        config,
-        special_tokens,
-        weights={"t2i": 1.0},
-        mandatory={"t2i": False},
-        local_rank=0,
-        world_size=1,
-        num_workers=2,
-        data_seed=0,
-    )
+    dataset = one_group_packed("t2i", family, config, special_tokens, num_workers=2)
     loader = build_dataloader(dataset, num_workers=2)
     batches = list(itertools.islice(loader, 6))
     assert dataset.stats["skips"] == {}  # the main process did no work

@@ -17,6 +17,7 @@ from bagel_data.errors import EmptyWorkerError, TooManyFailuresError
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
 from helpers.builders import EDIT_TYPES, T2I_TYPES, solid_jpeg, write_t2i
+from helpers.fake_groups import one_group_packed
 
 TRANSFORM = ImageTransform(64, 32, 16)
 GOOD = {"image": solid_jpeg(64, 48), "captions": {"c": "a red square"}}
@@ -107,17 +108,7 @@ def packed(tokenizer, special_tokens, dataset, **budget) -> PackedDataset:
     config = PackingConfig(
         **dict(dict(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70), **budget)
     )
-    return PackedDataset.from_groups(
-        {"t2i": dataset},
-        config,
-        special_tokens,
-        weights={"t2i": 1.0},
-        mandatory={"t2i": False},
-        local_rank=0,
-        world_size=1,
-        num_workers=1,
-        data_seed=0,
-    )
+    return one_group_packed("t2i", dataset, config, special_tokens)
 
 
 @pytest.mark.parametrize("mandatory", [False, True])

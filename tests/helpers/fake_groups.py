@@ -40,3 +40,20 @@ class FakeGroup(torch.utils.data.IterableDataset):
     def __iter__(self):
         for _, sample in self.iter_samples():
             yield sample
+
+
+def one_group_packed(name: str, dataset, config, special_tokens: dict, num_workers: int = 1):
+    """A packed dataset over one (non-mandatory) group, rank 0 of 1, seed 0."""
+    from bagel_data.packing.packed_dataset import PackedDataset
+
+    return PackedDataset.from_groups(
+        {name: dataset},
+        config,
+        special_tokens,
+        weights={name: 1.0},
+        mandatory={name: False},
+        local_rank=0,
+        world_size=1,
+        num_workers=num_workers,
+        data_seed=0,
+    )
