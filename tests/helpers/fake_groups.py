@@ -42,18 +42,24 @@ class FakeGroup(torch.utils.data.IterableDataset):
             yield sample
 
 
-def one_group_packed(name: str, dataset, config, special_tokens: dict, num_workers: int = 1):
-    """A packed dataset over one (non-mandatory) group, rank 0 of 1, seed 0."""
+def packed_groups(groups: dict, config, special_tokens: dict, *, weights=None, mandatory=None, seed=0, num_workers=1):
+    """A packed dataset over `groups`, rank 0 of 1; every group weighs 1 and none is
+    mandatory unless `weights` / `mandatory` say otherwise."""
     from bagel_data.packing.packed_dataset import PackedDataset
 
     return PackedDataset.from_groups(
-        {name: dataset},
+        groups,
         config,
         special_tokens,
-        weights={name: 1.0},
-        mandatory={name: False},
+        weights=weights or dict.fromkeys(groups, 1.0),
+        mandatory=mandatory or dict.fromkeys(groups, False),
         local_rank=0,
         world_size=1,
         num_workers=num_workers,
-        data_seed=0,
+        data_seed=seed,
     )
+
+
+def one_group_packed(name: str, dataset, config, special_tokens: dict, num_workers: int = 1):
+    """A packed dataset over one (non-mandatory) group, rank 0 of 1, seed 0."""
+    return packed_groups({name: dataset}, config, special_tokens, num_workers=num_workers)

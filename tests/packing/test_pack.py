@@ -32,7 +32,7 @@ from bagel_data.packing.layout import (
 from bagel_data.packing.pack import PackBuilder
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.sample import sample_length
-from helpers.fake_groups import FakeGroup
+from helpers.fake_groups import FakeGroup, packed_groups
 from helpers.plans import TOKENS, TOKENS_DICT, make_sample, text_item, text_sample, vae_item, video_items, vit_item
 
 B, E, SOI, EOI = TOKENS.bos_token_id, TOKENS.eos_token_id, TOKENS.start_of_image, TOKENS.end_of_image
@@ -530,17 +530,7 @@ def mixed(i: int) -> dict:
 
 
 def packed(groups: dict, cfg=CFG, weights=None, mandatory=None, seed=42) -> PackedDataset:
-    dataset = PackedDataset.from_groups(
-        groups,
-        cfg,
-        TOKENS_DICT,
-        weights=weights or {name: 1.0 for name in groups},
-        mandatory=mandatory or {name: False for name in groups},
-        local_rank=0,
-        world_size=1,
-        num_workers=1,
-        data_seed=seed,
-    )
+    dataset = packed_groups(groups, cfg, TOKENS_DICT, weights=weights, mandatory=mandatory, seed=seed)
     dataset.set_epoch(seed)
     return dataset
 

@@ -23,7 +23,7 @@ from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.invariants import check_batch
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.packing.strategies import best_subset, choose_by_deficit, choose_by_weight
-from helpers.fake_groups import FakeGroup
+from helpers.fake_groups import FakeGroup, packed_groups
 from helpers.plans import TOKENS, TOKENS_DICT, text_sample
 
 
@@ -43,17 +43,7 @@ def _config(**changes) -> PackingConfig:
 
 
 def _packed(groups: dict, cfg: PackingConfig, weights: dict, mandatory=None, seed: int = 5) -> PackedDataset:
-    dataset = PackedDataset.from_groups(
-        groups,
-        cfg,
-        TOKENS_DICT,
-        weights=weights,
-        mandatory=mandatory or {name: False for name in groups},
-        local_rank=0,
-        world_size=1,
-        num_workers=1,
-        data_seed=seed,
-    )
+    dataset = packed_groups(groups, cfg, TOKENS_DICT, weights=weights, mandatory=mandatory, seed=seed)
     dataset.set_epoch(seed)
     return dataset
 
