@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from bagel_data.media.convert import PendingImage, materialize, write_chw, write_patches
+from bagel_data.media.convert import PendingImage, materialize, two_step_plan, write_chw, write_patches
 from bagel_data.media.images import ImageTransform
 from bagel_data.packing.buffers import PadBufferPool
 from bagel_data.packing.layout import patchify
@@ -42,11 +42,42 @@ def test_write_chw_is_bit_identical(mean, std, size):
     assert np.array_equal(out.numpy(), reference(pixels, mean, std))
 
 
+def test_the_bagel_default_takes_two_steps_and_imagenet_three():
+    # Which (mean, std) may skip a step decides the speed, not the values (checked above).
+    assert two_step_plan(0.5, 0.5) == (127.5, 1.0)
+    assert two_step_plan(0.485, 0.229) is None
+
+
+@pytest.mark.parametrize("mean,std", [(0.485, 0.229), (0.1, 0.3)])
+def test_a_two_step_plan_is_refused_where_it_would_change_a_value(mean, std):
+    levels = np.arange(256, dtype=np.float32)
+    naive = levels / (np.float32(255) * np.float32(std)) - np.float32(mean) / np.float32(std)
+    exact = (levels / np.float32(255) - np.float32(mean)) / np.float32(std)
+    assert not np.array_equal(naive, exact)  # the shortcut is wrong here ...
+    assert two_step_plan(mean, std) is None  # ... and is not taken
+
+
+def rgbx_view(pixels: np.ndarray) -> np.ndarray:
+    """`pixels` as Pillow stores RGB: 4 bytes a pixel, read through a strided view."""
+    rgbx = np.full((*pixels.shape[:2], 4), 77, dtype=np.uint8)  # the padding must not leak
+    rgbx[:, :, :3] = pixels
+    return rgbx[:, :, :3]
+
+
 @pytest.mark.parametrize("mean,std", MEANS_STDS)
-def test_write_patches_is_patchify_of_the_reference(mean, std):
+def test_write_chw_reads_strided_rgbx_pixels(mean, std):
+    pixels = every_level(45, 61, seed=3)
+    out = torch.full((3, 45, 61), float("nan"))
+    write_chw(out, rgbx_view(pixels), mean, std)
+    assert np.array_equal(out.numpy(), reference(pixels, mean, std))
+
+
+@pytest.mark.parametrize("layout", [np.ascontiguousarray, rgbx_view])
+@pytest.mark.parametrize("mean,std", MEANS_STDS)
+def test_write_patches_is_patchify_of_the_reference(mean, std, layout):
     pixels = every_level(14 * 5, 14 * 93)
     out = torch.full((5 * 93, 14 * 14 * 3), float("nan"))
-    write_patches(out, pixels, 14, mean, std)
+    write_patches(out, layout(pixels), 14, mean, std)
     expected = patchify(torch.from_numpy(reference(pixels, mean, std)), 14)
     assert torch.equal(out, expected)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import struct
 import subprocess
@@ -15,10 +16,49 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageFile
 
-from bagel_data.media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, pil_img2rgb
+from bagel_data.media.images import (
+    ImageDecodeError,
+    ImageTooLargeError,
+    ImageTransform,
+    decode_image,
+    pil_img2rgb,
+    rgb_pixels,
+)
 from helpers.builders import encode, png_bytes, solid_jpeg
 
 PILLOW_DEFAULT_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3
+
+
+# -- the pixels of a resized image ----------------------------------------------------------
+def random_rgb(height: int, width: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+def test_rgb_pixels_are_the_images_pixels_and_outlive_it():
+    expected = random_rgb(37, 53)
+    image = Image.fromarray(expected)
+    pixels = rgb_pixels(image)
+    assert pixels.shape == (37, 53, 3) and pixels.dtype == np.uint8
+    assert not pixels.flags.writeable  # a view of the image: nobody may write through it
+    del image
+    gc.collect()
+    [Image.fromarray(random_rgb(37, 53, seed)) for seed in range(1, 20)]  # reuse freed memory, if any
+    assert np.array_equal(pixels, expected)
+
+
+def test_rgb_pixels_of_an_image_in_several_memory_blocks_are_copied_right():
+    expected = np.tile(random_rgb(1, 2048), (2049, 1, 1))  # over Pillow's 16 MiB block
+    expected[:, :, 1] = np.arange(2049, dtype=np.uint32)[:, None] % 256  # rows tell apart
+    assert np.array_equal(rgb_pixels(Image.fromarray(expected)), expected)
+
+
+def test_rgb_pixels_without_arrow_export_fall_back_to_a_copy(monkeypatch):
+    def no_export(*args, **kwargs):
+        raise TypeError("this Pillow has no __arrow_c_array__")
+
+    monkeypatch.setattr("bagel_data.media.images.pyarrow.array", no_export)
+    expected = random_rgb(9, 11)
+    assert np.array_equal(rgb_pixels(Image.fromarray(expected)), expected)
 
 
 # -- resize geometry ------------------------------------------------------------------------

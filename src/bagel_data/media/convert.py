@@ -11,28 +11,40 @@ several mean / std). The writers:
 * `write_patches(dest, pixels, p, ...)`: into `(H/p * W/p, p*p*3)` rows in patch order
   (row, column, then (i, j, channel) within the patch), e.g. rows of `packed_vit_tokens`.
 
-Both work in blocks of rows of at most 4 MiB of output, so the four passes (widen, divide,
-subtract, divide) run in the cache and memory sees one write per value.
+Both work in blocks of rows that stay in the cache, so memory sees one write per value.
+`pixels` may be a strided view (the RGB bytes of Pillow's 4-byte RGBX storage): each
+channel is read where it lies, so there is no separate de-interleaving pass.
+
+Speed: where two float32 operations, `x / (255 std) - mean / std`, give the reference's
+three-step value for every one of the 256 levels (true of the BAGEL default 0.5 / 0.5:
+`x / 127.5 - 1`), the writers use them, the first one also doing the uint8 -> float32 cast.
+`two_step_plan` proves that equality on this machine's kernels, once per (mean, std),
+before it is used; otherwise the writers take the three steps.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 
 import numpy as np
 import torch
+from PIL import Image
 
-_BLOCK_VALUES = 1 << 20  # float32 values per block: 4 MiB, inside the L3 cache
+_BLOCK_VALUES = 1 << 18  # float32 values per block: 1 MiB, inside the L2 cache
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PendingImage:
-    """A resized image awaiting conversion: `pixels` is `(H, W, 3)` uint8, C-contiguous."""
+    """A resized image awaiting conversion: `pixels` is `(H, W, 3)` uint8, possibly strided."""
 
     pixels: np.ndarray
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    # The RGB Pillow image that `pixels` views, if any: Pillow packs its 4-byte pixels into
+    # 3-byte ones several times faster than a strided copy does (see `packed_pixels`).
+    source: Image.Image | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -46,9 +58,16 @@ class PendingImage:
         write_chw(out, self.pixels, self.mean, self.std)
         return out
 
+    def packed_pixels(self) -> np.ndarray:
+        """`pixels`, C-contiguous: what patch order reads (whole pixels, not channels)."""
+        if self.pixels.flags.c_contiguous:
+            return self.pixels
+        if self.source is not None:
+            return np.asarray(self.source)
+        return np.ascontiguousarray(self.pixels)
+
 
 def _as_tensor(pixels: np.ndarray) -> torch.Tensor:
-    pixels = np.ascontiguousarray(pixels)
     if pixels.flags.writeable:
         return torch.from_numpy(pixels)
     with warnings.catch_warnings():  # Pillow's arrays are read-only; these tensors are only read
@@ -56,13 +75,47 @@ def _as_tensor(pixels: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(pixels)
 
 
-def _scalars(values: tuple[float, ...]) -> list[torch.Tensor]:
-    # 0-dim float32 tensors: the kernels then use exactly float32(mean), as Normalize does.
-    return [torch.tensor(v, dtype=torch.float32) for v in values]
+def _scalar(value: float) -> torch.Tensor:
+    # A 0-dim float32 tensor: the kernels then use exactly float32(value), as Normalize does.
+    return torch.tensor(value, dtype=torch.float32)
 
 
-def _finish(block: torch.Tensor, mean, std) -> None:
-    block.div_(255).sub_(mean).div_(std)
+def _three_steps(dest: torch.Tensor, source: torch.Tensor, mean, std) -> None:
+    """The reference's steps: cast, / 255, - mean, / std (`mean`, `std`: float32 tensors)."""
+    dest.copy_(source)
+    dest.div_(255).sub_(mean).div_(std)
+
+
+@functools.lru_cache(maxsize=64)
+def two_step_plan(mean: float, std: float) -> tuple[float, float] | None:
+    """`(divisor, offset)` when `x / divisor - offset` equals `(x / 255 - mean) / std` in
+    float32 for every uint8 `x`, as this process's kernels compute both; else None.
+
+    Each output value depends only on its input level, so checking the 256 levels is a
+    proof for any image. They are checked where the writers read them (contiguous and
+    strided, long enough for the vector loops and their scalar tails)."""
+    divisor, offset = float(np.float32(255.0) * np.float32(std)), float(np.float32(mean) / np.float32(std))
+    if not (np.isfinite(divisor) and np.isfinite(offset)) or divisor == 0:
+        return None
+    levels = torch.arange(256, dtype=torch.uint8).repeat(67)[: 256 * 67 - 5]
+    strided = torch.stack([levels, levels.flip(0), levels, levels], dim=1)[:, 1]
+    for source in (levels, strided):
+        expected = torch.empty(source.shape, dtype=torch.float32)
+        _three_steps(expected, source, _scalar(mean), _scalar(std))
+        got = torch.empty(source.shape, dtype=torch.float32)
+        torch.div(source, divisor, out=got).sub_(offset)
+        if not torch.equal(got, expected):
+            return None
+    return divisor, offset
+
+
+def _write(dest: torch.Tensor, source: torch.Tensor, mean: float, std: float) -> None:
+    """`dest` = normalized `source` (uint8, same shape), one channel's mean / std."""
+    plan = two_step_plan(float(mean), float(std))
+    if plan is None:
+        _three_steps(dest, source, _scalar(mean), _scalar(std))
+    else:
+        torch.div(source, plan[0], out=dest).sub_(plan[1])
 
 
 def write_chw(dest: torch.Tensor, pixels: np.ndarray, mean, std) -> None:
@@ -71,22 +124,16 @@ def write_chw(dest: torch.Tensor, pixels: np.ndarray, mean, std) -> None:
     height, width, channels = source.shape
     if tuple(dest.shape) != (channels, height, width):
         raise ValueError(f"destination {tuple(dest.shape)} does not fit an image of {(channels, height, width)}")
-    means, stds = _scalars(mean), _scalars(std)
-    same = len(set(mean)) == 1 and len(set(std)) == 1
-    rows = max(1, _BLOCK_VALUES // max(1, width * channels))
+    rows = max(1, _BLOCK_VALUES // max(1, width))
     for top in range(0, height, rows):
-        block = dest[:, top : top + rows]
-        block.copy_(source[top : top + rows].permute(2, 0, 1))
-        if same:
-            _finish(block, means[0], stds[0])
-        else:
-            for c in range(channels):
-                _finish(block[c], means[c], stds[c])
+        for c in range(channels):
+            _write(dest[c, top : top + rows], source[top : top + rows, :, c], mean[c], std[c])
 
 
 def write_patches(dest: torch.Tensor, pixels: np.ndarray, patch: int, mean, std) -> None:
     """Normalize `(H, W, C)` uint8 `pixels` into `dest`, `(H/p * W/p, p*p*C)` float32 rows in
-    patch order: the same values as `patchify` of the converted `(C, H, W)` tensor."""
+    patch order: the same values as `patchify` of the converted `(C, H, W)` tensor. Fastest
+    with C-contiguous `pixels` (`PendingImage.packed_pixels`)."""
     source = _as_tensor(pixels)
     height, width, channels = source.shape
     p = patch
@@ -98,16 +145,21 @@ def write_patches(dest: torch.Tensor, pixels: np.ndarray, patch: int, mean, std)
             f"destination {tuple(dest.shape)} does not fit {rows_p * cols_p} patches of {p * p * channels}"
         )
     grid = dest.view(rows_p, cols_p, p, p, channels)
-    patches = source.view(rows_p, p, cols_p, p, channels).permute(0, 2, 1, 3, 4)
-    if len(set(mean)) == 1 and len(set(std)) == 1:
-        mean_row, std_row = _scalars(mean[:1])[0], _scalars(std[:1])[0]
-    else:  # one value per column of a patch row: (i, j, channel) -> the channel's mean / std
-        mean_row = torch.tensor(mean, dtype=torch.float32).repeat(p * p)
-        std_row = torch.tensor(std, dtype=torch.float32).repeat(p * p)
+    patches = source.contiguous().view(rows_p, p, cols_p, p, channels).permute(0, 2, 1, 3, 4)
     step = max(1, _BLOCK_VALUES // max(1, width * p * channels))
+    uniform = len(set(mean)) == 1 and len(set(std)) == 1
     for top in range(0, rows_p, step):
-        grid[top : top + step].copy_(patches[top : top + step])
-        _finish(dest[top * cols_p : (top + step) * cols_p], mean_row, std_row)
+        if uniform:
+            _write(grid[top : top + step], patches[top : top + step], mean[0], std[0])
+        else:  # a patch row interleaves the channels: per-column mean / std, three steps
+            grid[top : top + step].copy_(patches[top : top + step])
+            rows = dest[top * cols_p : (top + step) * cols_p]
+            rows.div_(255).sub_(_per_column(mean, p)).div_(_per_column(std, p))
+
+
+def _per_column(values: tuple[float, ...], patch: int) -> torch.Tensor:
+    """One value per column of a patch row, `(i, j, channel)` -> the channel's value."""
+    return torch.tensor(values, dtype=torch.float32).repeat(patch * patch)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -126,7 +178,8 @@ class PendingPatches:
         return self.patch * self.patch * self.image.shape[0]
 
     def write_into(self, dest: torch.Tensor) -> None:
-        write_patches(dest, self.image.pixels, self.patch, self.image.mean, self.image.std)
+        image = self.image
+        write_patches(dest, image.packed_pixels(), self.patch, image.mean, image.std)
 
 
 def materialize(images: list) -> list[torch.Tensor]:

@@ -17,6 +17,7 @@ import warnings
 from typing import BinaryIO
 
 import numpy as np
+import pyarrow
 import torch
 from PIL import Image
 
@@ -105,6 +106,21 @@ def decode_image(
         raise ImageDecodeError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def rgb_pixels(image: Image.Image) -> np.ndarray:
+    """The `(H, W, 3)` uint8 pixels of an RGB image, read-only, without a copy where Pillow
+    allows it: a strided view of its 4-byte-per-pixel storage, exported through the Arrow C
+    data interface (Pillow >= 11.2, an image held in one memory block). The view keeps the
+    image's memory alive. Otherwise a copy, `np.asarray(image)`."""
+    width, height = image.size
+    try:
+        storage = pyarrow.array(image).buffers()[-1]
+    except (TypeError, ValueError, pyarrow.ArrowException):  # older Pillow; several blocks
+        storage = None
+    if storage is None or storage.size != width * height * 4:
+        return np.asarray(image, dtype=np.uint8)
+    return np.frombuffer(storage, dtype=np.uint8).reshape(height, width, 4)[:, :, :3]
+
+
 @dataclasses.dataclass(frozen=True)
 class ResizeRule:
     """The stride-snapped, aspect-preserving size rule of the SPEC."""
@@ -173,12 +189,14 @@ class ImageTransform:
 
     def pixels(self, image: Image.Image) -> np.ndarray:
         """The `(H, W, 3)` uint8 RGB pixels of an (already resized) image."""
-        return np.asarray(image if image.mode == "RGB" else image.convert("RGB"), dtype=np.uint8)
+        return rgb_pixels(image if image.mode == "RGB" else image.convert("RGB"))
 
     def prepare(self, image: Image.Image, img_num: int = 1) -> PendingImage:
         """Resize now, convert later: what the families hand to the packer, which writes
         the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
-        return PendingImage(self.pixels(self.resize(image, img_num=img_num)), self.image_mean, self.image_std)
+        resized = self.resize(image, img_num=img_num)
+        rgb = resized if resized.mode == "RGB" else resized.convert("RGB")
+        return PendingImage(self.pixels(rgb), self.image_mean, self.image_std, source=rgb)
 
     def to_tensor(self, image: Image.Image) -> torch.Tensor:
         """`(x / 255 - mean) / std` in float32, `(C, H, W)`: ToTensor + Normalize, bit for bit."""
