@@ -56,6 +56,7 @@ def test_quick_benchmark_writes_every_section(tmp_path):
         assert run["peak_rss"]["main"]["VmHWM_mb"] > 0
         assert len(run["peak_rss"]["workers"]) >= workers
         assert workers == 0 or run["scaling"] > 0
+        assert 0 < run["machine_ceiling"] <= 1.5  # K processes at once, each against one alone
         assert all(w["VmHWM_mb"] > 0 for w in run["peak_rss"]["workers"])
         assert run["checkpoint_bytes"] < 2**20
 

@@ -7,6 +7,8 @@
   batch tensors allocated as in the main process (pooled, copied at send time), in a fresh
   shared-memory segment each (the worker before `packing/segments.py`) and in recycled ones
   (the worker now);
+* `parallel_ceiling`: the share of K x one core that K busy processes get on this machine
+  (the bound any worker count meets here);
 * `previous_path`: the pipeline as it was before `media/convert.py` and `media/jpeg.py`:
   Pillow decode, floats made in the family through a lookup table, then copied into
   `padded_images` and patchified, for a same-run ratio.
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import time
 
 import numpy as np
@@ -28,6 +31,34 @@ from ..packing import buffers
 from .patcher import Patcher
 
 _now = time.perf_counter
+
+
+def _resize_loop(barrier, results, rounds: int) -> None:
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (960, 1280, 3), dtype=np.uint8))
+    barrier.wait()  # all K start together
+    start = _now()
+    for _ in range(rounds):
+        image.resize((1000, 750), Image.Resampling.BICUBIC)
+    results.put(_now() - start)
+
+
+def parallel_ceiling(counts, rounds: int = 40) -> dict[int, float]:
+    """For each K in `counts`: K processes run the same Pillow resize loop (the floor's kind
+    of work) at once; the ceiling is the time alone over the slowest of the K. About 1 on K
+    free physical cores; less where the cores are shared (SMT siblings, other tenants)."""
+    # fork: the children need nothing but Pillow, and start in milliseconds
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    seconds: dict[int, float] = {}
+    for k in sorted({1, *counts}):
+        barrier, results = context.Barrier(k), context.Queue()
+        procs = [context.Process(target=_resize_loop, args=(barrier, results, rounds)) for _ in range(k)]
+        for proc in procs:
+            proc.start()
+        seconds[k] = max(results.get(timeout=600) for _ in procs)
+        for proc in procs:
+            proc.join()
+    return {k: seconds[1] / seconds[k] for k in counts}
 
 
 def write_bandwidth(megabytes: int = 512, rounds: int = 5) -> dict:

@@ -56,7 +56,7 @@ def _pipeline_rows(res: dict) -> Rows:
 def _loader_rows(loader: dict) -> Rows:
     """Each DataLoader run: steady throughput, scaling, first batch and peak memory."""
     rows = []
-    for run in (v for v in loader.values() if isinstance(v, dict)):
+    for run in (v for k, v in loader.items() if k.startswith("workers_")):
         workers = [w.get("VmHWM_mb", 0) for w in run["peak_rss"]["workers"]]
         main = run["peak_rss"]["main"].get("VmHWM_mb", 0)
         rows.append(
@@ -64,7 +64,12 @@ def _loader_rows(loader: dict) -> Rows:
                 f"DataLoader, {run['workers']} worker(s)",
                 (
                     f"{run['steady_tokens_per_second']:,.0f} tok/s after the first batch"
-                    + (f" (scaling {run['scaling']:.2f} of {run['workers']} x 0 workers), " if run["workers"] else ", ")
+                    + (
+                        f" (scaling {run['scaling']:.2f} of {run['workers']} x 0 workers;"
+                        f" machine ceiling {run['machine_ceiling']:.2f}), "
+                        if run["workers"]
+                        else ", "
+                    )
                     + f"first batch {run['first_batch_seconds']:.2f} s, peak RSS main {main:.0f} MB, workers {workers} MB"
                 ),
             )

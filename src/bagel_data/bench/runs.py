@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..datasets import make_bagel_multimodal_dataset
 from ..tokenizer import add_special_tokens, load_tokenizer
+from . import physical
 from .progress import progress
 
 _now = time.perf_counter
@@ -184,10 +185,12 @@ def write_jsonl(path: Path, lines: int) -> Path:
 
 
 def loader_scaling(paths: dict, packing: dict, batches: int, repeats: int, pipeline: dict, quick: bool) -> dict:
-    """(c) Through the StatefulDataLoader with 0 (one process), 1 and 2 workers, each run in a
-    fresh interpreter, interleaved; K workers are compared with K x the 0-worker rate (with
-    `quick`, no 0-worker run: the in-process pipeline's rate after its first pack)."""
-    loader: dict = {1: [], 2: []} if quick else {0: [], 1: [], 2: []}
+    """(c) Through the StatefulDataLoader with 0 (one process), 1, 2 and as many workers as
+    the machine has cores, each run in a fresh interpreter, interleaved; K workers are
+    compared with K x the 0-worker rate (with `quick`, no 0-worker run: the in-process
+    pipeline's rate after its first pack), and with the machine's `parallel_ceiling`."""
+    counts = sorted({1, 2, os.cpu_count() or 1})
+    loader: dict = {k: [] for k in ([] if quick else [0]) + counts}
     loader_batches = 2 * batches if quick else max(batches, 4) * 2  # a steady state after the first batch
     for round_index in range(min(repeats, 2)):
         for workers, runs in loader.items():
@@ -205,9 +208,13 @@ def loader_scaling(paths: dict, packing: dict, batches: int, repeats: int, pipel
         first = pipeline["pack_seconds"][0]
         one = (pipeline["tokens"] * (1 - 1 / len(pipeline["pack_seconds"]))) / max(pipeline["seconds"] - first, 1e-9)
     result["one_process_steady_tokens_per_second"] = one
-    for workers in (1, 2):
+    progress("the machine's parallel ceiling")
+    ceiling = physical.parallel_ceiling(counts, rounds=10 if quick else 40)
+    result["machine_ceiling"] = {str(k): v for k, v in ceiling.items()}
+    for workers in counts:
         run = result[f"workers_{workers}"]
         run["scaling"] = run["steady_tokens_per_second"] / (workers * one)  # target >= 0.9 on free cores
+        run["machine_ceiling"] = ceiling[workers]
     return result
 
 
