@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,8 +48,8 @@ def parallel_ceiling(counts, rounds: int = 40) -> dict[int, float]:
     of work) at once; the ceiling is the time alone over the slowest of the K. About 1 on K
     free physical cores; less where the cores are shared (SMT siblings, other tenants)."""
     # fork: the children need nothing but Pillow, and start in milliseconds
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    context: Any = multiprocessing.get_context("fork" if fork else "spawn")
     seconds: dict[int, float] = {}
     for k in sorted({1, *counts}):
         barrier, results = context.Barrier(k), context.Queue()
