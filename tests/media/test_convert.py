@@ -7,7 +7,14 @@ import pytest
 import torch
 from PIL import Image
 
-from bagel_data.media.convert import PendingImage, materialize, two_step_plan, write_chw, write_patches
+from bagel_data.media.convert import (
+    PendingImage,
+    materialize,
+    two_step_plan,
+    write_chw,
+    write_chw_from_words,
+    write_patches,
+)
 from bagel_data.media.images import ImageTransform
 from bagel_data.packing.buffers import PadBufferPool
 from bagel_data.packing.layout import patchify
@@ -69,6 +76,18 @@ def test_write_chw_reads_strided_rgbx_pixels(mean, std):
     pixels = every_level(45, 61, seed=3)
     out = torch.full((3, 45, 61), float("nan"))
     write_chw(out, rgbx_view(pixels), mean, std)
+    assert np.array_equal(out.numpy(), reference(pixels, mean, std))
+
+
+@pytest.mark.parametrize("mean,std", MEANS_STDS)
+def test_write_chw_from_words_takes_each_channel_from_its_byte(mean, std):
+    pixels = every_level(33, 70, seed=5)
+    rgbx = np.empty((33, 70, 4), dtype=np.uint8)
+    rgbx[:, :, :3] = pixels
+    rgbx[:, :, 3] = np.random.default_rng(1).integers(0, 256, (33, 70))  # padding, high bit too
+    words = (rgbx.astype(np.int64) << np.array([0, 8, 16, 24])).sum(axis=2).astype(np.uint32).view(np.int32)
+    out = torch.full((3, 33, 70), float("nan"))
+    write_chw_from_words(out, words, mean, std)
     assert np.array_equal(out.numpy(), reference(pixels, mean, std))
 
 

@@ -21,6 +21,7 @@ from bagel_data.media.images import (
     ImageTooLargeError,
     ImageTransform,
     decode_image,
+    pending_image,
     pil_img2rgb,
     rgb_pixels,
 )
@@ -44,6 +45,17 @@ def test_rgb_pixels_are_the_images_pixels_and_outlive_it():
     gc.collect()
     [Image.fromarray(random_rgb(37, 53, seed)) for seed in range(1, 20)]  # reuse freed memory, if any
     assert np.array_equal(pixels, expected)
+
+
+@pytest.mark.skipif(sys.byteorder != "little", reason="words are read little-endian")
+def test_a_pending_image_holds_its_pixels_as_words_too():
+    expected = random_rgb(8, 5)
+    pending = pending_image(Image.fromarray(expected), (0.5,) * 3, (0.5,) * 3)
+    assert pending.words is not None and pending.words.shape == (8, 5)
+    for c in range(3):  # channel c is byte c of each word
+        assert np.array_equal((pending.words >> (8 * c)) & 255, expected[:, :, c])
+    reference = torch.from_numpy(expected).permute(2, 0, 1).float().div(255).sub(0.5).div(0.5)  # ToTensor, Normalize
+    assert torch.equal(pending.tensor(), reference)
 
 
 def test_rgb_pixels_of_an_image_in_several_memory_blocks_are_copied_right():

@@ -31,7 +31,7 @@ class StageProfiler:
             "read": [(ParquetReader, "read_row_group"), (JsonlIndex, "read_line")],
             "decode": [*DECODERS, (video, "open_frame"), (video, "decode_frames")],
             "resize": [(ImageTransform, "resize")],
-            "to_uint8": [(ImageTransform, "pixels")],
+            "to_uint8": [(ImageTransform, "pending")],
             "tensorize": [(ImageTransform, "to_tensor")],  # direct family iteration only
             "convert_vae": [(pack_module, "pad_images")],  # floats written into padded_images
             "convert_vit": [(pack_module, "stack_patches")],  # floats written into packed_vit_tokens

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import sys
 import threading
 import warnings
 from typing import BinaryIO
@@ -106,19 +107,35 @@ def decode_image(
         raise ImageDecodeError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def rgb_pixels(image: Image.Image) -> np.ndarray:
-    """The `(H, W, 3)` uint8 pixels of an RGB image, read-only, without a copy where Pillow
-    allows it: a strided view of its 4-byte-per-pixel storage, exported through the Arrow C
-    data interface (Pillow >= 11.2, an image held in one memory block). The view keeps the
-    image's memory alive. Otherwise a copy, `np.asarray(image)`."""
+def rgbx_storage(image: Image.Image) -> np.ndarray | None:
+    """The `(H, W, 4)` uint8 storage of an RGB image (R, G, B, a padding byte), read-only and
+    without a copy: exported through the Arrow C data interface (Pillow >= 11.2, an image
+    held in one memory block); None where Pillow cannot. The view keeps the memory alive."""
     width, height = image.size
     try:
         storage = pyarrow.array(image).buffers()[-1]
     except (TypeError, ValueError, pyarrow.ArrowException):  # older Pillow; several blocks
-        storage = None
+        return None
     if storage is None or storage.size != width * height * 4:
-        return np.asarray(image, dtype=np.uint8)
-    return np.frombuffer(storage, dtype=np.uint8).reshape(height, width, 4)[:, :, :3]
+        return None
+    return np.frombuffer(storage, dtype=np.uint8).reshape(height, width, 4)
+
+
+def rgb_pixels(image: Image.Image) -> np.ndarray:
+    """The `(H, W, 3)` uint8 pixels of an RGB image: a strided view of its storage where
+    `rgbx_storage` gives one, otherwise a copy (`np.asarray`)."""
+    storage = rgbx_storage(image)
+    return np.asarray(image, dtype=np.uint8) if storage is None else storage[:, :, :3]
+
+
+def pending_image(image: Image.Image, mean: tuple[float, ...], std: tuple[float, ...]) -> PendingImage:
+    """The RGB `image` awaiting conversion, its pixels viewed in place where Pillow allows
+    (and as int32 words, R in the low byte, on a little-endian machine)."""
+    storage = rgbx_storage(image)
+    if storage is None:
+        return PendingImage(np.asarray(image, dtype=np.uint8), mean, std)
+    words = storage.view(np.int32)[:, :, 0] if sys.byteorder == "little" else None
+    return PendingImage(storage[:, :, :3], mean, std, source=image, words=words)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,20 +204,18 @@ class ImageTransform:
             return image
         return image.resize(size, Image.Resampling.BICUBIC)
 
-    def pixels(self, image: Image.Image) -> np.ndarray:
-        """The `(H, W, 3)` uint8 RGB pixels of an (already resized) image."""
-        return rgb_pixels(image if image.mode == "RGB" else image.convert("RGB"))
+    def pending(self, image: Image.Image) -> PendingImage:
+        """An (already resized) image's pixels, with this transform's mean / std, to convert."""
+        return pending_image(image if image.mode == "RGB" else image.convert("RGB"), self.image_mean, self.image_std)
 
     def prepare(self, image: Image.Image, img_num: int = 1) -> PendingImage:
         """Resize now, convert later: what the families hand to the packer, which writes
         the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
-        resized = self.resize(image, img_num=img_num)
-        rgb = resized if resized.mode == "RGB" else resized.convert("RGB")
-        return PendingImage(self.pixels(rgb), self.image_mean, self.image_std, source=rgb)
+        return self.pending(self.resize(image, img_num=img_num))
 
     def to_tensor(self, image: Image.Image) -> torch.Tensor:
         """`(x / 255 - mean) / std` in float32, `(C, H, W)`: ToTensor + Normalize, bit for bit."""
-        return PendingImage(self.pixels(image), self.image_mean, self.image_std).tensor()
+        return self.pending(image).tensor()
 
     def __call__(self, image: Image.Image, img_num: int = 1) -> torch.Tensor:
         return self.to_tensor(self.resize(image, img_num=img_num))

@@ -17,7 +17,7 @@ import torch
 
 from ..compat import CompatRandom
 from ..errors import ConfigError
-from ..media.convert import PendingImage, PendingPatches, write_chw
+from ..media.convert import PendingImage, PendingPatches
 from .buffers import PadBufferPool, empty_float32, zeroed_float32
 from .config import PackingConfig, SpecialTokens
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
@@ -277,7 +277,7 @@ def pad_images(images: list, pool: PadBufferPool | None = None) -> torch.Tensor:
     for index, image in enumerate(images):
         c, h, w = image.shape
         if isinstance(image, PendingImage):
-            write_chw(padded[index, :c, :h, :w], image.pixels, image.mean, image.std)
+            image.write_into(padded[index, :c, :h, :w])
         else:
             padded[index, :c, :h, :w] = image
         if not zeroed:  # a reused buffer: clear only what the image does not cover
