@@ -14,7 +14,8 @@ several mean / std). The writers:
 
 Both work in blocks of rows that stay in the cache, so memory sees one write per value.
 `pixels` may be a strided view (the RGB bytes of Pillow's 4-byte RGBX storage): each
-channel is read where it lies, so there is no separate de-interleaving pass.
+channel is read where it lies, or shifted out of the 32-bit words, with no separate
+de-interleaving pass.
 
 Speed: where two float32 operations, `x / (255 std) - mean / std`, give the reference's
 three-step value for every one of the 256 levels (true of the BAGEL default 0.5 / 0.5:
@@ -104,8 +105,8 @@ def two_step_plan(mean: float, std: float) -> tuple[float, float] | None:
     float32 for every uint8 `x`, as this process's kernels compute both; else None.
 
     Each output value depends only on its input level, so checking the 256 levels is a
-    proof for any image. They are checked where the writers read them (contiguous and
-    strided, long enough for the vector loops and their scalar tails)."""
+    proof for any image. They are checked as the writers read them (contiguous and strided
+    uint8, int32 words; long enough for the vector loops and their scalar tails)."""
     divisor, offset = float(np.float32(255.0) * np.float32(std)), float(np.float32(mean) / np.float32(std))
     if not (np.isfinite(divisor) and np.isfinite(offset)) or divisor == 0:
         return None
@@ -122,7 +123,8 @@ def two_step_plan(mean: float, std: float) -> tuple[float, float] | None:
 
 
 def _write(dest: torch.Tensor, source: torch.Tensor, mean: float, std: float) -> None:
-    """`dest` = normalized `source` (uint8, same shape), one channel's mean / std."""
+    """`dest` = normalized `source` (levels 0-255 as uint8 or int32, same shape), one
+    channel's mean / std."""
     plan = two_step_plan(float(mean), float(std))
     if plan is None:
         _three_steps(dest, source, _scalar(mean), _scalar(std))
