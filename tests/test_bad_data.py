@@ -118,6 +118,14 @@ def test_consecutive_failures_stop_with_a_clear_error(tmp_path, tokenizer):
         next(iter(dataset))
 
 
+def test_a_family_built_on_its_own_allows_100_failures_in_a_row(tmp_path, tokenizer):
+    """Without `max_consecutive_failures` a family has the entry points' default bound, 100."""
+    bad = {"image": b"junk", "captions": {"c": "x"}}
+    write_t2i(tmp_path, [[[bad] * 101 + [GOOD]]])
+    with pytest.raises(TooManyFailuresError, match="101 consecutive rows failed"):
+        next(iter(t2i(tmp_path, tokenizer)))
+
+
 def test_failure_bound_resets_on_a_good_row(tmp_path, tokenizer):
     bad = {"image": b"junk", "captions": {"c": "x"}}
     write_t2i(tmp_path, [[[bad] * 4 + [GOOD] + [bad] * 4 + [GOOD]]])

@@ -9,12 +9,12 @@ import os
 
 import pytest
 
-from bagel_data import ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
+from bagel_data import ImageTransform, SftJSONLIterableDataset, T2IIterableDataset, UnifiedEditIterableDataset
 from bagel_data.checkpoint.inputs import MAX_LISTED, check_inputs, input_record
 from bagel_data.errors import ResumeError
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
-from helpers.builders import png_bytes, solid_jpeg, write_t2i, write_vlm
+from helpers.builders import png_bytes, solid_jpeg, write_edit, write_t2i, write_vlm
 
 ROW = {"image": solid_jpeg(64, 48), "captions": {"c": "a red square"}}
 
@@ -73,6 +73,18 @@ def test_same_inputs_resume_and_the_record_is_small(tmp_path, tokenizer, special
     resumed = t2i_packed(tmp_path, tokenizer, special_tokens, 2)
     resumed.load_state_dict(state)
     next(iter(resumed))
+
+
+def test_an_edit_checkpoint_records_each_parquet_file_once(tmp_path, tokenizer, special_tokens):
+    """Edit units are (file, row group) pairs: the record lists the files, not the pairs."""
+    row = {"image_list": [png_bytes(32, 32)] * 2, "instruction_list": [["make it red"]]}
+    paths, info = write_edit(tmp_path, [[[row], [row]], [[row]]])
+    family = UnifiedEditIterableDataset(
+        "edit", ImageTransform(32, 16, 16), tokenizer, ImageTransform(28, 14, 14), [str(tmp_path)], [2], info,
+        num_workers=1,
+    )  # fmt: skip
+    state = checkpoint_after(packed(special_tokens, {"edit": family}), 1)
+    assert [path for path, _ in state["inputs"]["edit"]["files"]] == sorted(paths)
 
 
 def test_many_files_keep_only_a_digest():

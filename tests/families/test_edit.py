@@ -159,6 +159,50 @@ def test_bad_rows_skipped_with_named_reasons(tmp_path, tokenizer):
     }
 
 
+# Each is a schema problem in both modes; compat checks them in the reference's order.
+MALFORMED_LISTS = [
+    {"image_list": None, "instruction_list": [["x"]]},
+    {"image_list": [IMAGES[0], None], "instruction_list": [["x"]]},
+    {"image_list": IMAGES[:2], "instruction_list": None},
+    {"image_list": IMAGES[:2], "instruction_list": [None]},
+    {"image_list": IMAGES[:2], "instruction_list": [[]]},
+    {"image_list": IMAGES[:2], "instruction_list": [["x", None]]},
+]
+
+
+@pytest.mark.parametrize("compat", [None, "bagel"])
+def test_malformed_lists_are_skipped_as_schema_problems(tmp_path, tokenizer, compat):
+    rows = [_chain(2), *MALFORMED_LISTS, {"image_list": IMAGES[:1], "instruction_list": [["x"]]}]
+    _, info = write_edit(tmp_path, [[rows]])
+    dataset = _dataset(tmp_path, tokenizer, info, compat=compat)
+    log = dataset.new_skip_log()
+    streamed = itertools.islice(dataset.iter_samples(log=log), 2)  # row 0, then row 0 of the next pass
+    assert [cursor for cursor, _ in streamed] == [(0, 0, 0), (1, 0, 0)]
+    assert dict(log.counts) == {SkipReason.SCHEMA.value: 6, SkipReason.EDIT_TOO_FEW_IMAGES.value: 1}
+
+
+NO_INSTRUCTIONS = {"image_list": IMAGES[:2]}  # a row of a file without the instruction_list column
+
+
+def test_a_file_missing_a_column_counts_every_row_of_its_row_groups_as_skipped(tmp_path, tokenizer):
+    files = [[[_chain(2)]], [[NO_INSTRUCTIONS] * 3, [NO_INSTRUCTIONS] * 2]]
+    _, info = write_edit(tmp_path, files, names=["a.parquet", "b.parquet"])
+    dataset = _dataset(tmp_path, tokenizer, info, num_used=2)
+    log = dataset.new_skip_log()
+    assert len(list(dataset.iter_pass(log))) == 1
+    assert dict(log.counts) == {SkipReason.SCHEMA.value: 5}
+
+
+def test_a_row_group_gone_from_a_file_missing_a_column_counts_as_one_skipped_row(tmp_path, tokenizer):
+    files = [[[_chain(2)]], [[NO_INSTRUCTIONS] * 3, [NO_INSTRUCTIONS] * 2]]
+    _, info = write_edit(tmp_path, files, names=["a.parquet", "b.parquet"])
+    dataset = _dataset(tmp_path, tokenizer, info, num_used=2)
+    write_edit(tmp_path, [[[NO_INSTRUCTIONS] * 4]], names=["b.parquet"])  # rewritten: one row group now
+    log = dataset.new_skip_log()
+    assert len(list(dataset.iter_pass(log))) == 1
+    assert dict(log.counts) == {SkipReason.SCHEMA.value: 4 + 1}
+
+
 def test_strict_mode_names_the_row(tmp_path, tokenizer):
     rows = [_chain(2), _chain(2), {"image_list": IMAGES[:1], "instruction_list": []}]
     paths, info = write_edit(tmp_path, [[[_chain(3)], rows]])

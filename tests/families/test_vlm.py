@@ -278,6 +278,10 @@ BAD = [
     ({"conversations": _conv(("human", "question only"))}, SkipReason.NO_LOSS),
     ({"conversations": _conv(("human", "q"), ("gpt", ""))}, SkipReason.NO_LOSS),
     ({"image": "a.png"}, SkipReason.SCHEMA),
+    ({"conversations": []}, SkipReason.SCHEMA),
+    ({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": 7}]}, SkipReason.SCHEMA),
+    ({"conversations": [{"from": None, "value": "q"}, {"from": "gpt", "value": "a"}]}, SkipReason.SCHEMA),
+    ({"image": ["a.png", 3], "conversations": _conv(("human", "<image><image>"), ("gpt", "x"))}, SkipReason.SCHEMA),
 ]
 
 
