@@ -23,7 +23,6 @@ from bagel_data.media.images import (
     decode_image,
     pending_image,
     pil_img2rgb,
-    rgb_pixels,
 )
 from helpers.builders import encode, png_bytes, solid_jpeg
 
@@ -31,6 +30,11 @@ PILLOW_DEFAULT_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3
 
 
 # -- the pixels of a resized image ----------------------------------------------------------
+def rgb_pixels(image: Image.Image) -> np.ndarray:
+    """The pixels a resized image is converted from."""
+    return pending_image(image, (0.5,) * 3, (0.5,) * 3).pixels
+
+
 def random_rgb(height: int, width: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -122,14 +123,16 @@ def two_step_plan(mean: float, std: float) -> tuple[float, float] | None:
     return divisor, offset
 
 
-def _write(dest: torch.Tensor, source: torch.Tensor, mean: float, std: float) -> None:
-    """`dest` = normalized `source` (levels 0-255 as uint8 or int32, same shape), one
-    channel's mean / std."""
+def _normalizer(mean: float, std: float) -> Callable[[torch.Tensor, torch.Tensor], object]:
+    """`normalize(dest, source)` for one channel's mean / std (`source`: levels 0-255 as
+    uint8 or int32): the proven two steps where `two_step_plan` allows, else the three.
+    Made once per image and channel, outside the block loops."""
     plan = two_step_plan(float(mean), float(std))
     if plan is None:
-        _three_steps(dest, source, _scalar(mean), _scalar(std))
-    else:
-        torch.div(source, plan[0], out=dest).sub_(plan[1])
+        mean_t, std_t = _scalar(mean), _scalar(std)
+        return lambda dest, source: _three_steps(dest, source, mean_t, std_t)
+    divisor, offset = plan
+    return lambda dest, source: torch.div(source, divisor, out=dest).sub_(offset)
 
 
 def write_chw(dest: torch.Tensor, pixels: np.ndarray, mean, std) -> None:
@@ -138,10 +141,11 @@ def write_chw(dest: torch.Tensor, pixels: np.ndarray, mean, std) -> None:
     height, width, channels = source.shape
     if tuple(dest.shape) != (channels, height, width):
         raise ValueError(f"destination {tuple(dest.shape)} does not fit an image of {(channels, height, width)}")
+    normalize = [_normalizer(mean[c], std[c]) for c in range(channels)]
     rows = max(1, _BLOCK_VALUES // max(1, width))
     for top in range(0, height, rows):
         for c in range(channels):
-            _write(dest[c, top : top + rows], source[top : top + rows, :, c], mean[c], std[c])
+            normalize[c](dest[c, top : top + rows], source[top : top + rows, :, c])
 
 
 def write_chw_from_words(dest: torch.Tensor, words: np.ndarray, mean, std) -> None:
@@ -151,6 +155,7 @@ def write_chw_from_words(dest: torch.Tensor, words: np.ndarray, mean, std) -> No
     height, width = source.shape
     if tuple(dest.shape) != (3, height, width):
         raise ValueError(f"destination {tuple(dest.shape)} does not fit an image of {(3, height, width)}")
+    normalize = [_normalizer(mean[c], std[c]) for c in range(3)]
     rows = max(1, _BLOCK_VALUES // max(1, width))
     channel = torch.empty((min(rows, height), width), dtype=torch.int32)
     for top in range(0, height, rows):
@@ -161,7 +166,7 @@ def write_chw_from_words(dest: torch.Tensor, words: np.ndarray, mean, std) -> No
                 torch.bitwise_right_shift(block, 8 * c, out=part).bitwise_and_(255)
             else:
                 torch.bitwise_and(block, 255, out=part)
-            _write(dest[c, top : top + rows], part, mean[c], std[c])
+            normalize[c](dest[c, top : top + rows], part)
 
 
 def write_patches(dest: torch.Tensor, pixels: np.ndarray, patch: int, mean, std) -> None:
@@ -182,9 +187,10 @@ def write_patches(dest: torch.Tensor, pixels: np.ndarray, patch: int, mean, std)
     patches = source.contiguous().view(rows_p, p, cols_p, p, channels).permute(0, 2, 1, 3, 4)
     step = max(1, _BLOCK_VALUES // max(1, width * p * channels))
     uniform = len(set(mean)) == 1 and len(set(std)) == 1
+    normalize = _normalizer(mean[0], std[0])
     for top in range(0, rows_p, step):
         if uniform:
-            _write(grid[top : top + step], patches[top : top + step], mean[0], std[0])
+            normalize(grid[top : top + step], patches[top : top + step])
         else:  # a patch row interleaves the channels: per-column mean / std, three steps
             grid[top : top + step].copy_(patches[top : top + step])
             rows = dest[top * cols_p : (top + step) * cols_p]

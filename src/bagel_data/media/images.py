@@ -121,13 +121,6 @@ def rgbx_storage(image: Image.Image) -> np.ndarray | None:
     return np.frombuffer(storage, dtype=np.uint8).reshape(height, width, 4)
 
 
-def rgb_pixels(image: Image.Image) -> np.ndarray:
-    """The `(H, W, 3)` uint8 pixels of an RGB image: a strided view of its storage where
-    `rgbx_storage` gives one, otherwise a copy (`np.asarray`)."""
-    storage = rgbx_storage(image)
-    return np.asarray(image, dtype=np.uint8) if storage is None else storage[:, :, :3]
-
-
 def pending_image(image: Image.Image, mean: tuple[float, ...], std: tuple[float, ...]) -> PendingImage:
     """The RGB `image` awaiting conversion, its pixels viewed in place where Pillow allows
     (and as int32 words, R in the low byte, on a little-endian machine)."""
