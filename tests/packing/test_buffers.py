@@ -93,3 +93,23 @@ def test_inside_a_dataloader_worker_batch_buffers_are_born_in_shared_memory(monk
     padded, zeroed = buffers.PadBufferPool().float32(shape)
     assert padded.is_shared() and zeroed and not padded.any()
     assert buffers.empty_float32(shape).is_shared()
+
+
+def _address(mapping) -> int:
+    return torch.frombuffer(mapping, dtype=torch.uint8, count=1).data_ptr()
+
+
+def test_vit_token_buffers_are_pooled_apart_from_padded_images():
+    pool = buffers.PadBufferPool(capacity=1)
+    tokens = pool.empty((4096, 588))  # 9.2 MiB: above HUGE_PAGE_MIN_BYTES
+    padded, _ = pool.float32(BIG)
+    assert [_address(m) for m in pool._tokens.mappings] == [tokens.data_ptr()]
+    assert [_address(m) for m in pool.mappings] == [padded.data_ptr()]
+    address = tokens.data_ptr()
+    del tokens
+    again = pool.empty((4000, 588))
+    assert again.data_ptr() == address, "a freed packed_vit_tokens buffer is lent again"
+    assert pool.empty((4000, 588)).data_ptr() != address, "one still in use is not"
+    assert len(pool._tokens.mappings) == 1
+    small = pool.empty((16, 588))
+    assert small.shape == (16, 588) and small.data_ptr() not in (address, padded.data_ptr())

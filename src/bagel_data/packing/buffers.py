@@ -1,20 +1,23 @@
-"""Large, short-lived batch buffers (`padded_images`), allocated so that first touch is cheap.
+"""Large, short-lived batch buffers (`padded_images`, `packed_vit_tokens`), allocated so that
+first touch is cheap.
 
-Every pack needs a ~100 MB `padded_images`. A fresh allocation of that size is a fresh
-`mmap`, so each pack would pay one page fault per 4 KiB page on first write: about half of
-`to_batch` on the benchmark (benchmarks/NOTES.md). Two remedies, both without touching any
-global setting:
+Every pack needs a ~100 MB `padded_images` and often tens of MB of `packed_vit_tokens`. A
+fresh allocation of that size is a fresh `mmap`, so each pack would pay one page fault per
+4 KiB page on first write: about half of `to_batch` on the benchmark before `padded_images`
+was pooled, and the larger part of the pipeline's page faults before `packed_vit_tokens`
+was (benchmarks/NOTES.md). Two remedies, both without touching any global setting:
 
 * the buffer is an anonymous mapping advised `MADV_HUGEPAGE` (honoured when the kernel's
   transparent-huge-page mode is `madvise` or `always`): one fault per 2 MiB, and the kernel
   hands the pages out zeroed;
 * a `PadBufferPool` (one per iteration of a packed dataset) reuses a mapping once no tensor
-  uses it any more. The test is exact: `torch.frombuffer` keeps a reference to the mapping
-  for as long as any tensor, view or storage of it lives (and drops it when the storage
-  moves to shared memory on its way out of a DataLoader worker), so a mapping that only the
-  pool references is free.
+  uses it any more, separately for each of the two tensors. The test is exact:
+  `torch.frombuffer` keeps a reference to the mapping for as long as any tensor, view or
+  storage of it lives (and drops it when the storage moves to shared memory on its way out
+  of a DataLoader worker), so a mapping that only the pool references is free.
 
-Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.zeros` is used.
+Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.zeros` (or
+`torch.empty`) is used.
 
 In a DataLoader worker the batch leaves through shared memory: torch's pickler copies every
 storage that is not shared yet into a new shared-memory segment. So there (`shared=True`,
@@ -86,47 +89,20 @@ def zeroed_float32(shape: tuple[int, ...]) -> torch.Tensor:
     return _view(_huge_mapping(math.prod(shape) * 4), shape)
 
 
-class PadBufferPool:
-    """Up to `capacity` huge-page mappings, handed out again once nothing uses them.
+class _MappingPool:
+    """Up to `capacity` huge-page mappings, each lent again once no tensor uses it."""
 
-    Two by default: a training loop usually still holds the previous batch while the next
-    one is built. Resident memory is what packs have touched: at most `capacity` x the
-    largest pack's `padded_images`. Where the batch tensors go to shared memory (`shared`),
-    they come from a `SegmentPool` of up to `shared_capacity` segments instead.
-    """
-
-    def __init__(self, capacity: int = 2, shared: bool | None = None, shared_capacity: int = DEFAULT_CAPACITY):
+    def __init__(self, capacity: int):
         self.capacity = capacity
-        self.shared = shared  # None: in shared memory when running in a DataLoader worker
-        self.shared_capacity = shared_capacity
-        self.segments: SegmentPool | None = None  # made on first use in shared memory
         self.mappings: list[mmap.mmap] = []
         self._idle_counts: list[int] = []  # each mapping's reference count when nothing uses it
-
-    def _in_shared_memory(self) -> bool:
-        return in_worker() if self.shared is None else self.shared
-
-    def _segments(self) -> SegmentPool:
-        if self.segments is None:
-            self.segments = SegmentPool(self.shared_capacity)
-        return self.segments
 
     def _is_free(self, index: int) -> bool:
         return sys.getrefcount(self.mappings[index]) == self._idle_counts[index]
 
-    def empty(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """A float32 buffer of `shape` to be written in full (its content is arbitrary)."""
-        if self._in_shared_memory():
-            return self._segments().float32(shape)[0]
-        return torch.empty(shape, dtype=torch.float32)
-
-    def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
-        """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
+    def lend(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
+        """(a float32 view of `shape` into a mapping, whether it is all zeros)."""
         nbytes = math.prod(shape) * 4
-        if self._in_shared_memory():
-            return self._segments().float32(shape)
-        if not _CAN_ADVISE or nbytes < HUGE_PAGE_MIN_BYTES:
-            return torch.zeros(shape, dtype=torch.float32), True
         free = [i for i in range(len(self.mappings)) if self._is_free(i)]
         for index in free:
             if len(self.mappings[index]) >= nbytes:
@@ -145,3 +121,53 @@ class PadBufferPool:
         # Measured, not assumed, while only the list refers to it: what "free" looks like.
         self._idle_counts[index] = sys.getrefcount(self.mappings[index])
         return _view(self.mappings[index], shape), True
+
+
+class PadBufferPool:
+    """Huge-page mappings for a pack's two large tensors, lent again once nothing uses them.
+
+    `padded_images` and `packed_vit_tokens` each have their own `capacity` mappings (two by
+    default: a training loop usually still holds the previous batch while the next one is
+    built), so the two sizes never evict each other. Resident memory is what packs have
+    touched: at most `capacity` x the largest pack's tensors. Where the batch tensors go to
+    shared memory (`shared`), they come from a `SegmentPool` of up to `shared_capacity`
+    segments instead.
+    """
+
+    def __init__(self, capacity: int = 2, shared: bool | None = None, shared_capacity: int = DEFAULT_CAPACITY):
+        self.capacity = capacity
+        self.shared = shared  # None: in shared memory when running in a DataLoader worker
+        self.shared_capacity = shared_capacity
+        self.segments: SegmentPool | None = None  # made on first use in shared memory
+        self._padded = _MappingPool(capacity)
+        self._tokens = _MappingPool(capacity)
+
+    @property
+    def mappings(self) -> list[mmap.mmap]:
+        """The `padded_images` mappings kept."""
+        return self._padded.mappings
+
+    def _in_shared_memory(self) -> bool:
+        return in_worker() if self.shared is None else self.shared
+
+    def _segments(self) -> SegmentPool:
+        if self.segments is None:
+            self.segments = SegmentPool(self.shared_capacity)
+        return self.segments
+
+    def empty(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """A float32 buffer of `shape` to be written in full (its content is arbitrary), e.g.
+        `packed_vit_tokens`: a fresh one would pay a page fault per 4 KiB on first write."""
+        if self._in_shared_memory():
+            return self._segments().float32(shape)[0]
+        if not _CAN_ADVISE or math.prod(shape) * 4 < HUGE_PAGE_MIN_BYTES:
+            return torch.empty(shape, dtype=torch.float32)
+        return self._tokens.lend(shape)[0]
+
+    def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
+        """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
+        if self._in_shared_memory():
+            return self._segments().float32(shape)
+        if not _CAN_ADVISE or math.prod(shape) * 4 < HUGE_PAGE_MIN_BYTES:
+            return torch.zeros(shape, dtype=torch.float32), True
+        return self._padded.lend(shape)
