@@ -19,7 +19,7 @@ de-interleaving pass.
 
 Speed: where two float32 operations, `x / (255 std) - mean / std`, give the reference's
 three-step value for every one of the 256 levels (true of the BAGEL default 0.5 / 0.5:
-`x / 127.5 - 1`), the writers use them, the first one also doing the uint8 -> float32 cast.
+`x / 127.5 - 1`), the writers use them, after casting in place.
 `two_step_plan` proves that equality on this machine's kernels, once per (mean, std),
 before it is used; otherwise the writers take the three steps.
 """
@@ -117,10 +117,17 @@ def two_step_plan(mean: float, std: float) -> tuple[float, float] | None:
         expected = torch.empty(source.shape, dtype=torch.float32)
         _three_steps(expected, source, _scalar(mean), _scalar(std))
         got = torch.empty(source.shape, dtype=torch.float32)
-        torch.div(source, divisor, out=got).sub_(offset)
+        _two_steps(got, source, divisor, offset)
         if not torch.equal(got, expected):
             return None
     return divisor, offset
+
+
+def _two_steps(dest: torch.Tensor, source: torch.Tensor, divisor: float, offset: float) -> None:
+    # Cast in place first: `torch.div(uint8 or int32 source, out=float32)` would allocate a
+    # float temporary per call for the promotion, which costs more than the division.
+    dest.copy_(source)
+    dest.div_(divisor).sub_(offset)
 
 
 def _normalizer(mean: float, std: float) -> Callable[[torch.Tensor, torch.Tensor], object]:
@@ -132,7 +139,7 @@ def _normalizer(mean: float, std: float) -> Callable[[torch.Tensor, torch.Tensor
         mean_t, std_t = _scalar(mean), _scalar(std)
         return lambda dest, source: _three_steps(dest, source, mean_t, std_t)
     divisor, offset = plan
-    return lambda dest, source: torch.div(source, divisor, out=dest).sub_(offset)
+    return lambda dest, source: _two_steps(dest, source, divisor, offset)
 
 
 def write_chw(dest: torch.Tensor, pixels: np.ndarray, mean, std) -> None:
