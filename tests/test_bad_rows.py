@@ -8,7 +8,7 @@ import pickle
 
 import pyarrow.parquet as pq
 import pytest
-from PIL import Image
+from PIL import ImageFile
 
 from bagel_data import FrameSampler, ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
 from bagel_data.errors import BadSampleError, SkipLog, SkipReason
@@ -43,7 +43,7 @@ def test_any_pillow_error_is_a_decode_error(monkeypatch, error):
     def broken(self, *args, **kwargs):
         raise error("plugin bug")
 
-    monkeypatch.setattr(Image.Image, "convert", broken)
+    monkeypatch.setattr(ImageFile.ImageFile, "load", broken)  # a plugin failing while it decodes
     with pytest.raises(ImageDecodeError, match=error.__name__):
         decode_image(png_bytes(8, 8))
 

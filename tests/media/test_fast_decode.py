@@ -10,7 +10,6 @@ import torch
 from PIL import Image
 
 from bagel_data.config import _check_transform_args
-from bagel_data.media import fast_decode
 from bagel_data.media.fast_decode import ORIGINAL_SIZE_KEY, draft_scale, joint_draft_size
 from bagel_data.media.images import ImageDecodeError, ImageTransform, decode_image
 from bagel_data.synthetic.dataset import encode_image, photo_like_image
@@ -118,7 +117,7 @@ def test_file_object_source_and_cmyk(tmp_path):
         from_file = fast(decode_image(handle, draft_size=fast.draft_size))
     assert torch.equal(from_file, fast(decode_image(path.read_bytes(), draft_size=fast.draft_size)))
     cmyk = _jpeg(1040, 784, 7, mode="CMYK")
-    image = decode_image(cmyk, draft_size=fast.draft_size)  # through Pillow's draft, never simplejpeg
+    image = decode_image(cmyk, draft_size=fast.draft_size)
     assert image.mode == "RGB" and ORIGINAL_SIZE_KEY in image.info
     assert fast(image).shape == ImageTransform(**VAE)(decode_image(cmyk)).shape
 
@@ -137,15 +136,6 @@ def test_corrupt_jpeg_is_a_decode_error_in_fast_mode(twice_target):
     fast = ImageTransform(**VAE, fast_decode=True)
     with pytest.raises(ImageDecodeError):
         decode_image(twice_target[0][: len(twice_target[0]) // 2], draft_size=fast.draft_size)
-
-
-@pytest.mark.skipif(not fast_decode.has_simplejpeg(), reason="simplejpeg is not installed")
-def test_simplejpeg_gives_the_same_pixels_as_pillow(twice_target, monkeypatch):
-    fast = ImageTransform(**VAE, fast_decode=True)
-    with_it = [np.asarray(decode_image(data, draft_size=fast.draft_size)) for data in twice_target]
-    monkeypatch.setattr(fast_decode, "_simplejpeg", None)
-    without = [np.asarray(decode_image(data, draft_size=fast.draft_size)) for data in twice_target]
-    assert all(np.array_equal(a, b) for a, b in zip(with_it, without))
 
 
 def test_config_accepts_fast_decode():

@@ -291,6 +291,31 @@ def test_decode_image_good_bytes_and_file_object():
     assert decode_image(io.BytesIO(solid_jpeg(8, 6))).size == (8, 6)
 
 
+def _rgb_files() -> dict[str, bytes]:
+    rng = np.random.default_rng(3)
+    frames = [Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)) for _ in range(2)]
+    files = {fmt: encode(frames[0], fmt) for fmt in ("JPEG", "PNG", "WEBP", "BMP", "TIFF")}
+    animated = io.BytesIO()  # an animated PNG in RGB: the reference keeps frame 0
+    frames[0].save(animated, "PNG", save_all=True, append_images=frames[1:])
+    files["APNG"] = animated.getvalue()
+    return files
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "BMP", "TIFF", "APNG"])
+def test_an_rgb_image_is_decoded_to_the_pixels_of_convert_rgb(fmt, tmp_path):
+    """RGB sources skip `convert("RGB")` (a copy); the pixels are the ones it would give,
+    from bytes, from a file object closed afterwards, and from a path."""
+    data = _rgb_files()[fmt]
+    expected = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    path = tmp_path / "image"
+    path.write_bytes(data)
+    with open(path, "rb") as handle:
+        from_handle = decode_image(handle)
+    for image in (decode_image(data), from_handle, decode_image(str(path))):
+        assert image.mode == "RGB"
+        assert np.array_equal(np.asarray(image), expected)
+
+
 @pytest.mark.parametrize(
     "data",
     [

@@ -9,14 +9,14 @@ import torch
 
 from bagel_data.bench.main import SECTIONS, default_paths, run_benchmark
 from bagel_data.families import edit, t2i, vlm
-from bagel_data.media import images, jpeg
+from bagel_data.media import images
 from bagel_data.packing import buffers, pack
 from bagel_data.sample import SampleBuilder
 
 
 def test_quick_benchmark_writes_every_section(tmp_path):
     originals = (images.ImageTransform.prepare, images.ImageTransform.to_tensor, t2i.decode_image,
-                 pack.PackBuilder.add, pack.pad_images, pack.stack_patches, jpeg.decode_exact, buffers.in_worker,
+                 pack.PackBuilder.add, pack.pad_images, pack.stack_patches, buffers.in_worker,
                  pack.prepare_attention_mask_per_sample, SampleBuilder.build)  # fmt: skip
     threads = torch.get_num_threads()
     out = tmp_path / "results.json"
@@ -26,7 +26,7 @@ def test_quick_benchmark_writes_every_section(tmp_path):
 
     # the instruments put everything back
     assert (images.ImageTransform.prepare, images.ImageTransform.to_tensor, t2i.decode_image,
-            pack.PackBuilder.add, pack.pad_images, pack.stack_patches, jpeg.decode_exact, buffers.in_worker,
+            pack.PackBuilder.add, pack.pad_images, pack.stack_patches, buffers.in_worker,
             pack.prepare_attention_mask_per_sample, SampleBuilder.build) == originals  # fmt: skip
     assert edit.decode_image is vlm.decode_image is images.decode_image
     assert torch.get_num_threads() == threads
@@ -39,6 +39,12 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert floor["seconds"] > 0 and 0 < floor["pipeline_over_floor"] < 20
     assert 0 < floor["previous_path_over_floor"] < 20  # the same-run baseline ran
     assert floor["identical_to_previous_path"] is True
+    # timed in steady state (after the warm-up packs), and also from a new iterator
+    assert pipeline["warmup_packs"] == 1 and len(pipeline["pack_seconds"]) == 2
+    fresh = floor["fresh_start"]
+    assert fresh["images"] > 0 and fresh["floor_seconds"] > 0 and 0 < fresh["pipeline_over_floor"] < 20
+    assert fresh["pipeline_over_floor"] == fresh["pipeline_seconds"] / fresh["floor_seconds"]
+    assert pipeline["page_faults"] >= 0 and pipeline["system_seconds"] >= 0
     assert floor["float32_bytes"] >= 12 * floor["images"] and floor["write_bandwidth"]["bytes_per_second"] > 0
     assert set(saved["transfer"]) == {"copied_at_send", "shared_at_birth", "recycled"}
     for mode in saved["transfer"].values():  # the same packs each way

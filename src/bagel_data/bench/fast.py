@@ -2,7 +2,8 @@
 the current code on the same inputs in the same run.
 
 * `measure_fast_decode`: exact vs fast decode + transform, speed and pixel difference;
-* `simplejpeg_check`: whether the optional decoder gives Pillow's pixels, per JPEG mode;
+* `simplejpeg_check`: where the simplejpeg package is installed (the `dev` extra), whether it
+  gives Pillow's pixels per JPEG mode, and what getting them into a Pillow image costs;
 * `FreshZeroPool`: a buffer pool that lends a fresh `torch.zeros` per pack, the same-run
   baseline for `packing/buffers.py` (through `PackedDataset.pad_pool_factory`).
 """
@@ -17,11 +18,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..media import fast_decode
 from ..media.fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
 from ..media.images import ImageTransform, decode_image
 from ..synthetic.dataset import encode_image, photo_like_image
-from .patcher import Patcher
 
 _now = time.perf_counter
 
@@ -60,36 +59,29 @@ class _Diff:
         }
 
 
-def measure_fast_decode(items: list[tuple[bytes, list]], rounds: int = 2, simplejpeg: bool = True) -> dict:
-    """Exact vs fast_decode (decode + every transform of each image), best of `rounds`.
-
-    `simplejpeg=False` measures the Pillow-only fast path even when simplejpeg is installed.
-    """
+def measure_fast_decode(items: list[tuple[bytes, list]], rounds: int = 2) -> dict:
+    """Exact vs fast_decode (decode + every transform of each image), best of `rounds`."""
     best_exact = best_fast = float("inf")
     diff, drafted = _Diff(), 0
-    with Patcher() as patcher:
-        if not simplejpeg:
-            patcher.wrap(fast_decode, "_simplejpeg", lambda module: None)
-        for round_index in range(rounds):
-            exact_s = fast_s = 0.0
-            for data, calls in items:
-                twins = [(fast_twin(t), n) for t, n in calls]
-                start = _now()
-                image = decode_image(data)
-                exact = [t(image, img_num=n) for t, n in calls]
-                middle = _now()
-                image = decode_image(data, draft_size=joint_draft_size(*(t for t, _ in twins)))
-                fast = [t(image, img_num=n) for t, n in twins]
-                exact_s, fast_s = exact_s + middle - start, fast_s + _now() - middle
-                if round_index == 0:
-                    drafted += ORIGINAL_SIZE_KEY in image.info
-                    for (transform, _), a, b in zip(calls, exact, fast):
-                        diff.add(transform, a, b)
-            best_exact, best_fast = min(best_exact, exact_s), min(best_fast, fast_s)
+    for round_index in range(rounds):
+        exact_s = fast_s = 0.0
+        for data, calls in items:
+            twins = [(fast_twin(t), n) for t, n in calls]
+            start = _now()
+            image = decode_image(data)
+            exact = [t(image, img_num=n) for t, n in calls]
+            middle = _now()
+            image = decode_image(data, draft_size=joint_draft_size(*(t for t, _ in twins)))
+            fast = [t(image, img_num=n) for t, n in twins]
+            exact_s, fast_s = exact_s + middle - start, fast_s + _now() - middle
+            if round_index == 0:
+                drafted += ORIGINAL_SIZE_KEY in image.info
+                for (transform, _), a, b in zip(calls, exact, fast):
+                    diff.add(transform, a, b)
+        best_exact, best_fast = min(best_exact, exact_s), min(best_fast, fast_s)
     return {
         "images": len(items),
         "drafted": drafted,
-        "simplejpeg_used": simplejpeg and fast_decode.has_simplejpeg(),
         **diff.report(),
         "exact_seconds": best_exact,
         "fast_seconds": best_fast,
@@ -110,20 +102,29 @@ def twice_target_items(transforms: list[ImageTransform], count: int, seed: int =
 
 
 def simplejpeg_check(jpegs: list[bytes]) -> dict:
-    """Pixel identity with Pillow (full and half DCT scale) per JPEG mode, and decode speed."""
-    if not fast_decode.has_simplejpeg():
+    """Pixel identity with Pillow (full and half DCT scale) per JPEG mode, and the decode
+    speed: simplejpeg's alone, and with the copy into a Pillow image that the resize needs
+    (Pillow's RGB images are 4 bytes per pixel, so its array cannot be wrapped in place)."""
+    try:
+        import simplejpeg
+    except ImportError:
         return {"available": False}
-    import simplejpeg
-
     by_mode: dict[str, dict] = {}
-    pil_s = fast_s = 0.0
+    pil_s = alone_s = into_pillow_s = 0.0
     for data in jpegs:
         mode = Image.open(io.BytesIO(data)).mode
         start = _now()
-        exact = np.asarray(decode_image(data))
-        middle = _now()
-        other = np.asarray(Image.fromarray(simplejpeg.decode_jpeg(data, colorspace="RGB")))
-        pil_s, fast_s = pil_s + middle - start, fast_s + _now() - middle
+        decoded = decode_image(data)
+        first = _now()
+        try:
+            pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
+        except ValueError:  # a JPEG it cannot read (e.g. CMYK): not identical
+            pixels = None
+        second = _now()
+        if pixels is not None:
+            Image.fromarray(pixels, "RGB")
+        pil_s, alone_s, into_pillow_s = pil_s + first - start, alone_s + second - first, into_pillow_s + _now() - first
+        exact, other = np.asarray(decoded), pixels
         image = Image.open(io.BytesIO(data))
         image.draft(None, (image.size[0] // 2, image.size[1] // 2))
         half = np.asarray(image.convert("RGB"))
@@ -133,8 +134,9 @@ def simplejpeg_check(jpegs: list[bytes]) -> dict:
         entry["identical_full_scale"] += bool(np.array_equal(exact, other))
         entry["identical_half_scale"] += bool(np.array_equal(half, small))
     return {"available": True, "version": simplejpeg.__version__, "by_mode": by_mode,
-            "pillow_decode_seconds": pil_s, "simplejpeg_decode_seconds": fast_s,
-            "decode_speedup": pil_s / max(fast_s, 1e-12)}  # fmt: skip
+            "pillow_decode_seconds": pil_s, "simplejpeg_decode_seconds": alone_s,
+            "simplejpeg_into_pillow_seconds": into_pillow_s, "decode_speedup": pil_s / max(alone_s, 1e-12),
+            "into_pillow_speedup": pil_s / max(into_pillow_s, 1e-12)}  # fmt: skip
 
 
 class FreshZeroPool:

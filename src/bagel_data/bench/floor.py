@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 
-from ..media import jpeg, video
+from ..media import video
 from ..media.images import decode_image
-from .patcher import Patcher
 from .recorder import WorkRecorder, load_source
 
 _now = time.perf_counter
@@ -20,7 +19,7 @@ _now = time.perf_counter
 
 def _decode(source, video_cache: dict):
     if isinstance(source, bytes):
-        return decode_image(source)  # with jpeg.decode_exact off: Pillow's decode
+        return decode_image(source)  # Pillow's decode, as in the pipeline
     if source[0] == "video":
         key = source[1:3]
         if key not in video_cache:
@@ -35,14 +34,12 @@ def replay_floor(recorder: WorkRecorder, work: dict[int, set[int]]) -> dict:
     sources = {index: load_source(recorder.images[index].source) for index in work}
     video_cache: dict = {}
     nbytes = 0
-    with Patcher() as patcher:
-        patcher.wrap(jpeg, "decode_exact", lambda fn: lambda *args: None)  # Pillow only
-        start = _now()
-        for index, calls in work.items():
-            image = _decode(sources[index], video_cache)
-            for call in sorted(calls):
-                transform, img_num, _ = recorder.images[index].calls[call]
-                resized = transform.resize(image, img_num=img_num)
-                nbytes += 4 * 3 * resized.size[0] * resized.size[1]
-        seconds = _now() - start
+    start = _now()
+    for index, calls in work.items():
+        image = _decode(sources[index], video_cache)
+        for call in sorted(calls):
+            transform, img_num, _ = recorder.images[index].calls[call]
+            resized = transform.resize(image, img_num=img_num)
+            nbytes += 4 * 3 * resized.size[0] * resized.size[1]
+    seconds = _now() - start
     return {"seconds": seconds, "float32_bytes": nbytes}

@@ -9,8 +9,7 @@
   (the worker now);
 * `parallel_ceiling`: the share of K x one core that K busy processes get on this machine
   (the bound any worker count meets here);
-* `previous_path`: the pipeline as it was before `media/convert.py` and `media/jpeg.py`:
-  Pillow decode, floats made in the family through a lookup table, then copied into
+* `previous_path`: the pipeline as it was before `media/convert.py`: floats made in the family through a lookup table, then copied into
   `padded_images` and patchified, for a same-run ratio.
 """
 
@@ -26,7 +25,6 @@ import torch
 from PIL import Image
 
 from ..batch import collate_wrapper
-from ..media import jpeg
 from ..media.images import ImageTransform
 from ..packing import buffers
 from .patcher import Patcher
@@ -133,10 +131,9 @@ def _lookup_table_tensor(transform: ImageTransform, image: Image.Image) -> torch
 
 
 def previous_path() -> Patcher:
-    """Baseline: Pillow decode, float tensors made in the family (lookup table), then padded /
-    patchified copies in the packer, as before media/convert.py and media/jpeg.py."""
+    """Baseline: float tensors made in the family (lookup table), then padded /
+    patchified copies in the packer, as before media/convert.py."""
     patcher = Patcher()
-    patcher.wrap(jpeg, "decode_exact", lambda fn: lambda *args: None)
     patcher.wrap(ImageTransform, "to_tensor", lambda fn: _lookup_table_tensor)
     patcher.wrap(ImageTransform, "prepare", lambda fn: lambda self, image, img_num=1: self(image, img_num=img_num))
     return patcher

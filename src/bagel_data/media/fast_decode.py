@@ -19,34 +19,16 @@ How it is switched on, and why the exact mode cannot change:
 * `ImageTransform.resize` computes the target from the tag when present, else from
   `image.size` (what `source_size` returns), so untagged (exactly decoded) images are
   unaffected.
-
-When the optional `simplejpeg` package (libjpeg-turbo) is installed, the fast path decodes
-YCbCr/RGB JPEGs with it at the same power-of-two scale Pillow's `draft` would use (1 when
-there is nothing to gain): on the benchmark's JPEGs its pixels are identical to Pillow's at
-full and at half scale, and it skips Pillow's 4-byte-per-pixel buffer, so the fast path's
-output does not depend on whether it is installed. CMYK and grayscale JPEGs always go
-through Pillow. The library never requires it, and the exact mode never uses it.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 
-import numpy as np
 from PIL import Image
-
-try:  # optional accelerator; see the module docstring
-    import simplejpeg as _simplejpeg
-except ImportError:  # pragma: no cover - depends on the environment
-    _simplejpeg = None
 
 ORIGINAL_SIZE_KEY = "bagel_original_size"
 DraftSize = tuple[int, int] | Callable[[int, int], tuple[int, int]]
-
-
-def has_simplejpeg() -> bool:
-    return _simplejpeg is not None
 
 
 def source_size(image: Image.Image) -> tuple[int, int]:
@@ -74,7 +56,7 @@ def joint_draft_size(*transforms) -> Callable[[int, int], tuple[int, int]]:
 
 
 def decode_drafted(
-    image: Image.Image, draft_size: DraftSize, to_rgb: Callable[[Image.Image], Image.Image], data: bytes | None = None
+    image: Image.Image, draft_size: DraftSize, to_rgb: Callable[[Image.Image], Image.Image]
 ) -> Image.Image:
     """Decode an opened (not yet loaded) image at the smallest DCT scale that covers `draft_size`.
 
@@ -87,37 +69,9 @@ def decode_drafted(
         return to_rgb(image)
     target = draft_size(width, height) if callable(draft_size) else (draft_size[0], draft_size[1])
     scale = draft_scale(width, height, target)
-    decoded = None
-    if _simplejpeg is not None and image.mode == "RGB" and data is not None:
-        decoded = _decode_simplejpeg(data, -(-width // scale), -(-height // scale))
-    if decoded is None:
-        if scale > 1:
-            image.draft(None, target)
-        decoded = to_rgb(image)
+    if scale > 1:
+        image.draft(None, target)
+    decoded = to_rgb(image)
     if scale > 1:
         decoded.info[ORIGINAL_SIZE_KEY] = (width, height)
     return decoded
-
-
-def _decode_simplejpeg(data: bytes, width: int, height: int) -> Image.Image | None:
-    """RGB decode at the power-of-two scale giving exactly `width` x `height`, or None to fall back."""
-    try:
-        pixels = _simplejpeg.decode_jpeg(data, colorspace="RGB", min_width=width, min_height=height)
-    except (ValueError, RuntimeError, OSError):
-        return None  # let Pillow decide whether the file is readable
-    if pixels.shape[:2] != (height, width):
-        return None
-    return Image.fromarray(np.ascontiguousarray(pixels), "RGB")
-
-
-def read_source(source) -> bytes | None:
-    """The encoded bytes of a bytes-like source or a file object (rewound), else None."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source)
-    if isinstance(source, io.IOBase) and source.seekable():
-        position = source.tell()
-        source.seek(0)
-        data = source.read()
-        source.seek(position)
-        return data
-    return None

@@ -23,7 +23,6 @@ import torch
 from PIL import Image
 
 from ..errors import ImageDecodeError, ImageTooLargeError
-from . import jpeg
 from .convert import PendingImage
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
@@ -69,6 +68,9 @@ def pil_img2rgb(image: Image.Image) -> Image.Image:
         white = Image.new("RGB", rgba.size, (255, 255, 255))
         white.paste(rgba, mask=rgba.getchannel("A"))
         return white
+    if image.mode == "RGB":  # convert("RGB") would only copy the same pixels (a pass + fresh pages)
+        image.load()
+        return image
     return image.convert("RGB")
 
 
@@ -94,11 +96,10 @@ def decode_image(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             if draft_size is not None:  # opt-in fast decode hook, kept in its own module
-                from .fast_decode import decode_drafted, read_source
+                from .fast_decode import decode_drafted
 
-                return decode_drafted(image, draft_size, pil_img2rgb, read_source(source))
-            exact = jpeg.decode_exact(image, source)  # same pixels, less overhead (media/jpeg.py)
-            return exact if exact is not None else pil_img2rgb(image)
+                return decode_drafted(image, draft_size, pil_img2rgb)
+            return pil_img2rgb(image)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError("not an image format Pillow can identify") from None
     except (ImageTooLargeError, ImageDecodeError, FileNotFoundError, MemoryError):
