@@ -9,11 +9,13 @@ JSONL measurements, each in a child interpreter (`runs.py`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
 import os
 import pickle
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -33,24 +35,42 @@ from .recorder import WorkRecorder
 _now = time.perf_counter
 
 
-def _run_packs(dataset, batches: int) -> dict:
-    """Draw `batches` packs in this process (collated, as the loader would); times and indexes."""
-    collate, packs, stamps, tokens = collate_wrapper(), [], [], 0
-    start = _now()
+# Packs drawn before the timed window, so that it is measured in steady state: the packer's
+# buffer holds samples and the batch buffers are in use, as through most of a training run.
+# Without them every run pays the buffer fill and the first touch of its buffers, and the
+# images decoded for samples still buffered at the end are timed but not in the floor.
+WARMUP_PACKS = 4
+
+
+def _run_packs(dataset, batches: int, warmup: int = 0, window: Any = None) -> dict:
+    """Draw `warmup + batches` packs in this process (collated, as the loader would). The
+    timed window is the last `batches` packs (`window`, a context manager, is entered for
+    them only); `fresh_seconds` / `fresh_packs` are the first `batches` from the new iterator."""
+    collate, packs, stamps, tokens = collate_wrapper(), [], [], []
     iterator = iter(dataset)
-    for _ in range(batches):
-        batch = collate([next(iterator)])
-        stamps.append(_now() - start)
-        tokens += batch.sequence_length
-        packs.append(batch.batch_data_indexes)
-        del batch
+    start = _now()
+    usage = None
+    with contextlib.ExitStack() as stack:
+        for index in range(warmup + batches):
+            if index == warmup:
+                stack.enter_context(window if window is not None else contextlib.nullcontext())
+                usage, window_start = resource.getrusage(resource.RUSAGE_SELF), _now()
+            batch = collate([next(iterator)])
+            stamps.append(_now() - start)
+            tokens.append(batch.sequence_length)
+            packs.append(batch.batch_data_indexes)
+            del batch
+        end, after = _now(), resource.getrusage(resource.RUSAGE_SELF)
     iterator.close()
-    seconds = stamps[-1]
-    samples = sum(len(pack) for pack in packs)
+    seconds, timed = end - window_start, packs[warmup:]
+    samples = sum(len(pack) for pack in timed)
+    window_stamps = [t - (window_start - start) for t in stamps[warmup:]]
     return {
-        "seconds": seconds, "first_batch_seconds": stamps[0], "tokens": tokens, "samples": samples,
-        "tokens_per_second": tokens / seconds, "samples_per_second": samples / seconds,
-        "pack_seconds": list(np.diff([0.0, *stamps])), "packs": packs,
+        "seconds": seconds, "first_batch_seconds": window_stamps[0], "tokens": sum(tokens[warmup:]),
+        "samples": samples, "tokens_per_second": sum(tokens[warmup:]) / seconds, "samples_per_second": samples / seconds,
+        "pack_seconds": list(np.diff([0.0, *window_stamps])), "packs": timed, "warmup_packs": warmup,
+        "page_faults": after.ru_minflt - usage.ru_minflt, "system_seconds": after.ru_stime - usage.ru_stime,
+        "fresh_seconds": stamps[batches - 1], "fresh_packs": packs[:batches],
     }  # fmt: skip
 
 
@@ -70,6 +90,10 @@ class _Setup:
     tok: Any
     special: dict
 
+    @property
+    def warmup(self) -> int:
+        return 1 if self.quick else WARMUP_PACKS
+
     def build(self, paths: dict | None = None, **override):
         """A fresh packed dataset of the benchmark's config (`paths`: another dataset's)."""
         return running.build(self.paths if paths is None else paths, self.tok, self.special, self.packing, **override)
@@ -81,6 +105,7 @@ class _Rounds:
 
     runs: list = dataclasses.field(default_factory=list)
     floors: list = dataclasses.field(default_factory=list)
+    fresh_floors: list = dataclasses.field(default_factory=list)  # of the first packs from a new iterator
     previous: list = dataclasses.field(default_factory=list)
     fast: list = dataclasses.field(default_factory=list)
     peak_rss_mb: float | None = None  # of this process, after the first round's pipeline run
@@ -97,19 +122,21 @@ def measure_in_process(paths: dict, packing: dict, batches: int, repeats: int, q
     progress("one cold pack, then the profiled run")
     cold = _run_packs(setup.build(), 1)["first_batch_seconds"]
     dataset = setup.build()
-    with WorkRecorder() as recorder, StageProfiler(tok) as profiler:
-        profiled = _run_packs(dataset, batches)
+    profiler = StageProfiler(tok)  # times the window only; the recorder sees every pack
+    with WorkRecorder() as recorder:
+        profiled = _run_packs(dataset, batches, setup.warmup, window=profiler)
     res["checkpoint"] = {"bytes": len(pickle.dumps(dataset.state_dict()))}
     res["stages"] = profiler.breakdown(profiled["seconds"])
     work = recorder.work_of(profiled["packs"])
-    rounds = _interleaved_rounds(setup, recorder, work)
+    fresh_work = recorder.work_of(profiled["fresh_packs"])
+    rounds = _interleaved_rounds(setup, recorder, work, fresh_work)
     res["process_peak_rss_mb"] = rounds.peak_rss_mb
     best = min(rounds.runs, key=lambda r: r["seconds"])
-    res["pipeline"] = {k: v for k, v in best.items() if k != "packs"}
+    res["pipeline"] = {k: v for k, v in best.items() if k not in ("packs", "fresh_packs")}
     res["pipeline"].update(deterministic=all(_plain(r["packs"]) == _plain(profiled["packs"]) for r in rounds.runs),
                            all_seconds=[r["seconds"] for r in rounds.runs], profiled_seconds=profiled["seconds"],
                            cold_first_batch_seconds=cold)  # fmt: skip
-    res["floor"] = _floor_section(setup, rounds, best, work, len(recorder.images))
+    res["floor"] = _floor_section(setup, rounds, best, work, fresh_work)
     progress("moving batches to shared memory")
     res["transfer"] = physical.measure_transfer(setup.build, batches)
     res["fast_decode"] = _fast_decode_section(setup, recorder, work, rounds.fast, best, profiled)
@@ -118,28 +145,30 @@ def measure_in_process(paths: dict, packing: dict, batches: int, repeats: int, q
     return res
 
 
-def _interleaved_rounds(setup: _Setup, recorder: WorkRecorder, work: dict) -> _Rounds:
-    """The pipeline, the floor, the previous path and fast_decode, round after round, so that
-    each ratio is taken within the same rounds."""
+def _interleaved_rounds(setup: _Setup, recorder: WorkRecorder, work: dict, fresh_work: dict) -> _Rounds:
+    """The pipeline, the floors (of the timed window's packs and of the first packs from a
+    new iterator), the previous path and fast_decode, round after round, so that each ratio
+    is taken within the same rounds."""
     fast_paths = {**setup.paths, "grouped": _with_fast_decode(setup.paths["grouped"])}
     rounds = _Rounds()
     for round_index in range(setup.repeats):
         progress(f"pipeline / floor / previous path / fast_decode, round {round_index + 1} of {setup.repeats}")
         gc.collect()
         running.reset_peak()
-        rounds.runs.append(_run_packs(setup.build(), setup.batches))
+        rounds.runs.append(_run_packs(setup.build(), setup.batches, setup.warmup))
         if rounds.peak_rss_mb is None:
             rounds.peak_rss_mb = running.process_status(os.getpid()).get("VmHWM", 0) / 2**20
         rounds.floors.append(replay_floor(recorder, work))
+        rounds.fresh_floors.append(replay_floor(recorder, fresh_work)["seconds"])
         with physical.previous_path():  # baseline: the conversion as it was before media/convert.py
-            rounds.previous.append(_run_packs(setup.build(), setup.batches)["seconds"])
-        rounds.fast.append(_run_packs(setup.build(fast_paths), setup.batches))  # fast_decode: true
+            rounds.previous.append(_run_packs(setup.build(), setup.batches, setup.warmup)["seconds"])
+        rounds.fast.append(_run_packs(setup.build(fast_paths), setup.batches, setup.warmup))  # fast_decode: true
     return rounds
 
 
-def _floor_section(setup: _Setup, rounds: _Rounds, best: dict, work: dict, recorded_images: int) -> dict:
-    """The floor against the pipeline's best run and the previous path, and the float32
-    write beside it."""
+def _floor_section(setup: _Setup, rounds: _Rounds, best: dict, work: dict, fresh_work: dict) -> dict:
+    """The floor against the pipeline's best run and the previous path, the float32 write
+    beside it, and the same ratio for the first packs of a new iterator."""
     floors, previous = rounds.floors, rounds.previous
     floor_s = min(f["seconds"] for f in floors)
     bandwidth = physical.write_bandwidth(128 if setup.quick else 512)
@@ -149,9 +178,14 @@ def _floor_section(setup: _Setup, rounds: _Rounds, best: dict, work: dict, recor
         "transform_calls": sum(len(c) for c in work.values()), "pipeline_over_floor": best["seconds"] / floor_s,
         "float32_bytes": floors[0]["float32_bytes"], "write_bandwidth": bandwidth, "float32_write_seconds": write_s,
         "pipeline_over_floor_plus_write": best["seconds"] / (floor_s + write_s),
-        "recorded_images": recorded_images,
         "pipeline_seconds_previous_path": min(previous), "all_seconds_previous_path": previous,
         "previous_path_over_floor": min(previous) / floor_s, "speedup_over_previous_path": min(previous) / best["seconds"],
+    }  # fmt: skip
+    fresh_pipeline, fresh_floor = min(r["fresh_seconds"] for r in rounds.runs), min(rounds.fresh_floors)
+    section["fresh_start"] = {
+        "pipeline_seconds": fresh_pipeline, "floor_seconds": fresh_floor, "images": len(fresh_work),
+        "pipeline_over_floor": fresh_pipeline / fresh_floor,
+        "all_pipeline_seconds": [r["fresh_seconds"] for r in rounds.runs], "all_floor_seconds": rounds.fresh_floors,
     }  # fmt: skip
     section["identical_to_previous_path"] = physical.same_batches(setup.build, min(setup.batches, 2))
     return section
@@ -168,9 +202,7 @@ def _fast_decode_section(
     twice = fast.twice_target_items(list({id(t): t for _, c in jpegs for t, _ in c}.values()), 2 if quick else 6)
     return {
         "bench_images": fast.measure_fast_decode(jpegs, rounds=repeats),
-        "bench_images_pillow_only": fast.measure_fast_decode(jpegs, rounds=repeats, simplejpeg=False),
         "twice_target": fast.measure_fast_decode(twice, rounds=repeats),
-        "twice_target_pillow_only": fast.measure_fast_decode(twice, rounds=repeats, simplejpeg=False),
         "simplejpeg": fast.simplejpeg_check([data for data, _ in jpegs]),
         "pipeline": {"tokens_per_second": max(r["tokens_per_second"] for r in fast_runs),
                      "all_seconds": [r["seconds"] for r in fast_runs],
@@ -186,8 +218,9 @@ def _nested_mask_section(setup: _Setup, best: dict) -> dict:
     runs_nested = []
     warm_rebuild = None  # the same masks rebuilt in warm memory: the code's cost, not the VM's
     for _ in range(setup.repeats):
-        with WorkRecorder() as recorder, StageProfiler(setup.tok) as profiler:
-            run = _run_packs(setup.build(use_flex=False), setup.batches)
+        profiler = StageProfiler(setup.tok)
+        with WorkRecorder() as recorder:
+            run = _run_packs(setup.build(use_flex=False), setup.batches, setup.warmup, window=profiler)
         runs_nested.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))
         if warm_rebuild is None:
             warm_rebuild = mask_report([recorder.warm_mask_rows(run["packs"], rounds=setup.repeats)])

@@ -29,15 +29,21 @@ def _pipeline_rows(res: dict) -> Rows:
     """Warm-up, the pipeline in one process against the floor, the move to shared memory,
     and the time per stage."""
     pipe, flo = res["pipeline"], res["floor"]
+    fresh = flo["fresh_start"]
     warm = res["config"]["warm_memory"]
     rows = [
         ("memory warmed first", f"{warm['megabytes']} MiB in {warm['seconds']:.2f} s ({warm['mb_per_second']:,.0f} MiB/s)"),
         ("pipeline, 1 process", (f"{pipe['tokens_per_second']:,.0f} tok/s, {pipe['samples_per_second']:.1f} samples/s, "
                                  f"first batch {pipe['first_batch_seconds']:.2f} s "
                                  f"(cold {pipe['cold_first_batch_seconds']:.2f} s)")),
-        ("floor: Pillow decode + resize", f"{flo['seconds']:.2f} s for {flo['images']} images vs pipeline {pipe['seconds']:.2f} s"),
+        ("floor: Pillow decode + resize", (f"{flo['seconds']:.2f} s for {flo['images']} images vs pipeline "
+                                           f"{pipe['seconds']:.2f} s (packs {pipe['warmup_packs'] + 1}-"
+                                           f"{pipe['warmup_packs'] + len(pipe['pack_seconds'])} of an iterator)")),
         ("pipeline / floor", (f"{flo['pipeline_over_floor']:.3f} (previous path {flo['previous_path_over_floor']:.3f}, "
                               f"x{flo['speedup_over_previous_path']:.2f} faster now)")),
+        ("  from a new iterator", (f"{fresh['pipeline_over_floor']:.3f}: first {len(pipe['pack_seconds'])} packs "
+                                   f"{fresh['pipeline_seconds']:.2f} s, their floor {fresh['floor_seconds']:.2f} s")),
+        ("  page faults in the timed packs", f"{pipe['page_faults']:,} ({pipe['system_seconds']:.2f} s system time)"),
         ("writing the floats once", (f"{flo['float32_bytes'] / 2**20:,.0f} MiB at "
                                      f"{flo['write_bandwidth']['bytes_per_second'] / 2**30:.1f} GiB/s = "
                                      f"{flo['float32_write_seconds']:.3f} s; pipeline / (floor + that) "
@@ -134,11 +140,14 @@ def _fast_decode_rows(fd: dict) -> Rows:
                 )
             )
     if not sj["available"]:
-        return rows + [("simplejpeg", "not installed")]
+        return rows + [("simplejpeg (not used)", "not installed")]
     modes = {m: (e["identical_full_scale"], e["identical_half_scale"], e["images"]) for m, e in sj["by_mode"].items()}
     return rows + [
         (
-            "simplejpeg",
-            f"identical to Pillow (full, half scale, of) by mode {modes}, decode x{sj['decode_speedup']:.2f}",
+            "simplejpeg (not used)",
+            (
+                f"identical to Pillow (full, half scale, of) by mode {modes}; against Pillow's decode: "
+                f"x{sj['decode_speedup']:.2f} alone, x{sj['into_pillow_speedup']:.2f} into a Pillow image"
+            ),
         )
     ]
