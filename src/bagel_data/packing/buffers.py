@@ -16,8 +16,8 @@ was (benchmarks/NOTES.md). Two remedies, both without touching any global settin
   storage of it lives (and drops it when the storage moves to shared memory on its way out
   of a DataLoader worker), so a mapping that only the pool references is free.
 
-Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is small, `torch.zeros` (or
-`torch.empty`) is used.
+Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is under `POOL_MIN_BYTES`,
+`torch.zeros` (or `torch.empty`) is used.
 
 In a DataLoader worker the batch leaves through shared memory: torch's pickler copies every
 storage that is not shared yet into a new shared-memory segment. So there (`shared=True`,
@@ -45,6 +45,9 @@ from .segments import DEFAULT_CAPACITY, SegmentPool
 
 # Below this, the allocator's own arenas are already warm and huge pages would waste memory.
 HUGE_PAGE_MIN_BYTES = 8 << 20
+# Pooled from this size up: a pack's tensors of a few MiB still came back as fresh pages
+# from the allocator now and then (page faults counted per stage on the benchmark).
+POOL_MIN_BYTES = 1 << 20
 _CAN_ADVISE = hasattr(mmap, "MADV_HUGEPAGE")
 
 
@@ -160,7 +163,7 @@ class PadBufferPool:
         `packed_vit_tokens`: a fresh one would pay a page fault per 4 KiB on first write."""
         if self._in_shared_memory():
             return self._segments().float32(shape)[0]
-        if not _CAN_ADVISE or math.prod(shape) * 4 < HUGE_PAGE_MIN_BYTES:
+        if not _CAN_ADVISE or math.prod(shape) * 4 < POOL_MIN_BYTES:
             return torch.empty(shape, dtype=torch.float32)
         return self._tokens.lend(shape)[0]
 
@@ -168,6 +171,6 @@ class PadBufferPool:
         """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
         if self._in_shared_memory():
             return self._segments().float32(shape)
-        if not _CAN_ADVISE or math.prod(shape) * 4 < HUGE_PAGE_MIN_BYTES:
+        if not _CAN_ADVISE or math.prod(shape) * 4 < POOL_MIN_BYTES:
             return torch.zeros(shape, dtype=torch.float32), True
         return self._padded.lend(shape)
