@@ -55,10 +55,11 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert saved["stages"]["tensorize"]["calls"] == 0  # floats are written into the batch, not made per image
     assert saved["stages"]["decode"]["calls"] > 0 and saved["stages"]["collate"]["calls"] == 2
 
-    assert saved["loader"]["one_process_steady_tokens_per_second"] > 0
+    assert saved["loader"]["one_process_steady_tokens_per_second"] == pipeline["tokens_per_second"]
     for workers in (1, 2):  # --quick: no 0-worker child, the in-process rate instead
         run = saved["loader"][f"workers_{workers}"]
         assert run["workers"] == workers and run["tokens"] > 0 and run["steady_tokens_per_second"] > 0
+        assert run["warmup_batches"] == workers and run["batches"] == workers + 4  # 1 per worker, then 2 x 2
         assert run["peak_rss"]["main"]["VmHWM_mb"] > 0
         assert len(run["peak_rss"]["workers"]) >= workers
         assert workers == 0 or run["scaling"] > 0

@@ -107,7 +107,9 @@ def run_benchmark(
         res.update(measure_in_process(paths, packing, batches, repeats, quick))
     finally:
         torch.set_num_threads(threads)
-    res["loader"] = running.loader_scaling(paths, packing, batches, repeats, res["pipeline"], quick)
+    res["loader"] = running.loader_scaling(
+        paths, packing, batches, repeats, res["pipeline"], quick, warmup_packs=res["pipeline"]["warmup_packs"]
+    )
     lines = 10_000 if quick else 1_000_000
     jsonl = running.write_jsonl(root / "jsonl_index" / f"rows_{lines}.jsonl", lines)
     progress("JSONL index memory")

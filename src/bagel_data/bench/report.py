@@ -69,7 +69,7 @@ def _loader_rows(loader: dict) -> Rows:
             (
                 f"DataLoader, {run['workers']} worker(s)",
                 (
-                    f"{run['steady_tokens_per_second']:,.0f} tok/s after the first batch"
+                    f"{run['steady_tokens_per_second']:,.0f} tok/s after {run['warmup_batches']} warm-up batches"
                     + (
                         f" (scaling {run['scaling']:.2f} of {run['workers']} x 0 workers;"
                         f" machine ceiling {run['machine_ceiling']:.2f}), "

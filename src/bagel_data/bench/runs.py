@@ -119,7 +119,9 @@ def child_main() -> None:
     print(json.dumps(_loader_child(**args) if kind == "loader" else _jsonl_child(**args)))
 
 
-def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dict:
+def _loader_child(paths: dict, packing: dict, workers: int, batches: int, warmup: int) -> dict:
+    """`warmup + batches` batches through the loader; the steady rate is that of the last
+    `batches` (each worker has then filled its packer's buffer and its batch buffers)."""
     from ..checkpoint.collect import worker_dataset_states
     from ..loader import build_dataloader
 
@@ -129,24 +131,28 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int) -> dic
     reset_peak()
     sampler = RssSampler(os.getpid())
     sampler.start()
-    tokens, samples, first, first_tokens, start = 0, 0, 0.0, 0, _now()
+    tokens, samples, first, start = 0, 0, 0.0, _now()
+    window_tokens, window_start = 0, start
     iterator = iter(loader)
-    for index in range(batches):
+    for index in range(warmup + batches):
         batch = next(iterator)
         if index == 0:
-            first, first_tokens = _now() - start, batch.sequence_length
+            first = _now() - start
+        if index == warmup - 1:
+            window_start = _now()
         tokens += batch.sequence_length
+        window_tokens += batch.sequence_length if index >= warmup else 0
         samples += len(batch.batch_data_indexes)
         del batch
-    seconds = _now() - start
+    end = _now()
+    seconds = end - start
     memory = sampler.stop()
     states = worker_dataset_states(loader.state_dict())
     del iterator
-    return {"workers": workers, "batches": batches, "tokens": tokens, "samples": samples, "seconds": seconds,
-            "tokens_per_second": tokens / seconds, "samples_per_second": samples / seconds,
-            "first_batch_seconds": first, "peak_rss": memory,
-            # after the first batch: without worker start-up (fork, first-use costs)
-            "steady_tokens_per_second": (tokens - first_tokens) / max(seconds - first, 1e-9),
+    return {"workers": workers, "batches": warmup + batches, "warmup_batches": warmup, "tokens": tokens,
+            "samples": samples, "seconds": seconds, "tokens_per_second": tokens / seconds,
+            "samples_per_second": samples / seconds, "first_batch_seconds": first, "peak_rss": memory,
+            "steady_tokens_per_second": window_tokens / max(end - window_start, 1e-9),
             "checkpoint_bytes": max(len(pickle.dumps(s)) for s in states)}  # fmt: skip
 
 
@@ -184,18 +190,22 @@ def write_jsonl(path: Path, lines: int) -> Path:
     return path
 
 
-def loader_scaling(paths: dict, packing: dict, batches: int, repeats: int, pipeline: dict, quick: bool) -> dict:
+def loader_scaling(
+    paths: dict, packing: dict, batches: int, repeats: int, pipeline: dict, quick: bool, warmup_packs: int
+) -> dict:
     """(c) Through the StatefulDataLoader with 0 (one process), 1, 2 and as many workers as
-    the machine has cores, each run in a fresh interpreter, interleaved; K workers are
-    compared with K x the 0-worker rate (with `quick`, no 0-worker run: the in-process
-    pipeline's rate after its first pack), and with the machine's `parallel_ceiling`."""
+    the machine has cores, each run in a fresh interpreter, interleaved, each timed after
+    `warmup_packs` batches per worker; K workers are compared with K x the 0-worker rate
+    (with `quick`, no 0-worker run: the in-process pipeline's rate), and with the
+    machine's `parallel_ceiling`."""
     counts = sorted({1, 2, os.cpu_count() or 1})
     loader: dict = {k: [] for k in ([] if quick else [0]) + counts}
-    loader_batches = 2 * batches if quick else max(batches, 4) * 2  # a steady state after the first batch
+    loader_batches = 2 * batches if quick else max(batches, 4) * 2
     for round_index in range(min(repeats, 2)):
         for workers, runs in loader.items():
             progress(f"DataLoader with {workers} worker(s), round {round_index + 1}")
-            args = {"paths": paths, "packing": packing, "workers": workers, "batches": loader_batches}
+            warmup = (1 if quick else warmup_packs) * max(workers, 1)  # as many per worker as in-process
+            args = {"paths": paths, "packing": packing, "workers": workers, "batches": loader_batches, "warmup": warmup}
             runs.append(run_child("loader", args))
     result = {}
     for workers, runs in loader.items():
@@ -204,9 +214,8 @@ def loader_scaling(paths: dict, packing: dict, batches: int, repeats: int, pipel
         result[f"workers_{workers}"] = run
     if "workers_0" in result:
         one = result["workers_0"]["steady_tokens_per_second"]
-    else:
-        first = pipeline["pack_seconds"][0]
-        one = (pipeline["tokens"] * (1 - 1 / len(pipeline["pack_seconds"]))) / max(pipeline["seconds"] - first, 1e-9)
+    else:  # the in-process run is timed after its warm-up packs too
+        one = pipeline["tokens_per_second"]
     result["one_process_steady_tokens_per_second"] = one
     progress("the machine's parallel ceiling")
     ceiling = physical.parallel_ceiling(counts, rounds=10 if quick else 40)
