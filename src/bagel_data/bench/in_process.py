@@ -48,8 +48,8 @@ def _run_packs(dataset, batches: int, warmup: int = 0, window: Any = None) -> di
     them only); `fresh_seconds` / `fresh_packs` are the first `batches` from the new iterator."""
     collate, packs, stamps, tokens = collate_wrapper(), [], [], []
     iterator = iter(dataset)
-    start = _now()
-    usage = None
+    start = window_start = _now()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     with contextlib.ExitStack() as stack:
         for index in range(warmup + batches):
             if index == warmup:
