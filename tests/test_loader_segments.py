@@ -51,6 +51,8 @@ def test_held_batches_keep_their_content_and_equal_unrecycled_ones(case, tokeniz
     held, views, tensors, seen = {}, {}, 0, set()
     for index, batch in enumerate(itertools.islice(loader(case, tokenizer, special_tokens), BATCHES)):
         fields = batch.to_dict()
+        storages = {v.untyped_storage().data_ptr() for v in fields.values() if hasattr(v, "untyped_storage")}
+        assert len(storages) <= 3, "the small tensors travel in one segment beside the two large ones"
         for key in LARGE:
             if key in fields:
                 tensors += 1

@@ -113,3 +113,33 @@ def test_vit_token_buffers_are_pooled_apart_from_padded_images():
     assert len(pool._tokens.mappings) == 1
     small = pool.empty((16, 588))  # under POOL_MIN_BYTES: not pooled
     assert small.shape == (16, 588) and small.data_ptr() not in (address, padded.data_ptr())
+
+
+def test_in_shared_memory_a_batchs_small_tensors_share_one_segment():
+    pool = buffers.PadBufferPool(shared=True)
+    padded, _ = pool.float32(BIG)
+    batch = {
+        "padded_images": padded,
+        "packed_text_ids": torch.arange(7, dtype=torch.int64),
+        "packed_timesteps": torch.rand(3),
+        "flags": torch.tensor([True, False, True]),
+        "packed_position_ids": torch.arange(12, dtype=torch.int32).view(3, 4).t(),  # not contiguous
+        "empty": torch.zeros(0, dtype=torch.int64),
+        "sample_lens": [3, 4],
+    }
+    expected = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    pool.gather_small(batch)
+    small = [k for k in batch if k not in ("padded_images", "sample_lens")]
+    assert len({batch[k].untyped_storage().data_ptr() for k in small}) == 1
+    assert batch["padded_images"] is padded and batch["sample_lens"] == [3, 4]
+    for key in small:
+        assert batch[key].is_shared() and batch[key].dtype == expected[key].dtype
+        assert torch.equal(batch[key], expected[key]), key
+        assert batch[key].data_ptr() % 64 == 0
+
+
+def test_in_the_main_process_the_batch_is_left_as_it_is():
+    batch = {"packed_text_ids": torch.arange(7)}
+    tensor = batch["packed_text_ids"]
+    buffers.PadBufferPool(shared=False).gather_small(batch)
+    assert batch["packed_text_ids"] is tensor and not tensor.is_shared()

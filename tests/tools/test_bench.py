@@ -60,6 +60,7 @@ def test_quick_benchmark_writes_every_section(tmp_path):
         run = saved["loader"][f"workers_{workers}"]
         assert run["workers"] == workers and run["tokens"] > 0 and run["steady_tokens_per_second"] > 0
         assert run["warmup_batches"] == workers and run["batches"] == workers + 4  # 1 per worker, then 2 x 2
+        assert run["main_process_cpu_seconds"] >= 0 and 0 <= run["main_process_cpu_share"] < 2
         assert run["peak_rss"]["main"]["VmHWM_mb"] > 0
         assert len(run["peak_rss"]["workers"]) >= workers
         assert workers == 0 or run["scaling"] > 0

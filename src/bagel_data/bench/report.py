@@ -72,7 +72,8 @@ def _loader_rows(loader: dict) -> Rows:
                     f"{run['steady_tokens_per_second']:,.0f} tok/s after {run['warmup_batches']} warm-up batches"
                     + (
                         f" (scaling {run['scaling']:.2f} of {run['workers']} x 0 workers;"
-                        f" machine ceiling {run['machine_ceiling']:.2f}), "
+                        f" machine ceiling {run['machine_ceiling']:.2f}; main process busy"
+                        f" {run['main_process_cpu_share']:.0%} receiving), "
                         if run["workers"]
                         else ", "
                     )

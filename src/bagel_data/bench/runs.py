@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import pickle
+import resource
 import subprocess
 import sys
 import threading
@@ -134,18 +135,22 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int, warmup
     tokens, samples, first, start = 0, 0, 0.0, _now()
     window_tokens, window_start = 0, start
     iterator = iter(loader)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     for index in range(warmup + batches):
         batch = next(iterator)
         if index == 0:
             first = _now() - start
         if index == warmup - 1:
-            window_start = _now()
+            window_start, usage = _now(), resource.getrusage(resource.RUSAGE_SELF)
         tokens += batch.sequence_length
         window_tokens += batch.sequence_length if index >= warmup else 0
         samples += len(batch.batch_data_indexes)
         del batch
-    end = _now()
+    end, after = _now(), resource.getrusage(resource.RUSAGE_SELF)
     seconds = end - start
+    # With workers, the main process only receives batches (and samples RSS): its CPU time
+    # over the timed batches is the receiving side of moving them between processes.
+    main_cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
     memory = sampler.stop()
     states = worker_dataset_states(loader.state_dict())
     del iterator
@@ -153,6 +158,7 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int, warmup
             "samples": samples, "seconds": seconds, "tokens_per_second": tokens / seconds,
             "samples_per_second": samples / seconds, "first_batch_seconds": first, "peak_rss": memory,
             "steady_tokens_per_second": window_tokens / max(end - window_start, 1e-9),
+            "main_process_cpu_seconds": main_cpu, "main_process_cpu_share": main_cpu / max(end - window_start, 1e-9),
             "checkpoint_bytes": max(len(pickle.dumps(s)) for s in states)}  # fmt: skip
 
 

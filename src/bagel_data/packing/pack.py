@@ -262,6 +262,8 @@ class PackBuilder:
             batch["ce_loss_indexes"] = self.ce_indexes.tensor()
             batch["ce_loss_weights"] = self.ce_weights.tensor()
         batch["batch_data_indexes"] = list(self.data_indexes)
+        if self.pad_pool is not None:
+            self.pad_pool.gather_small(batch)  # in a worker: the small tensors leave in one segment
         return batch
 
 

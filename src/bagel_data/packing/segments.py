@@ -30,7 +30,8 @@ before) where `recycling_supported` finds torch without the use count, without P
 preservation, or pickling a tensor without going through its storage's reducer; a pool also
 stops lending again if another reducer is registered over ours, since sends would go uncounted.
 A pool lives for one iteration of the packed dataset; a worker's resident memory includes the
-touched pages of its up to `DEFAULT_CAPACITY` segments.
+touched pages of its up to `DEFAULT_CAPACITY` segments. A batch's small tensors travel
+together in one segment (`gather`).
 
 Where recycling would need help it cannot count, it copies instead of sharing: a process that
 received a lent segment and pickles it on (to a third process) sends a fresh copy, as does a
@@ -53,7 +54,8 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 import torch
 
-DEFAULT_CAPACITY = 8  # segments per pool: two tensors per batch, about four batches in flight
+DEFAULT_CAPACITY = 12  # segments per pool: three per batch (two large tensors, the small ones), ~four batches in flight
+_ALIGN = 64  # bytes: where each tensor starts in a gathered segment
 
 _lock = threading.RLock()  # the counts this process writes (reducer, finalizers, lending)
 _lent: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pooled storage -> (pool ref, slot)
@@ -137,6 +139,14 @@ def _rebuild_received(released: torch.Tensor, slot: int, rebuild, args) -> torch
     return storage
 
 
+def _contiguous_strides(shape: torch.Size) -> list[int]:
+    strides, step = [], 1
+    for side in reversed(shape):
+        strides.append(step)
+        step *= max(side, 1)
+    return strides[::-1]
+
+
 def _release(released: np.ndarray, slot: int, pid: int) -> None:
     if os.getpid() == pid:  # not a copy of the finalizer inherited through fork
         with _lock:
@@ -170,6 +180,31 @@ class SegmentPool:
             self.allocated += 1
             storage, zeroed = torch.UntypedStorage._new_shared(numel * 4), True
         return torch.empty(0, dtype=torch.float32).set_(storage)[:numel].view(shape), zeroed
+
+    def gather(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Copies of `tensors` (a batch's small ones) as views into one segment of this pool.
+
+        Each shared storage costs the sender a segment and the receiver a file-descriptor
+        round trip to the sender, so a batch's dozen small tensors sent apart cost more than
+        its two large ones; together they are one storage (pickled once, however many views)."""
+        offsets, nbytes = {}, 0
+        for name, tensor in tensors.items():
+            nbytes = -(-nbytes // _ALIGN) * _ALIGN  # every dtype's elements stay aligned
+            offsets[name] = nbytes
+            nbytes += tensor.numel() * tensor.element_size()
+        if self.enabled:
+            storage, _ = self._lend(max(nbytes, _ALIGN))
+        else:
+            self.allocated += 1
+            storage = torch.UntypedStorage._new_shared(max(nbytes, _ALIGN))
+        gathered = {}
+        for name, tensor in tensors.items():
+            offset = offsets[name] // tensor.element_size()
+            view = torch.empty(0, dtype=tensor.dtype).set_(
+                storage, offset, tensor.shape, _contiguous_strides(tensor.shape)
+            )
+            gathered[name] = view.copy_(tensor)
+        return gathered
 
     def _lend(self, nbytes: int) -> tuple[torch.UntypedStorage, bool]:
         with _lock:
