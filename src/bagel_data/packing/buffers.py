@@ -22,8 +22,9 @@ Where `mmap` lacks `MADV_HUGEPAGE` (not Linux) or the buffer is under `POOL_MIN_
 In a DataLoader worker the batch leaves through shared memory: torch's pickler copies every
 storage that is not shared yet into a new shared-memory segment. So there (`shared=True`,
 the default inside a worker) the large batch tensors (`padded_images`, `packed_vit_tokens`)
-are written into shared memory from the start; sending them copies nothing. A fresh segment
-per batch would pay a tmpfs page fault per 4 KiB on first write (tmpfs gets no huge pages
+are written into shared memory from the start; sending them copies nothing. The batch's
+small tensors follow them there, together in one more segment (`gather_small`). A fresh
+segment per batch would pay a tmpfs page fault per 4 KiB on first write (tmpfs gets no huge pages
 here), so the pool lends them from a `SegmentPool` (segments.py): shared segments written
 again once every process they were sent to has dropped every tensor and view of them,
 counted exactly (sends by a reducer for torch's storages, releases by a finalizer on the
