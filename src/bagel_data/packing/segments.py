@@ -139,14 +139,6 @@ def _rebuild_received(released: torch.Tensor, slot: int, rebuild, args) -> torch
     return storage
 
 
-def _contiguous_strides(shape: torch.Size) -> list[int]:
-    strides, step = [], 1
-    for side in reversed(shape):
-        strides.append(step)
-        step *= max(side, 1)
-    return strides[::-1]
-
-
 def _release(released: np.ndarray, slot: int, pid: int) -> None:
     if os.getpid() == pid:  # not a copy of the finalizer inherited through fork
         with _lock:
@@ -199,11 +191,9 @@ class SegmentPool:
             storage = torch.UntypedStorage._new_shared(max(nbytes, _ALIGN))
         gathered = {}
         for name, tensor in tensors.items():
-            offset = offsets[name] // tensor.element_size()
-            view = torch.empty(0, dtype=tensor.dtype).set_(
-                storage, offset, tensor.shape, _contiguous_strides(tensor.shape)
-            )
-            gathered[name] = view.copy_(tensor)
+            offset, numel = offsets[name] // tensor.element_size(), tensor.numel()
+            flat = torch.empty(0, dtype=tensor.dtype).set_(storage, offset, (numel,), (1,))
+            gathered[name] = flat.view(tensor.shape).copy_(tensor)
         return gathered
 
     def _lend(self, nbytes: int) -> tuple[torch.UntypedStorage, bool]:
