@@ -62,12 +62,12 @@ def _run_packs(dataset, batches: int, warmup: int = 0, window: Any = None) -> di
             del batch
         end, after = _now(), resource.getrusage(resource.RUSAGE_SELF)
     iterator.close()
-    seconds, timed = end - window_start, packs[warmup:]
+    seconds, timed, timed_tokens = end - window_start, packs[warmup:], sum(tokens[warmup:])
     samples = sum(len(pack) for pack in timed)
     window_stamps = [t - (window_start - start) for t in stamps[warmup:]]
     return {
-        "seconds": seconds, "first_batch_seconds": window_stamps[0], "tokens": sum(tokens[warmup:]),
-        "samples": samples, "tokens_per_second": sum(tokens[warmup:]) / seconds, "samples_per_second": samples / seconds,
+        "seconds": seconds, "first_batch_seconds": window_stamps[0], "tokens": timed_tokens,
+        "samples": samples, "tokens_per_second": timed_tokens / seconds, "samples_per_second": samples / seconds,
         "pack_seconds": list(np.diff([0.0, *window_stamps])), "packs": timed, "warmup_packs": warmup,
         "page_faults": after.ru_minflt - usage.ru_minflt, "system_seconds": after.ru_stime - usage.ru_stime,
         "fresh_seconds": stamps[batches - 1], "fresh_packs": packs[:batches],

@@ -9,8 +9,9 @@
   (the worker now);
 * `parallel_ceiling`: the share of K x one core that K busy processes get on this machine
   (the bound any worker count meets here);
-* `previous_path`: the pipeline as it was before `media/convert.py`: floats made in the family through a lookup table, then copied into
-  `padded_images` and patchified, for a same-run ratio.
+* `previous_path`: the pipeline as it was before `media/convert.py`: floats made in the
+  family through a lookup table, then copied into `padded_images` and patchified, for a
+  same-run ratio.
 """
 
 from __future__ import annotations

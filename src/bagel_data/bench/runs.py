@@ -210,7 +210,7 @@ def loader_scaling(
     for round_index in range(min(repeats, 2)):
         for workers, runs in loader.items():
             progress(f"DataLoader with {workers} worker(s), round {round_index + 1}")
-            warmup = (1 if quick else warmup_packs) * max(workers, 1)  # as many per worker as in-process
+            warmup = warmup_packs * max(workers, 1)  # as many per worker as the in-process run
             args = {"paths": paths, "packing": packing, "workers": workers, "batches": loader_batches, "warmup": warmup}
             runs.append(run_child("loader", args))
     result = {}

@@ -195,13 +195,15 @@ def write_patches(dest: torch.Tensor, pixels: np.ndarray, patch: int, mean, std)
     step = max(1, _BLOCK_VALUES // max(1, width * p * channels))
     uniform = len(set(mean)) == 1 and len(set(std)) == 1
     normalize = _normalizer(mean[0], std[0])
+    # A patch row interleaves the channels: otherwise one mean / std per column, three steps.
+    per_column = None if uniform else (_per_column(mean, p), _per_column(std, p))
     for top in range(0, rows_p, step):
-        if uniform:
+        if per_column is None:
             normalize(grid[top : top + step], patches[top : top + step])
-        else:  # a patch row interleaves the channels: per-column mean / std, three steps
+        else:
             grid[top : top + step].copy_(patches[top : top + step])
-            rows = dest[top * cols_p : (top + step) * cols_p]
-            rows.div_(255).sub_(_per_column(mean, p)).div_(_per_column(std, p))
+            mean_row, std_row = per_column
+            dest[top * cols_p : (top + step) * cols_p].div_(255).sub_(mean_row).div_(std_row)
 
 
 def _per_column(values: tuple[float, ...], patch: int) -> torch.Tensor:
