@@ -34,6 +34,7 @@ def build_packed(case: dict, tokenizer, special_tokens, compat=None):
         dataset_info=absolute_dataset_info(case),
         **case["packing"],
         compat=compat,
+        compat_seed=case.get("compat_seed"),
     )
 
 
@@ -61,25 +62,7 @@ def check_timesteps(index: int, batch: dict, want: dict, arrays) -> None:
         start += h * w
 
 
-# The one case whose output depends on the group-choice draws (two groups with weight > 0):
-# its seeding of the reference's global `random` was not recorded, and no integer seed below
-# 2^24 reproduces its choices (the rows, sharding and packing rules match: docs/compat.md).
-# Strict, so a regenerated case with a known seed shows.
-UNEXPLAINED = {
-    ("compat_packed_rank1_of2_remainder", "bagel"): "group-choice stream differs from the case's (seeding unknown)"
-}
-
-
-def _runs():
-    return [
-        pytest.param(name, compat, marks=pytest.mark.xfail(strict=True, reason=UNEXPLAINED[(name, compat)]))
-        if (name, compat) in UNEXPLAINED
-        else (name, compat)
-        for name, compat in case_runs("packed")
-    ]
-
-
-@pytest.mark.parametrize(("name", "compat"), _runs())
+@pytest.mark.parametrize(("name", "compat"), case_runs("packed"))
 def test_packed_case(name, compat, tokenizer, special_tokens):
     case, expected, arrays = load_case(name)
     assert case.get("compat") == (compat if name.startswith("compat_") else None)
