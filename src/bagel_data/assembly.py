@@ -1,24 +1,27 @@
-"""From a checked configuration to the family datasets of a packed dataset (`assemble`).
+"""The one build path: from `Settings`, the groups and the dataset info to a packed dataset.
 
-Every builder goes through here: `make_bagel_multimodal_dataset` (`datasets.py`), the
-reference-shaped `PackedDataset(data_config, ...)` (`reference/construct.py`) and the CLI's
-run configs. `assemble` checks the settings, the groups and their image sizes against the
-position tables, warns about budgets that can overflow, and builds one family dataset per
-group with this rank's `data_status`.
+Every entrance comes through here: `make_bagel_multimodal_dataset`, the reference-shaped
+`PackedDataset(data_config, ...)` and `BagelDatasetConfig.build` (the faces in
+`bagel_data/nemo/`), and the CLI's run configs (`tools/run.py`). `assemble` checks the
+settings, the groups and their image sizes against the position tables, warns about
+budgets that can overflow, decides the compat policy once and builds one family dataset per
+group with this rank's `data_status` and that policy; `build_packed_dataset` puts the packer
+over them and applies `set_epoch(data_seed)`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
-from .compat import check_compat
+from .compat import CompatPolicy
 from .config import load_mapping, parse_groups
 from .distributed import resolve_topology
 from .errors import ConfigError, ConfigWarning
 from .families.vlm import SftJSONLIterableDataset
 from .packing.config import PackingConfig
-from .schema import check_dataset_settings, check_topology
+from .packing.packed_dataset import PackedDataset
+from .packing.parts import Assembled
+from .schema import Settings, check_topology
 
 
 def budget_risks(groups, config: PackingConfig) -> list[str]:
@@ -65,18 +68,6 @@ def _check_position_tables(groups, config: PackingConfig) -> None:
                 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Assembled:
-    """The checked parts of a packed dataset: the family datasets and how they mix."""
-
-    datasets: dict
-    weights: dict
-    mandatory: dict
-    config: PackingConfig
-    local_rank: int
-    world_size: int
-
-
 def rank_data_status(data_status, local_rank: int):
     """This rank's `data_status`: the dict itself, or its entry of a list gathered over ranks
     (BAGEL's trainer saves `gather_object`'s list; a rank beyond it starts fresh)."""
@@ -89,47 +80,78 @@ def assemble(
     tokenizer,
     grouped_datasets,
     dataset_info,
-    config: PackingConfig,
+    settings: Settings,
     *,
     local_rank: int,
     world_size: int,
     num_workers: int,
     data_status=None,
-    strict: bool = False,
-    max_consecutive_failures: int = 100,
-    compat=None,
 ) -> Assembled:
-    """Check the configuration and build one family dataset per group."""
+    """Check the configuration and build one family dataset per group, all sharing one
+    compat policy (the packer gets the same one through the returned parts)."""
     check_topology(local_rank, world_size, num_workers)
-    check_dataset_settings({"strict": strict, "max_consecutive_failures": max_consecutive_failures})
-    check_compat(compat)
-    config.check()
+    settings.check()
     local_rank, world_size = resolve_topology(local_rank, world_size)
     grouped, _ = load_mapping(grouped_datasets, "grouped_datasets")
     info, info_base = load_mapping(dataset_info, "dataset_info")
     groups = parse_groups(grouped, info, info_base)
-    _check_position_tables(groups, config)
-    for risk in budget_risks(groups, config):
+    _check_position_tables(groups, settings)
+    for risk in budget_risks(groups, settings):
         warnings.warn(risk, ConfigWarning, stacklevel=4)  # the caller of the public builder
+    policy = CompatPolicy(settings.compat, settings.compat_seed)
     status_of_rank = rank_data_status(data_status, local_rank)
     shared = {
         "tokenizer": tokenizer,
         "local_rank": local_rank,
         "world_size": world_size,
         "num_workers": num_workers,
-        "strict": strict,
-        "max_consecutive_failures": max_consecutive_failures,
-        **({"compat": compat} if compat else {}),
+        "strict": settings.strict,
+        "max_consecutive_failures": settings.max_consecutive_failures,
+        **({"compat": policy} if policy.reference else {}),
     }
     datasets = {group.name: _family_dataset(group, status_of_rank, shared) for group in groups}
     return Assembled(
         datasets,
         weights={group.name: group.weight for group in groups},
         mandatory={group.name: group.is_mandatory for group in groups},
-        config=config,
+        config=settings,
         local_rank=local_rank,
         world_size=world_size,
+        policy=policy,
     )
+
+
+def build_packed_dataset(
+    tokenizer,
+    special_tokens,
+    grouped_datasets,
+    dataset_info,
+    settings: Settings,
+    *,
+    local_rank: int,
+    world_size: int,
+    num_workers: int,
+    data_status=None,
+    global_seed: int | None = None,
+    cls: type[PackedDataset] = PackedDataset,
+) -> PackedDataset:
+    """The packed dataset of these settings, as an instance of `cls` (an entrance passes
+    its own public class), with `set_epoch(settings.data_seed)` applied."""
+    parts = assemble(
+        tokenizer,
+        grouped_datasets,
+        dataset_info,
+        settings,
+        local_rank=local_rank,
+        world_size=world_size,
+        num_workers=num_workers,
+        data_status=data_status,
+    )
+    packed = cls.from_parts(
+        parts, dict(special_tokens), num_workers=num_workers, tokenizer=tokenizer, global_seed=global_seed
+    )
+    packed.set_epoch(settings.data_seed)
+    return packed
 
 
 def _family_dataset(group, status_of_rank: dict | None, shared: dict):

@@ -1,9 +1,10 @@
 """`compat="bagel"`: reproducing the reference pipeline exactly, draw for draw.
 
-The mode switches off each deliberate difference of SPEC section 8 that changes which rows
-are read or how they are packed (docs/compat.md lists them). This module holds what the
-mode needs beyond those switches: the check of the `compat` value, and the private random
-generators that stand in for the reference's global ones.
+The mode switches off each deliberate difference that changes which rows are read or how
+they are packed (docs/compat.md lists them). It is one `CompatPolicy`, decided once at the
+entrance from the `compat` and `compat_seed` settings and handed to the packer and to every
+family the entrance builds: sharding, file order, the drop at emit, the VLM rules and the
+random source are all asked of it, never of the `compat` string.
 
 The reference draws from the global `random` (group choice, caption and edit choices,
 frame positions, CFG dropout) and from numpy's global generator (timesteps, frame counts),
@@ -21,12 +22,16 @@ never read or seeded.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
 from .errors import ConfigError
+from .sharding import WorkerShard, WorkerTopology, reference_rank_ids, split_evenly
 
 COMPAT_MODES = (None, "bagel")
 
@@ -132,3 +137,95 @@ def reference_frame_picks(rng: CompatRandom, starts, ends, vlen: int, n: int) ->
             return np.sort(rng.permutation(vlen)[:n])
         picked.append(rng.py.choice(range(int(a), int(b))))
     return np.array(picked, dtype=np.int64)
+
+
+class ReferenceStream:
+    """compat: the reference's two global streams in one process, shared by the packer and
+    every family one entrance built (they are pickled together into each DataLoader worker,
+    so they keep sharing it there). `start` makes it anew for an iteration."""
+
+    def __init__(self) -> None:
+        self.rng: CompatRandom | None = None
+
+    def start(self, seed: int) -> CompatRandom:
+        self.rng = CompatRandom.for_context(seed)
+        return self.rng
+
+    def live(self) -> CompatRandom:
+        assert self.rng is not None, "the stream starts with the iteration (start)"
+        return self.rng
+
+    @contextlib.contextmanager
+    def replaying(self, state: dict) -> Iterator[CompatRandom]:
+        """The stream as it was at `state` (a buffered row's), for rebuilding that row; the
+        live stream is back afterwards, untouched."""
+        live, self.rng = self.rng, CompatRandom.from_state(state)
+        try:
+            yield self.rng
+        finally:
+            self.rng = live
+
+
+@dataclasses.dataclass(frozen=True)
+class CompatPolicy:
+    """What `compat` decides, asked in one place. `mode` None is the default mode; "bagel"
+    the reference's behaviour. `seed` (the `compat_seed` setting) seeds the reference
+    streams outside DataLoader workers, defaulting to the data seed."""
+
+    mode: str | None = None
+    seed: int | None = None
+    stream: ReferenceStream = dataclasses.field(default_factory=ReferenceStream, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_compat(self.mode)
+
+    @classmethod
+    def of(cls, value: CompatPolicy | str | None) -> CompatPolicy:
+        """The policy itself, or a new one for a `compat` value (a family built on its own)."""
+        return value if isinstance(value, CompatPolicy) else cls(check_compat(value))
+
+    @property
+    def reference(self) -> bool:
+        """True in compat mode: the reference's rules and draws."""
+        return self.mode is not None
+
+    # -- which units are read -----------------------------------------------------------
+    def rank_unit_ids(self, num_units: int, world_size: int, rank: int) -> range:
+        """This rank's units; the reference drops the remainder, the default mode reads it."""
+        if self.reference:
+            return reference_rank_ids(num_units, world_size, rank)
+        return split_evenly(num_units, world_size, rank)
+
+    def worker_shard(self, topology: WorkerTopology, num_units: int) -> WorkerShard:
+        return topology.shard(num_units, reference=self.reference)
+
+    def file_order(self, requested: str | None) -> str:
+        """A group's parquet listing order: `sorted` by default, `filesystem` (`os.listdir`,
+        the reference's) in compat mode, where asking for `sorted` is a contradiction."""
+        if requested is None:
+            return "filesystem" if self.reference else "sorted"
+        if self.reference and requested != "filesystem":
+            raise ConfigError(
+                "file_order",
+                requested,
+                f'compat="{self.mode}" lists folders as the reference did (filesystem order); drop file_order '
+                "or set it to filesystem",
+            )
+        return requested
+
+    # -- rows and packs -----------------------------------------------------------------
+    @property
+    def drops_sample_at_emit(self) -> bool:
+        """The reference drops the sample that made a pack go out; the default mode keeps it."""
+        return self.reference
+
+    @property
+    def takes_rows_as_they_are(self) -> bool:
+        """The reference's VLM and edit rules: rows that do not fit the format are used as
+        the reference used them, not skipped."""
+        return self.reference
+
+    # -- the random source --------------------------------------------------------------
+    def start_stream(self, data_seed: int) -> CompatRandom:
+        """The reference streams, started for an iteration (`seed`, else `data_seed`)."""
+        return self.stream.start(data_seed if self.seed is None else self.seed)

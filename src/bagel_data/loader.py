@@ -1,17 +1,16 @@
-"""A resumable DataLoader over a packed dataset (torchdata's StatefulDataLoader)."""
+"""A resumable DataLoader over a packed dataset (torchdata's StatefulDataLoader).
+
+NeMo AutoModel's `BagelDataloaderConfig` is a face over `PackedDataLoader`: `bagel_data.nemo.loader`.
+"""
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import warnings
-from typing import Any
 
-import numpy as np
-import torch
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from .batch import bagel_packed_collate_fn, collate_wrapper
+from .batch import collate_wrapper
 from .checkpoint.collect import worker_dataset_states  # re-exported: where users look for it
 from .errors import ResumeError
 
@@ -72,66 +71,6 @@ def _stateful_loader(dataset, workers, pin_memory, prefetch_factor, persistent_w
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class BagelDataloaderBuild:
-    """What `BagelDataloaderConfig.build` returns: the loader and the dataset under it."""
-
-    dataloader: StatefulDataLoader
-    dataset: Any  # the PackedDataset
-
-
-@dataclasses.dataclass
-class BagelDataloaderConfig:
-    """NeMo AutoModel's loader config: a `BagelDatasetConfig` plus the DataLoader settings."""
-
-    dataset_config: Any  # a BagelDatasetConfig
-    num_workers: int = 1
-    pin_memory: bool = True
-    prefetch_factor: int = 2
-
-    def build(self, *, tokenizer, special_tokens, rank: int, world_size: int, batch_size: int, global_seed):
-        """Build the dataset (`dataset_config.build`) and a StatefulDataLoader over it.
-
-        A pack is the batch, so `batch_size` must be 1. Unlike NeMo AutoModel, nothing here
-        reseeds Python's, numpy's or torch's global generators: the pipeline's randomness
-        is its own, derived from `data_seed` and `global_seed` (docs/coming_from.md).
-        """
-        if batch_size != 1:
-            raise ValueError(
-                f"BAGEL packed dataloaders need local_batch_size=1 (one pack per step), got {batch_size}; "
-                "raise expected_num_tokens / max_num_tokens for more tokens per step"
-            )
-        dataset = self.dataset_config.build(
-            tokenizer=tokenizer,
-            special_tokens=special_tokens,
-            rank=rank,
-            world_size=world_size,
-            num_workers=self.num_workers,
-            global_seed=global_seed,
-        )
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*set_vital.*")
-            loader = StatefulDataLoader(
-                dataset,
-                batch_size=batch_size,
-                num_workers=self.num_workers,
-                pin_memory=self.pin_memory,
-                collate_fn=bagel_packed_collate_fn,  # the module's name, read at build time
-                drop_last=True,
-                prefetch_factor=self.prefetch_factor if self.num_workers > 0 else None,
-                generator=_loader_generator(global_seed, rank, dataset),
-            )
-        return BagelDataloaderBuild(dataloader=loader, dataset=dataset)
-
-
-def _loader_generator(global_seed, rank: int, dataset) -> torch.Generator:
-    """The generator torch draws each iteration's worker base seed from: without it, every
-    `iter(loader)` would take a draw from the caller's global torch generator."""
-    seed = [0 if global_seed is None else int(global_seed), int(rank), int(getattr(dataset, "data_seed", 0))]
-    state = np.random.SeedSequence([value & 0xFFFFFFFF for value in seed]).generate_state(2, dtype=np.uint32)
-    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-
-
 def merged_stats(loader) -> dict:
     """Packs, tokens, samples and skipped rows by reason, summed over all the loader's workers.
 
@@ -157,8 +96,7 @@ def merged_stats(loader) -> dict:
 
 
 __all__ = [
-    "BagelDataloaderBuild",
-    "BagelDataloaderConfig",
+    "PackedDataLoader",
     "build_dataloader",
     "merged_stats",
     "worker_dataset_states",

@@ -22,7 +22,7 @@ from bagel_data.schema import (
     RUN_FIELDS,
     TOPOLOGY_FIELDS,
     TRANSFORM_FIELDS,
-    check_dataset_settings,
+    check_settings,
     check_topology,
 )
 from bagel_data.tools.run import load_run_config
@@ -99,7 +99,7 @@ def test_packing_keys(key, value):
 @settings(max_examples=100, deadline=None)
 @given(values=st.fixed_dictionaries({k: JUNK for k in DATASET_FIELDS}), topology=st.tuples(JUNK, JUNK, JUNK))
 def test_dataset_and_topology_settings(values, topology):
-    accepted_or_config_error(lambda: check_dataset_settings(values))
+    accepted_or_config_error(lambda: check_settings(values))
     accepted_or_config_error(lambda: check_topology(*topology))
     assert set(TOPOLOGY_FIELDS) == {"local_rank", "world_size", "num_workers"}
 

@@ -17,6 +17,7 @@ from bagel_data.schema import (
     FRAME_SAMPLER_FIELDS,
     GROUP_FIELDS,
     PACKING_FIELDS,
+    RUN_FIELDS,
     TRANSFORM_FIELDS,
     check_group_args,
     check_run_config,
@@ -44,13 +45,18 @@ def test_page_lists_every_key_with_type_and_default():
 
 
 def test_packing_defaults_are_the_code_defaults():
+    """The two schema tables are views of `Settings`: every field but `compat` (a run
+    config's top-level key, RUN_FIELDS) once, with its default."""
+    tables = {**PACKING_FIELDS, **DATASET_FIELDS}
+    assert len(tables) == len(PACKING_FIELDS) + len(DATASET_FIELDS)
+    assert set(tables) | {"compat"} == {field.name for field in dataclasses.fields(PackingConfig)}
     for field in dataclasses.fields(PackingConfig):
-        assert PACKING_FIELDS[field.name].default == field.default, field.name
-    assert set(PACKING_FIELDS) == {field.name for field in dataclasses.fields(PackingConfig)}
+        schema = tables.get(field.name, RUN_FIELDS.get(field.name))
+        assert schema is not None and schema.default == field.default, field.name
     signature = inspect.signature(make_bagel_multimodal_dataset).parameters
-    for key, field in {**PACKING_FIELDS, **DATASET_FIELDS}.items():
+    for key, field in tables.items():
         assert signature[key].default == field.default, key
-    assert set(PACKING_KEYS) == set(PACKING_FIELDS) | set(DATASET_FIELDS)
+    assert set(PACKING_KEYS) == set(tables)
 
 
 def test_transform_and_sampler_defaults_are_the_code_defaults():

@@ -1,4 +1,4 @@
-"""Every `packed_*` golden case: the first packed batches, through make_bagel_multimodal_dataset."""
+"""Every `packed_*` golden case: the first packed batches, through every public entrance."""
 
 from __future__ import annotations
 
@@ -8,33 +8,35 @@ import numpy as np
 import pytest
 import torch
 
-from bagel_data.datasets import make_bagel_multimodal_dataset
 from bagel_data.packing.invariants import check_batch
+from helpers.doors import DOORS, build_through
 from helpers.golden import absolute_dataset_info, as_worker, case_runs, check_tensor, load_case, reference_file_order
 
 PLAIN_FIELDS = ("sequence_length", "sample_lens", "split_lens", "attn_modes", "batch_data_indexes")
 
 
-def build_packed(case: dict, tokenizer, special_tokens, compat=None):
-    """The case's packed dataset; compat="bagel" implies the reference's listing order."""
+def build_packed(case: dict, tokenizer, special_tokens, compat=None, door=DOORS[0]):
+    """The case's packed dataset through `door`; compat="bagel" implies the reference's
+    listing order."""
     order = reference_file_order(case) if compat is None else {}
     grouped = {
         name: dict(args, **order) if name != "vlm_sft" else dict(args)
         for name, args in case["grouped_datasets"].items()
     }
-    return make_bagel_multimodal_dataset(
+    settings = dict(case["packing"], data_seed=case["data_seed"], compat=compat)
+    if case.get("compat_seed") is not None:
+        settings["compat_seed"] = case["compat_seed"]
+    return build_through(
+        door,
         tokenizer=tokenizer,
         special_tokens=special_tokens,
-        grouped_datasets=grouped,
-        local_rank=case["rank"],
+        grouped=grouped,
+        info=absolute_dataset_info(case),
+        settings=settings,
+        rank=case["rank"],
         world_size=case["world_size"],
         num_workers=case["num_workers"],
         data_status=case["data_status"],
-        data_seed=case["data_seed"],
-        dataset_info=absolute_dataset_info(case),
-        **case["packing"],
-        compat=compat,
-        compat_seed=case.get("compat_seed"),
     )
 
 
@@ -62,11 +64,12 @@ def check_timesteps(index: int, batch: dict, want: dict, arrays) -> None:
         start += h * w
 
 
+@pytest.mark.parametrize("door", DOORS)
 @pytest.mark.parametrize(("name", "compat"), case_runs("packed"))
-def test_packed_case(name, compat, tokenizer, special_tokens):
+def test_packed_case(name, compat, door, tokenizer, special_tokens):
     case, expected, arrays = load_case(name)
     assert case.get("compat") == (compat if name.startswith("compat_") else None)
-    dataset = build_packed(case, tokenizer, special_tokens, compat)
+    dataset = build_packed(case, tokenizer, special_tokens, compat, door)
     with as_worker(case["worker_id"], case["num_workers"]):
         batches = list(itertools.islice(iter(dataset), case["count"]))
     assert len(batches) == len(expected["batches"])

@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from bagel_data import BagelDatasetConfig, ConfigError, SimpleCustomBatch
-from bagel_data.loader import BagelDataloaderBuild, BagelDataloaderConfig
+from bagel_data.nemo.loader import BagelDataloaderBuild, BagelDataloaderConfig
 from bagel_data.packing.invariants import check_batch
 from helpers.golden import absolute_dataset_info, load_case
 
@@ -46,7 +46,7 @@ def _config() -> BagelDatasetConfig:
 
 def test_build_is_repeatable_and_leaves_the_config_alone():
     config = _config()
-    with patch("bagel_data.packing.packed_dataset.PackedDataset", FakePackedDataset):
+    with patch("bagel_data.nemo.packing.PackedDataset", FakePackedDataset):
         kwargs = dict(tokenizer=object(), special_tokens={}, rank=1, world_size=2, num_workers=3, global_seed=23)
         first, second = config.build(**kwargs), config.build(**kwargs)
     assert config.grouped_datasets == {"group": {"weight": 1}}
@@ -71,7 +71,7 @@ def test_builds_and_iterates_on_cpu():
     dataset = FakePackedDataset(data_config=_config())
     with (
         patch.object(loader_config.dataset_config, "build", return_value=dataset) as build_dataset,
-        patch("bagel_data.loader.bagel_packed_collate_fn", new=lambda batch: batch[0]),
+        patch("bagel_data.nemo.loader.bagel_packed_collate_fn", new=lambda batch: batch[0]),
     ):
         result = loader_config.build(
             tokenizer=object(),

@@ -5,22 +5,23 @@ from __future__ import annotations
 import pytest
 import torch.distributed
 
+from bagel_data.compat import CompatPolicy
 from bagel_data.errors import ConfigError
 from bagel_data.sources import parquet
-from bagel_data.sources.parquet import get_parquet_data_paths, list_parquet_files, resolve_file_order
+from bagel_data.sources.parquet import get_parquet_data_paths, list_parquet_files
 
 
 def test_the_default_order_is_sorted_and_compat_lists_as_the_filesystem_does():
-    assert resolve_file_order(None, None) == "sorted"
-    assert resolve_file_order(None, "bagel") == "filesystem"
+    assert CompatPolicy().file_order(None) == "sorted"
+    assert CompatPolicy("bagel").file_order(None) == "filesystem"
 
 
 def test_an_explicit_order_is_kept_where_it_does_not_contradict_compat():
-    assert resolve_file_order("sorted", None) == "sorted"
-    assert resolve_file_order("filesystem", None) == "filesystem"
-    assert resolve_file_order("filesystem", "bagel") == "filesystem"
+    assert CompatPolicy().file_order("sorted") == "sorted"
+    assert CompatPolicy().file_order("filesystem") == "filesystem"
+    assert CompatPolicy("bagel").file_order("filesystem") == "filesystem"
     with pytest.raises(ConfigError, match="file_order"):
-        resolve_file_order("sorted", "bagel")
+        CompatPolicy("bagel").file_order("sorted")
 
 
 def test_sorted_listing_names_only_parquet_files_by_name(tmp_path):

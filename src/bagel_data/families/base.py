@@ -8,7 +8,6 @@ keeps the cursors that make resume exact.
 
 from __future__ import annotations
 
-from ..compat import CompatRandom
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import with_tensors
 from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, phase_work, row_key_at
@@ -100,7 +99,7 @@ class DistributedIterableDataset(UnitDataset):
     def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple) -> dict:
         sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)
         sample["row_key"] = row_key  # where it came from, whatever the topology
-        if self.compat:
+        if self.policy.reference:
             sample["compat_rng_state"] = self._row_rng_state  # the stream before this row's draws
         return sample
 
@@ -138,23 +137,15 @@ class DistributedIterableDataset(UnitDataset):
         return sample if sample is None or pending else with_tensors(sample)
 
     def _rebuild(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
-        if not self.compat:
+        if not self.policy.reference:
             return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
         if rng_state is None:
             raise ResumeError(
                 f'{self.dataset_name}: compat="bagel" rebuilds a sample from the stream state before its row; '
                 f"none was given for cursor {list(cursor)}"
             )
-        live, self.compat_rng = self.compat_rng, CompatRandom.from_state(rng_state)
-        try:
+        with self.policy.stream.replaying(rng_state):
             return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
-        finally:
-            self.compat_rng = live
-
-    def start_compat_stream(self) -> None:
-        """A fresh compat stream for a standalone iteration (the packer shares its own)."""
-        seed = self.epoch_seed if self.compat_seed is None else self.compat_seed
-        self.compat_rng = CompatRandom.for_context(seed)
 
     def unit_samples(self, shard: WorkerShard, index: int, unit_id: int, log: SkipLog):
         """The samples of one unit (item `index` of `shard`'s first pass), bad rows counted in
@@ -178,8 +169,8 @@ class DistributedIterableDataset(UnitDataset):
         if log is None:
             log = self.new_skip_log()
         self.skip_log = log
-        if self.compat and self.compat_rng is None:
-            self.start_compat_stream()
+        if self.policy.reference and self.policy.stream.rng is None:
+            self.policy.start_stream(self.epoch_seed)
         phase, start = self._first_phase(), None
         if after is not None:
             phase, start = after[0], self._position_after(list(after[1:]))
@@ -215,7 +206,7 @@ class DistributedIterableDataset(UnitDataset):
 
     def __iter__(self):
         after = self.resume_cursor(self.worker_shard().worker_id)
-        if self.compat:
-            self.start_compat_stream()
+        if self.policy.reference:  # iterated on its own: the stream is this family's alone
+            self.policy.start_stream(self.epoch_seed)
         for _, sample in self.iter_samples(after):
             yield sample

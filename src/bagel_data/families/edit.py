@@ -15,7 +15,7 @@ from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.parquet import ParquetReader, get_parquet_data_paths, resolve_file_order
+from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
 
 COLUMNS = EDIT_COLUMNS
@@ -114,7 +114,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         self.vit_transform = vit_transform
         self.tokenizer = tokenizer
         self.data_status = data_status
-        self.file_order = resolve_file_order(file_order, self.compat)
+        self.file_order = self.policy.file_order(file_order)
         self.data_paths = self.get_data_paths(data_dir_list, num_used_data, parquet_info)
         self.set_epoch()
 
@@ -123,7 +123,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
                 info = parquet_info_entry(parquet_info, path, data_dir)
-                if info is None and self.compat:  # the reference leaves such a file out, silently
+                if info is None and self.policy.reference:  # the reference leaves such a file out, silently
                     self.skip_log.skip(SkipReason.PARQUET_INFO_MISSING, path, "no parquet_info entry; not read")
                     continue
                 if info is None:
@@ -175,7 +175,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             yield row, images[row], instructions[row]
 
     def build_sample(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:
-        if self.compat:
+        if self.policy.reference:
             return self._build_compat(images, instructions, rng, location, log)
         problem = check_edit_row(images, instructions)
         if problem is not None:
@@ -241,7 +241,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             return self.tokenizer.encode(text)
 
         def phrasing(step: int) -> str:
-            if self.compat:
+            if self.policy.reference:
                 return self._compat_phrasing(instructions, step, rng)
             options = instructions[step - 1]
             return options[int(rng.integers(len(options)))]

@@ -14,7 +14,7 @@ from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
-from ..sources.parquet import ParquetReader, get_parquet_data_paths, resolve_file_order
+from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
 
 COLUMNS = T2I_COLUMNS
@@ -58,7 +58,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         self.transform = transform
         self.tokenizer = tokenizer
         self.data_status = data_status
-        self.file_order = resolve_file_order(file_order, self.compat)
+        self.file_order = self.policy.file_order(file_order)
         self.data_paths = self.get_data_paths(data_dir_list, num_used_data)
         self.set_epoch()
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..compat import check_compat
+from ..compat import CompatPolicy
 from ..errors import ConfigError, SkipLog
-from ..sharding import WorkerShard, WorkerTopology, reference_rank_ids, split_evenly, stable_hash
+from ..sharding import WorkerShard, WorkerTopology, stable_hash
 
 if TYPE_CHECKING:
     from ..checkpoint.restart import GroupRestart
@@ -59,9 +59,14 @@ class UnitDataset(torch.utils.data.IterableDataset):
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.skip_log = SkipLog(dataset_name, self.strict, self.max_consecutive_failures)
         self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)
-        self.compat = check_compat(compat)  # "bagel": the reference's behaviour (docs/compat.md)
-        self.compat_seed: int | None = None  # compat: the generators' seed outside a DataLoader worker
-        self.compat_rng: Any = None  # compat: the stream this worker draws from (shared with the packer)
+        # The entrance's policy (shared with the packer and the other groups), or a new
+        # one for a family built on its own: sharding, file order, rules and random source.
+        self.policy = CompatPolicy.of(compat)
+
+    @property
+    def compat(self) -> str | None:
+        """The reference's attribute: None (the default mode) or "bagel"."""
+        return self.policy.mode
 
     # -- units -------------------------------------------------------------------------
     def get_data_paths(self, *args, **kwargs):
@@ -103,12 +108,10 @@ class UnitDataset(torch.utils.data.IterableDataset):
         topology = WorkerTopology.current(self.local_rank, self.world_size)
         if topology.num_workers:
             self._check_enough_units(len(self.epoch_units), topology.num_workers)
-        return topology.shard(len(self.epoch_units), reference=bool(self.compat))
+        return self.policy.worker_shard(topology, len(self.epoch_units))
 
     def _rank_ids(self, num_units: int) -> range:
-        if self.compat:  # the reference drops the remainder (SPEC 8.3)
-            return reference_rank_ids(num_units, self.world_size, self.local_rank)
-        return split_evenly(num_units, self.world_size, self.local_rank)
+        return self.policy.rank_unit_ids(num_units, self.world_size, self.local_rank)
 
     def get_data_paths_per_worker(self):
         """The reference's view: (this worker's units, worker id)."""
@@ -136,14 +139,15 @@ class UnitDataset(torch.utils.data.IterableDataset):
         return str(self.epoch_units[unit_id])
 
     # -- per-sample randomness -----------------------------------------------------------
-    def sample_rng(self, unit_id: int, *position: int) -> np.random.Generator:
+    def sample_rng(self, unit_id: int, *position: int) -> Any:
         """A generator owned by one sample: the same wherever and whenever it is rebuilt.
 
         In compat mode, the worker's shared stream instead (the reference's globals); its
         state before the row is kept so that a buffered sample can be rebuilt exactly."""
-        if self.compat:
-            self._row_rng_state = self.compat_rng.get_state()
-            return self.compat_rng
+        if self.policy.reference:
+            rng = self.policy.stream.live()
+            self._row_rng_state = rng.get_state()
+            return rng
         key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.dataset_name), int(unit_id), *position]
         return np.random.default_rng(np.random.SeedSequence(key))
 

@@ -141,7 +141,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         hint = role_hint(row["conversations"])
         images = self._load_images(row, self.data_paths.image_dir(line_id), rng)
         tags = count_image_tags(row["conversations"])
-        if tags != len(images) and not self.compat:
+        if tags != len(images) and not self.policy.takes_rows_as_they_are:
             raise _RowSkipped(
                 SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(images)} image(s){hint}"
             )
@@ -149,7 +149,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         tensors = [self.transform.prepare(image, img_num=len(images)) for image in images]
         next_tensor = iter(tensors)
         elements = conversation_to_elements(row["conversations"], len(tensors))
-        if self.compat:
+        if self.policy.takes_rows_as_they_are:
             check_image_items(elements, len(tensors))
         for element in elements:
             if element["type"] == "image":
@@ -160,7 +160,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 builder.add_text(ids, enable_cfg=False, loss=bool(element["has_loss"]))
         if not builder.has_loss():
             raise _RowSkipped(SkipReason.NO_LOSS, f"no answer turn with text{hint}")
-        if self.compat:  # the reference keeps surplus images, unused, in the sample and its count
+        if (
+            self.policy.takes_rows_as_they_are
+        ):  # the reference keeps surplus images, unused, in the sample and its count
             for tensor in next_tensor:
                 builder.image_tensor_list.append(tensor)
                 builder.num_tokens += tensor.shape[1] * tensor.shape[2] // self.transform.stride**2
@@ -179,7 +181,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 frames = self.frame_sampler(path, rng=rng)
             except VideoDecodeError as exc:
                 raise _RowSkipped(SkipReason.VIDEO_DECODE, str(exc)) from None
-            if self.compat:
+            if self.policy.takes_rows_as_they_are:
                 if not expand_video_tag_first_turn(row["conversations"], len(frames)):
                     raise _RowSkipped(SkipReason.VIDEO_TAG_MISSING, 'compat="bagel": <video> must be in the first turn')
             elif not expand_video_tag(row["conversations"], len(frames)):

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..compat import CompatRandom
 from ..errors import ConfigError
 from ..media.convert import PendingImage, PendingPatches
 from .buffers import PadBufferPool, empty_float32, zeroed_float32
@@ -69,10 +68,11 @@ class PackBuilder:
         rng: np.random.Generator,
         position_ids: Callable,
         pad_pool: PadBufferPool | None = None,
+        reference_rules: bool = False,
     ):
         self.config, self.tokens, self.rng, self.position_ids = config, tokens, rng, position_ids
         self.pad_pool = pad_pool
-        self.compat = isinstance(rng, CompatRandom)  # compat="bagel": the reference's stream and rules
+        self.compat = reference_rules  # compat="bagel" (the policy's word): the reference's counts and draws
         self.curr = 0
         self.sample_lens: list[int] = []
         self.split_lens: list[int] = []

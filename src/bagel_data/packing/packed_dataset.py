@@ -9,7 +9,8 @@ next pack right after the mandatory samples, or, when it cannot fit even beside 
 skipped with a named, counted reason. The buffer never exceeds `max_buffer_size`.
 
 All randomness (group choice, dropout, timesteps) comes from one generator per worker,
-derived from `data_seed`, the rank and the worker id. `state_dict()` / `load_state_dict()`
+derived from `data_seed`, the rank and the worker id (in compat mode, from the policy's
+reference stream). `state_dict()` / `load_state_dict()`
 (torchdata's Stateful protocol) checkpoint the stream after any batch: `stream_state.py`
 (where a stream starts from) and `checkpoint/state.py` (what a checkpoint holds). Where a
 sample goes besides the open pack (buffer, carry, best fit, skip) is `placement.py`.
@@ -17,18 +18,21 @@ sample goes besides the open pack (buffer, carry, best fit, skip) is `placement.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 
 import torch
 
 from ..checkpoint.state import PackState
-from ..compat import check_compat
+from ..compat import CompatPolicy
 from ..sample import sample_length
+from ..schema.settings import SETTING_NAMES
 from ..sources import storage
 from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .pack import PackBuilder
+from .parts import Assembled
 from .placement import SamplePlacement
 from .strategies import group_chooser
 from .stream_state import StreamState
@@ -41,78 +45,33 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
     # can measure against fresh zero-filled buffers (`bagel_data.bench.fast.FreshZeroPool`).
     pad_pool_factory: Callable[[], PadBufferPool] = PadBufferPool
 
-    # Over 50 lines only by the reference's public signature and its docstring; the body is two calls.
     def __init__(
         self,
-        data_config,
-        tokenizer,
+        parts: Assembled,
         special_tokens: dict,
-        local_rank: int,
-        world_size: int,
-        num_workers: int,
-        expected_num_tokens: int = 32768,
-        max_num_tokens_per_sample: int = 16384,
-        max_num_tokens: int = 36864,
-        prefer_buffer_before: int = 16384,
-        max_buffer_size: int = 50,
-        interpolate_pos: bool = False,
-        use_flex: bool = False,
-        data_status=None,
-        dataset_info=None,
-        global_seed: int | None = None,
         *,
-        compat: str | None = None,
-        strict: bool = False,
-        max_consecutive_failures: int = 100,
+        num_workers: int,
+        tokenizer=None,
+        global_seed: int | None = None,
     ):
-        """The reference's constructor (plus NeMo AutoModel's `dataset_info` / `global_seed`).
+        """A packed dataset over the checked parts an entrance assembled (`assembly.assemble`).
 
-        `data_config` is a `DataConfig` or a `BagelDatasetConfig`: its `grouped_datasets` and
-        its dropout and image-size attributes, read now. `dataset_info` defaults to the
-        config's own (a `BagelDatasetConfig`), then to the module-level
-        `bagel_data.datasets.DEFAULT_DATASET_INFO`. `data_status` is this rank's dict
-        (group -> worker id -> position) or the list gathered over ranks. `global_seed`,
-        when given, is mixed into the packer's own generator (never the global ones).
-        `compat` defaults to the data config's.
+        The entrances (`make_bagel_multimodal_dataset`, the reference-shaped
+        `PackedDataset(data_config, ...)` of `bagel_data.nemo.packing`, `BagelDatasetConfig.build`
+        and run configs) all come through `assembly.build_packed_dataset`, which makes these
+        parts from one `Settings`. `global_seed`, when given, is mixed into the packer's own
+        generator (never the global ones).
         """
-        from ..reference.construct import assemble_from_data_config  # builds the families
+        self._setup(parts, special_tokens, num_workers=num_workers, tokenizer=tokenizer, global_seed=global_seed)
 
-        budgets = dict(
-            expected_num_tokens=expected_num_tokens,
-            max_num_tokens_per_sample=max_num_tokens_per_sample,
-            max_num_tokens=max_num_tokens,
-            prefer_buffer_before=prefer_buffer_before,
-            max_buffer_size=max_buffer_size,
-            interpolate_pos=interpolate_pos,
-            use_flex=use_flex,
-        )
-        parts = assemble_from_data_config(
-            data_config,
-            tokenizer,
-            budgets,
-            dataset_info,
-            local_rank=local_rank,
-            world_size=world_size,
-            num_workers=num_workers,
-            data_status=data_status,
-            strict=strict,
-            max_consecutive_failures=max_consecutive_failures,
-        )
-        self._setup(
-            parts.datasets,
-            parts.config,
-            special_tokens,
-            weights=parts.weights,
-            mandatory=parts.mandatory,
-            local_rank=parts.local_rank,
-            world_size=parts.world_size,
-            num_workers=num_workers,
-            data_seed=int(getattr(data_config, "data_seed", 42)),
-            tokenizer=tokenizer,
-            compat=getattr(data_config, "compat", None) if compat is None else compat,
-            global_seed=global_seed,
-        )
-        self.data_config = data_config
+    @classmethod
+    def from_parts(
+        cls, parts: Assembled, special_tokens: dict, *, num_workers: int, tokenizer=None, global_seed=None
+    ) -> PackedDataset:
+        """An instance of `cls` (a subclass with another constructor, too) over `parts`."""
+        packed = cls.__new__(cls)
+        packed._setup(parts, special_tokens, num_workers=num_workers, tokenizer=tokenizer, global_seed=global_seed)
+        return packed
 
     @classmethod
     def from_groups(
@@ -128,72 +87,58 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         num_workers: int,
         data_seed: int,
         tokenizer=None,
-        compat: str | None = None,
         global_seed: int | None = None,
     ) -> PackedDataset:
-        """A packed dataset over already-built family datasets (`groups`: name -> dataset).
-        Internal: the public constructors fill in the topology and the seed."""
-        packed = cls.__new__(cls)
-        packed._setup(
+        """A packed dataset over family datasets built elsewhere (`groups`: name -> dataset),
+        in the default mode: for tests and tools that build their own groups."""
+        parts = Assembled(
             groups,
-            config,
-            special_tokens,
-            weights=weights,
-            mandatory=mandatory,
-            local_rank=local_rank,
-            world_size=world_size,
-            num_workers=num_workers,
-            data_seed=data_seed,
-            tokenizer=tokenizer,
-            compat=compat,
-            global_seed=global_seed,
+            weights,
+            mandatory,
+            dataclasses.replace(config, data_seed=data_seed),
+            local_rank,
+            world_size,
+            CompatPolicy(),
         )
-        return packed
+        return cls.from_parts(
+            parts, special_tokens, num_workers=num_workers, tokenizer=tokenizer, global_seed=global_seed
+        )
 
     def _setup(
-        self,
-        groups: dict,
-        config: PackingConfig,
-        special_tokens: dict,
-        *,
-        weights: dict[str, float],
-        mandatory: dict[str, bool],
-        local_rank: int,
-        world_size: int,
-        num_workers: int,
-        data_seed: int,
-        tokenizer,
-        compat: str | None,
-        global_seed: int | None,
+        self, parts: Assembled, special_tokens: dict, *, num_workers: int, tokenizer, global_seed: int | None
     ) -> None:
         super().__init__()
-        self.grouped_datasets = list(groups.values())
-        self.group_names = list(groups)
-        self.config = config
-        self.data_config = None
+        self.grouped_datasets = list(parts.datasets.values())
+        self.group_names = list(parts.datasets)
+        self.config = parts.config
+        self.policy = parts.policy  # the entrance's compat decision, shared with every group
+        self.data_config = None  # the reference-shaped constructor keeps the config it read
         self.special_tokens = SpecialTokens(**special_tokens)
         for name, value in special_tokens.items():
             setattr(self, name, value)  # the reference exposes them as attributes
-        self.grouped_weights = [float(weights[name]) for name in self.group_names]
-        self.is_mandatory = [bool(mandatory[name]) for name in self.group_names]
-        self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
-        self.data_seed = data_seed
+        self.grouped_weights = [float(parts.weights[name]) for name in self.group_names]
+        self.is_mandatory = [bool(parts.mandatory[name]) for name in self.group_names]
+        self.local_rank, self.world_size, self.num_workers = parts.local_rank, parts.world_size, num_workers
+        self.data_seed = parts.config.data_seed
         self.global_seed = _check_global_seed(global_seed)
         self.tokenizer = tokenizer
         self.storage_options = storage.registered()  # travels to spawned workers with the dataset
         self._live: PackState | None = None  # the state of the running iteration
         self._resume: dict | None = None  # a checkpoint to continue from on the next iter()
-        self.compat = check_compat(compat)  # "bagel": the reference's behaviour (docs/compat.md)
-        self.compat_seed = None  # compat: the generators' seed outside a DataLoader worker (default data_seed)
-        if config.interpolate_pos:
+        if parts.config.interpolate_pos:
             self.get_flattened_position_ids = get_flattened_position_ids_interpolate
         else:
             self.get_flattened_position_ids = get_flattened_position_ids_extrapolate
 
+    @property
+    def compat(self) -> str | None:
+        """The reference's attribute: None (the default mode) or "bagel" (`self.policy`)."""
+        return self.policy.mode
+
     # Reference-compatible knobs, read by training scripts.
     def __getattr__(self, name):
         config = self.__dict__.get("config")
-        if config is not None and name in PackingConfig.__dataclass_fields__:
+        if config is not None and name in SETTING_NAMES:
             return getattr(config, name)
         raise AttributeError(name)
 
@@ -213,7 +158,9 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
         def new_pack() -> PackBuilder:
-            return PackBuilder(cfg, self.special_tokens, state.rng, self.get_flattened_position_ids, pad_pool)
+            return PackBuilder(
+                cfg, self.special_tokens, state.rng, self.get_flattened_position_ids, pad_pool, self.policy.reference
+            )
 
         # One loop on purpose: it follows the reference's control flow branch for branch, so
         # the random draws come in the reference's order (tests/conformance pin it).

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..checkpoint.state import Buffered, PackState, ResumeError
+from ..compat import CompatPolicy
 from ..errors import SkipReason
 from ..families.base import DistributedIterableDataset
 from ..sample import sample_length
@@ -30,7 +31,7 @@ class SamplePlacement:
     grouped_datasets: list[Any]
     group_names: list[str]
     is_mandatory: list[bool]
-    compat: str | None
+    policy: CompatPolicy
 
     def _drawer(self, state: PackState) -> Callable[[int], Buffered]:
         """`draw(group)`: the group's next sample, its cursor recorded and its tokens counted
@@ -85,7 +86,7 @@ class SamplePlacement:
     def _after_emit(self, item: Buffered, state: PackState) -> None:
         """The sample that made the pack go out: it opens the next pack; in compat mode it is
         dropped, as the reference drops it, but counted."""
-        if self.compat:
+        if self.policy.drops_sample_at_emit:
             self._skip(item, state, SkipReason.DROPPED_AT_EMIT)
         else:
             state.carry = item
@@ -163,7 +164,7 @@ class SamplePlacement:
         log = state.logs[item.group]
         before = log.total()
         dataset = self.grouped_datasets[item.group]
-        rng_state = item.rng_state if self.compat else None
+        rng_state = item.rng_state if self.policy.reference else None
         item.sample = _pending_sample_at(dataset, item.cursor, rng_state, log)
         if item.sample is None and log.total() == before:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")

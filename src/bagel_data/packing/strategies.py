@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..schema.sections import MIX_BY, PACK_STRATEGIES  # noqa: F401  (the modes, named once)
+from ..schema.settings import MIX_BY, PACK_STRATEGIES  # noqa: F401  (the modes, named once)
 
 
 def cumulative_shares(weights: Sequence[float]) -> list[float]:

@@ -15,7 +15,7 @@ import numpy as np
 from ..checkpoint.foreign import is_nemo_state, load_nemo_state
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
 from ..checkpoint.state import PackState, ResumeError, check_compatible
-from ..compat import CompatRandom
+from ..compat import CompatPolicy
 from ..errors import SkipLog
 from ..sharding import WorkerTopology
 
@@ -31,8 +31,7 @@ class StreamState:
     world_size: int
     data_seed: int
     global_seed: int | None
-    compat: str | None
-    compat_seed: int | None
+    policy: CompatPolicy
     _live: PackState | None
     _resume: dict | None
 
@@ -51,7 +50,10 @@ class StreamState:
         ]
         # Without a checkpoint, each group starts where the reference's data_status says.
         cursors = [dataset.resume_cursor(topology.worker_id) for dataset in self.grouped_datasets]
-        rng = self._compat_rng() if self.compat else np.random.default_rng(np.random.SeedSequence(key))
+        if self.policy.reference:  # one stream for the packer and every group, as the reference's globals
+            rng: Any = self.policy.start_stream(self.data_seed)
+        else:
+            rng = np.random.default_rng(np.random.SeedSequence(key))
         state = PackState(topology, self.data_seed, self.group_unit_counts(), rng, cursors, collections.deque(), logs)
         state.inputs = self.group_inputs()
         return state
@@ -60,13 +62,6 @@ class StreamState:
         """Each group's input files and sizes, as a checkpoint records them (checkpoint/inputs.py)."""
         # A group that is not one of the families (a test double, a user's own) records none.
         return [getattr(dataset, "input_record", lambda: None)() for dataset in self.grouped_datasets]
-
-    def _compat_rng(self) -> CompatRandom:
-        """compat: one stream for the packer and every group, as the reference's globals."""
-        rng = CompatRandom.for_context(self.data_seed if self.compat_seed is None else self.compat_seed)
-        for dataset in self.grouped_datasets:
-            dataset.compat_rng = rng
-        return rng
 
     def group_unit_counts(self) -> list[int]:
         """How many units (files, row groups or lines) each group shards."""
@@ -100,7 +95,7 @@ class StreamState:
         (`bagel_data.loader.worker_dataset_states` of each rank's loader state); see
         docs/elastic.md.
         """
-        if self.compat:
+        if self.policy.reference:
             raise ResumeError(
                 'compat="bagel" resumes only in the same topology (load_state_dict) or from the '
                 "reference's data_status; an elastic restart would change which rows are read"

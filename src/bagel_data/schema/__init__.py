@@ -1,6 +1,7 @@
 """The config schema: every key of a run config, its kind, default and meaning, in one place.
 
-`sections` holds the tables, `kinds` the value checks, `checks` the section checks the
+`settings` defines every setting of a packed dataset once (`Settings`), `sections` holds the
+tables (two of them views of `settings`), `kinds` the value checks, `checks` the section checks the
 library calls at construction, `docs` renders `docs/formats/run_config.md` from the tables.
 Imports nothing heavy (no torch, pyarrow or Pillow).
 """
@@ -11,12 +12,11 @@ from .checks import (
     RUN_PACKING_FIELDS,
     check_dataset_entry,
     check_dataset_info_group,
-    check_dataset_settings,
     check_frame_sampler_args,
     check_group_args,
     check_group_weights,
-    check_packing,
     check_run_config,
+    check_settings,
     check_topology,
     check_transform_args,
 )
@@ -31,6 +31,7 @@ from .sections import (
     TOPOLOGY_FIELDS,
     TRANSFORM_FIELDS,
 )
+from .settings import SETTING_NAMES, Settings
 
 __all__ = [
     "DATASET_FIELDS",
@@ -40,6 +41,7 @@ __all__ = [
     "PACKING_FIELDS",
     "RUN_FIELDS",
     "RUN_PACKING_FIELDS",
+    "SETTING_NAMES",
     "TOPOLOGY_FIELDS",
     "TRANSFORM_FIELDS",
     "AnyMapping",
@@ -49,16 +51,16 @@ __all__ = [
     "ListOf",
     "Number",
     "OneOf",
+    "Settings",
     "Str",
     "check_dataset_entry",
     "check_dataset_info_group",
-    "check_dataset_settings",
     "check_frame_sampler_args",
     "check_group_args",
     "check_group_weights",
-    "check_packing",
     "check_run_config",
     "check_section",
+    "check_settings",
     "check_topology",
     "check_transform_args",
 ]

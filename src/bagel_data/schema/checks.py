@@ -20,6 +20,7 @@ from .sections import (
     TOPOLOGY_FIELDS,
     TRANSFORM_FIELDS,
 )
+from .settings import SETTING_TABLE
 
 RUN_PACKING_FIELDS = {**PACKING_FIELDS, **DATASET_FIELDS}
 
@@ -71,14 +72,9 @@ def check_dataset_entry(group: str, name: str, entry: object) -> dict:
     return check_section(where, entry, DATASET_INFO_FIELDS)
 
 
-def check_packing(values: Mapping, where: str = "") -> dict:
-    """The packer's settings (`PackingConfig` fields) by type and range."""
-    return check_section(where, values, PACKING_FIELDS)
-
-
-def check_dataset_settings(values: Mapping, where: str = "") -> dict:
-    """data_seed, strict, max_consecutive_failures."""
-    return check_section(where, values, DATASET_FIELDS)
+def check_settings(values: Mapping, where: str = "") -> dict:
+    """Any of the settings (`Settings` fields) by type and range."""
+    return check_section(where, values, SETTING_TABLE)
 
 
 def check_topology(local_rank: object, world_size: object, num_workers: object) -> None:

@@ -2,18 +2,18 @@
 
 Sections: a `grouped_datasets` group, its image transform and frame sampler arguments, a
 `dataset_info` entry, the packer's settings (`PackingConfig`), the dataset-level settings
-of `make_bagel_multimodal_dataset`, and the top level of a run config. The code checks
-values against these tables and `docs/formats/run_config.md` is generated from them.
+of `make_bagel_multimodal_dataset` (both views of `settings.py`), and the top level of a run
+config. The code checks values against these tables and `docs/formats/run_config.md` is
+generated from them.
 """
 
 from __future__ import annotations
 
 from .kinds import AnyMapping, Bool, Field, Int, ListOf, Number, OneOf, Str
+from .settings import RUN_PACKING_NAMES, SETTING_TABLE, names_of
 
 # Mirrors of constants that live in heavier modules (kept equal by tests/test_config_schema.py).
 FILE_ORDERS = ("sorted", "filesystem")
-MIX_BY = ("samples", "tokens")  # packing/strategies.py
-PACK_STRATEGIES = ("greedy", "best_fit")
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 
 TRANSFORM_FIELDS: dict[str, Field] = {
@@ -103,42 +103,12 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
     ),
 }
 
-PACKING_FIELDS: dict[str, Field] = {
-    "expected_num_tokens": Field(Int(1), "a pack is emitted once it holds at least this many tokens", 32768),
-    "max_num_tokens_per_sample": Field(Int(1), "samples this long or longer are skipped (counted)", 16384),
-    "max_num_tokens": Field(Int(1), "hard cap of tokens in one pack", 36864),
-    "prefer_buffer_before": Field(Int(0), "below this pack length, buffered (left-over) samples are used first", 16384),
-    "max_buffer_size": Field(Int(0), "most samples held back for a later pack", 50),
-    "interpolate_pos": Field(Bool(), "interpolated instead of extrapolated 2D position ids", False),
-    "use_flex": Field(Bool(), "flex-attention layout: packs are padded to max_num_tokens", False),
-    "text_cond_dropout_prob": Field(Number(0, 1), "chance to drop a text condition (classifier-free guidance)", 0.1),
-    "vit_cond_dropout_prob": Field(Number(0, 1), "chance to drop a ViT image condition", 0.4),
-    "vae_cond_dropout_prob": Field(Number(0, 1), "chance to drop a VAE image condition", 0.1),
-    "vae_image_downsample": Field(Int(1), "pixels per VAE latent side (the VAE transform's stride)", 16),
-    "max_latent_size": Field(Int(1), "side of the VAE position table: max_image_size / vae_image_downsample must fit", 32),
-    "vit_patch_size": Field(Int(1), "pixels per ViT patch side (the ViT transform's stride)", 14),
-    "max_num_patch_per_side": Field(Int(1), "side of the ViT position table", 70),
-    "mix_by": Field(
-        Str(MIX_BY), "what a group weight is a share of: samples (the reference) or packed tokens (docs/packing.md)",
-        "samples",
-    ),
-    "pack_strategy": Field(
-        Str(PACK_STRATEGIES), "greedy (the reference) or best_fit: fill each pack from the buffer before it closes",
-        "greedy",
-    ),
-}  # fmt: skip
-
-# Settings of make_bagel_multimodal_dataset beyond PackingConfig, accepted under `packing:`.
+# The settings of a packed dataset are defined once, in `settings.py`; these two tables are
+# views of it: the packer's budgets, dropouts and geometry, then the seed and the options
+# (`compat` is a run config's top-level key, below).
+PACKING_FIELDS: dict[str, Field] = {name: SETTING_TABLE[name] for name in names_of("budget", "data_config")}
 DATASET_FIELDS: dict[str, Field] = {
-    "data_seed": Field(Int(), "seed of the epoch shuffle and of every random draw of the packer", 42),
-    "strict": Field(Bool(), "raise BadSampleError at the first bad row instead of skipping it", False),
-    "max_consecutive_failures": Field(Int(0), "bad rows in a row before TooManyFailuresError", 100),
-    "compat_seed": Field(
-        Int(),
-        'compat: "bagel" only: the main process\'s seed of the reference-order generators (default data_seed)',
-        None,
-        nullable=True,
-    ),
+    name: SETTING_TABLE[name] for name in RUN_PACKING_NAMES if name not in PACKING_FIELDS
 }
 
 TOPOLOGY_FIELDS: dict[str, Field] = {
@@ -156,10 +126,5 @@ RUN_FIELDS: dict[str, Field] = {
         _SOURCE, "where each dataset lives (inline or a path); `--dataset-info` on the command line overrides it"
     ),
     "packing": Field(AnyMapping(), "packer and dataset settings (keys below)", {}, nullable=True),
-    "compat": Field(
-        Str(("bagel",)),
-        "reproduce the reference pipeline exactly, for any configuration (docs/compat.md)",
-        None,
-        nullable=True,
-    ),
+    "compat": SETTING_TABLE["compat"],
 }

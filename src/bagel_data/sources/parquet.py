@@ -14,21 +14,6 @@ from . import storage
 FILE_ORDERS = ("sorted", "filesystem")
 
 
-def resolve_file_order(file_order: str | None, compat: str | None) -> str:
-    """The listing order of a group: `sorted` by default, `filesystem` (`os.listdir`, the
-    reference's) in compat mode, where asking for `sorted` is a contradiction."""
-    if file_order is None:
-        return "filesystem" if compat else "sorted"
-    if compat and file_order != "filesystem":
-        raise ConfigError(
-            "file_order",
-            file_order,
-            f'compat="{compat}" lists folders as the reference did (filesystem order); drop file_order '
-            "or set it to filesystem",
-        )
-    return file_order
-
-
 def list_parquet_files(data_dir: str, file_order: str = "sorted") -> list[str]:
     """Paths of the `*.parquet` files of `data_dir`.
 

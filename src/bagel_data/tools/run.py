@@ -1,9 +1,10 @@
 """Running the packed pipeline from a run config: the engine behind `demo` and `run`.
 
 A run config is a YAML/JSON mapping with `grouped_datasets` and `dataset_info` (each a
-mapping or a path relative to the run config) and optional `packing` (the keyword
-arguments of `make_bagel_multimodal_dataset`), and optional `compat: bagel` (the reference's
-exact behaviour, docs/compat.md; `packing.compat_seed` seeds it outside DataLoader workers).
+mapping or a path relative to the run config), optional `packing` (any of the settings,
+`schema/settings.py`), and optional `compat: bagel` (the reference's exact behaviour,
+docs/compat.md; `packing.compat_seed` seeds it outside DataLoader workers). It builds
+through the same path as every other entrance (`assembly.build_packed_dataset`).
 A plain grouped-datasets YAML (BAGEL's own format) is accepted too, with `dataset_info`
 given separately.
 """
@@ -17,18 +18,18 @@ import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from ..assembly import build_packed_dataset
 from ..checkpoint.collect import worker_dataset_states
 from ..compat import check_compat
 from ..config import load_mapping
-from ..datasets import make_bagel_multimodal_dataset
 from ..distributed import RANK_UNSET, WORLD_UNSET
 from ..errors import ConfigError
 from ..loader import build_dataloader
 from ..packing.packed_dataset import PackedDataset
-from ..schema import RUN_PACKING_FIELDS, check_run_config
+from ..schema import RUN_PACKING_FIELDS, Settings, check_run_config
 from ..tokenizer import TokenizerLike, add_special_tokens, load_tokenizer
 
-# Everything PackingConfig holds, plus the dataset-level settings make_bagel_multimodal_dataset takes.
+# Every setting but `compat` (a top-level key of the run config): `Settings`' fields.
 PACKING_KEYS = set(RUN_PACKING_FIELDS)
 
 
@@ -41,6 +42,10 @@ class RunConfig:
 
     def __post_init__(self):
         check_compat(self.compat)
+
+    def settings(self) -> Settings:
+        """The run's `Settings`: its `packing:` section plus the top-level `compat`."""
+        return Settings(**self.packing, compat=self.compat)
 
 
 def _resolve_relative(value, base: str | None):
@@ -111,16 +116,15 @@ def build_from_run_config(
     resolved as `make_bagel_multimodal_dataset` does (from the environment).
     """
     tok, special_tokens, _ = add_special_tokens(resolve_tokenizer(tokenizer))
-    dataset = make_bagel_multimodal_dataset(
-        tokenizer=tok,
-        special_tokens=special_tokens,
-        grouped_datasets=run.grouped_datasets,
-        dataset_info=run.dataset_info,
+    dataset = build_packed_dataset(
+        tok,
+        special_tokens,
+        run.grouped_datasets,
+        run.dataset_info,
+        run.settings(),
         local_rank=rank,
         world_size=world_size,
         num_workers=num_workers,
-        **run.packing,
-        compat=run.compat,
     )
     return BuiltRun(dataset, tok, special_tokens)
 

@@ -1,12 +1,12 @@
-"""Small reference-named helpers: the resize module and the parquet filesystem opener."""
+"""Mirrors `nemo_automodel.components.datasets.multimodal.transforms`: the image transforms,
+and the reference's resize module `MaxLongEdgeMinShortEdgeResize` (Pillow, no torchvision)."""
 
 from __future__ import annotations
 
 import torch
 from PIL import Image
 
-from ..media.images import DEFAULT_MAX_PIXELS, ResizeRule
-from ..sources import storage
+from ..media.images import DEFAULT_MAX_PIXELS, ImageTransform, ResizeRule, pil_img2rgb
 
 _PIL_FILTERS = {
     "nearest": Image.Resampling.NEAREST,
@@ -71,7 +71,4 @@ class MaxLongEdgeMinShortEdgeResize(torch.nn.Module):
         return out.reshape(*img.shape[:-2], height, width)
 
 
-def init_arrow_pf_fs(parquet_file_path: str):
-    """The pyarrow filesystem that holds `parquet_file_path`: local for a plain path; for
-    `s3://`, `gs://` or `hdfs://` the one configured through `dataset_info` storage options."""
-    return storage.resolve(str(parquet_file_path))[0]
+__all__ = ["ImageTransform", "MaxLongEdgeMinShortEdgeResize", "pil_img2rgb"]
