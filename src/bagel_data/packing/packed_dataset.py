@@ -144,6 +144,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
 
     def set_epoch(self, seed: int) -> None:
         self.data_seed = seed
+        self.config = dataclasses.replace(self.config, data_seed=seed)  # the settings say what runs
         for dataset in self.grouped_datasets:
             dataset.set_epoch(seed)
 
