@@ -55,6 +55,22 @@ class SkipFirstFamily(CaptionFamily):
         return {} if row.name == 0 else super().parse_row(row)
 
 
+class LongOrShortFamily(CaptionFamily):
+    # A row is 1 or 150 words, drawn per sample: one draw says little about its worst case.
+
+    def parse_row(self, row):
+        data = self.init_data()
+        return self.add_text(data, "word " * self.rng.choice([1, 150]), need_loss=True)
+
+
+class DeclaredWorstFamily(CaptionFamily):
+    # A family that knows its longest sample and reports it to validate itself.
+
+    def worst_case_rows(self, shard, index, unit_id, log):
+        for sample in self.unit_samples(shard, index, unit_id, log):
+            yield self.row_location(sample["row_key"]), 10_000
+
+
 class NotAFamily:
     pass
 """
@@ -195,6 +211,30 @@ def test_validate_walks_a_user_family_through_parse_row(user_module, info):
     assert report.groups["mine"].samples == 11
     assert report.groups["mine"].skips == {"parse_row_failed": 1}
     assert any("parse_row_failed" in error and "row group 1, row 1" in error for error in report.errors)
+
+
+def _validate_family(user_module, info, name: str):
+    from bagel_data.tools.run import RunConfig
+    from bagel_data.tools.validate import validate_config
+
+    group = dict(GROUP, dataset_class=f"{user_module}:{name}")
+    return validate_config(RunConfig({"mine": group}, {"mine": {"captions": info}}, dict(PACKING)), num_workers=2)
+
+
+def test_validate_takes_a_parse_row_familys_longest_draw(user_module, info):
+    """Every row can draw 150 words, over the 120-token budget: validate must say so for
+    each row, although the run's own draw is short for about half of them."""
+    report = _validate_family(user_module, info, "LongOrShortFamily")
+    group = report.groups["mine"]
+    assert group.over_budget == 12 and group.samples == 0
+    assert group.lengths["max"] > PACKING["max_num_tokens_per_sample"]
+
+
+def test_validate_asks_a_user_family_for_its_worst_case(user_module, info):
+    report = _validate_family(user_module, info, "DeclaredWorstFamily")
+    group = report.groups["mine"]
+    assert group.lengths["max"] == 10_000 and group.over_budget == group.rows_checked - 1  # the BAD row is skipped
+    assert not report.ok
 
 
 def test_a_family_s_own_group_keys_reach_its_constructor(tokenizer, special_tokens, user_module, info):

@@ -9,7 +9,7 @@ keeps the cursors that make resume exact.
 from __future__ import annotations
 
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
-from ..sample import with_tensors
+from ..sample import sample_length, with_tensors
 from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, phase_work, row_key_at
 from .units import UnitDataset
 
@@ -152,6 +152,15 @@ class DistributedIterableDataset(UnitDataset):
         `log`: what `bagel-data validate` walks, unit by unit, to find empty units."""
         for row, builder in self._unit_samples(unit_id, 0, (), log):
             yield self._build(builder, shard, [index, *row], (unit_id, 0, *row))
+
+    def worst_case_rows(self, shard: WorkerShard, index: int, unit_id: int, log: SkipLog):
+        """`(location, longest length)` of every usable row of one unit: what `bagel-data
+        validate` holds against `max_num_tokens_per_sample`. A row whose random choices can
+        change its length must report the longest it can give; this default measures the
+        sample the run would build, right for rows without such choices. Families with
+        choices override it (T2I captions, edit stretches, video frame counts, parse_row)."""
+        for sample in self.unit_samples(shard, index, unit_id, log):
+            yield self.row_location(sample["row_key"]), sample_length(sample)
 
     @staticmethod
     def _position_after(position: list[int]) -> list[int]:

@@ -17,6 +17,7 @@ from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
+from .worst_case import edit_worst_length, measured
 
 COLUMNS = EDIT_COLUMNS
 
@@ -152,6 +153,17 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             builder = self._guarded(log, location, self.build_sample, images, instructions, rng, location, log)
             if builder is not None:
                 yield (row,), builder
+
+    def worst_case_rows(self, shard, index, unit_id, log):
+        """Each row at its longest stretch and phrasing, every image of its chain decoded."""
+        path, row_group = self.epoch_units[unit_id]
+        for row, images, instructions in self._rows(unit_id, 0, log):
+            location = f"{path}, row group {row_group}, row {row}"
+            problem = check_edit_row(images, instructions)
+            if problem is not None:
+                log.skip(problem[0], location, problem[1])
+                continue
+            yield from measured([(location, lambda i=images, t=instructions: edit_worst_length(self, i, t))], log)
 
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]

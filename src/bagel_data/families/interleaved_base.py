@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BagelDataError, ConfigError, SkipReason
+from ..errors import BagelDataError, ConfigError, SkipLog, SkipReason
 from ..media.images import decode_image, fast_draft_size
 from ..sample import SampleBuilder, plan_item
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
@@ -180,6 +180,9 @@ def builder_from_data(data: dict) -> SampleBuilder:
     return builder
 
 
+_WORST_CASE_TAG = 0x3C5E  # keys validate's extra draws apart from every draw of the run
+
+
 class ParquetStandardIterableDataset(DistributedIterableDataset):
     """Parquet rows handed to `parse_row`; units are (file, row group) pairs.
 
@@ -189,6 +192,10 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
 
     columns: Sequence[str] | None = None
     GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
+    # `validate` measures each row over this many independent draws of `parse_row` (the
+    # run's own first); a family whose longest draw is known should override
+    # `worst_case_rows` and report it.
+    worst_case_draws: int = 8
 
     def __init__(
         self,
@@ -247,6 +254,24 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
             builder = self._parse(Row(cells, row), self.sample_rng(unit_id, pass_index, row), location, log)
             if builder is not None:
                 yield (row,), builder
+
+    def worst_case_rows(self, shard, index, unit_id, log):
+        """Each row's longest sample over `worst_case_draws` draws of `parse_row`: the run's
+        own draw (its skips counted in `log`), then draws from other generators."""
+        path, row_group = self.epoch_units[unit_id]
+        scratch = SkipLog(self.dataset_name, strict=False, max_consecutive_failures=10**12)
+        for row, cells in self._rows(unit_id, 0, log):
+            location = f"{path}, row group {row_group}, row {row}"
+            first = self._parse(Row(cells, row), self.sample_rng(unit_id, 0, row), location, log)
+            if first is None:
+                continue
+            lengths = [first.num_tokens + 2 * len(first.sequence_plan)]
+            for draw in range(1, self.worst_case_draws):
+                rng = self.sample_rng(unit_id, 0, row, _WORST_CASE_TAG, draw)
+                other = self._parse(Row(cells, row), rng, location, scratch)
+                if other is not None:
+                    lengths.append(other.num_tokens + 2 * len(other.sequence_plan))
+            yield location, max(lengths)
 
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]

@@ -16,6 +16,7 @@ from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform,
 from ..sample import SampleBuilder
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
+from .worst_case import RowSkip, measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
 
@@ -77,6 +78,21 @@ class T2IIterableDataset(DistributedIterableDataset):
             builder = self._guarded(log, location, self.build_sample, cells, rng, location, log)
             if builder is not None:
                 yield (row_group, row), builder
+
+    def worst_case_rows(self, shard, index, unit_id, log):
+        """Each row at its longest caption (the run draws one of them)."""
+        path = self.epoch_units[unit_id]
+        rows = (
+            (f"{path}, row group {row_group}, row {row}", lambda c=cells: self._worst_length(c))
+            for row_group, row, cells in self._rows(path, 0, 0, log)
+        )
+        return measured(rows, log)
+
+    def _worst_length(self, cells: dict) -> int:
+        captions = parse_captions(cells["captions"])
+        if captions is None:
+            raise RowSkip(SkipReason.CAPTION_INVALID, f"captions cell {str(cells['captions'])[:80]!r}")
+        return t2i_worst_length(self, captions, cells["image"])
 
     def _rows(self, path: str, group_start: int, row_start: int, log, single: bool = False):
         """(row group, row, {column: cell}) for every row from the start point on (the

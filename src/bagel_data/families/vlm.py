@@ -26,6 +26,7 @@ from .conversation import (
     expand_video_tag,
     expand_video_tag_first_turn,
 )
+from .worst_case import vlm_worst_length
 
 
 class _RowSkipped(Exception):
@@ -119,6 +120,11 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         builder = self._guarded(log, location, self._build_or_skip, line_id, rng, log, location)
         if builder is not None:
             yield (), builder
+
+    def worst_case_rows(self, shard, index, unit_id, log):
+        """Each row's sample; a video row at the frame count that makes it longest."""
+        for sample in self.unit_samples(shard, index, unit_id, log):
+            yield self.row_location(sample["row_key"]), vlm_worst_length(self, sample)
 
     def _build_or_skip(self, line_id: int, rng, log, location: str) -> SampleBuilder | None:
         try:

@@ -4,6 +4,9 @@ A T2I row draws one caption and an edit row draws a stretch of its chain and one
 per step, so one draw says little about the budget: the preflight (`bagel-data validate`)
 checks these maxima instead, with the same checks, decodes, resize rule and tokenizer the
 training run uses. Bad rows are counted in the log with the run's skip reasons.
+
+Each family reports its rows' worst cases itself (`worst_case_rows`, families/base.py);
+these are the measurements they share. Nothing here knows a family's type or its rows.
 """
 
 from __future__ import annotations
@@ -13,8 +16,6 @@ from collections.abc import Iterator
 
 from ..errors import SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, decode_image, fast_draft_size
-from .edit import check_edit_row
-from .t2i import parse_captions
 
 _MAX_ENUMERATED_TEXTS = 64  # merged instructions: beyond this many phrasings, bound instead
 
@@ -72,64 +73,31 @@ def edit_worst_length(family, images: list[bytes], instructions: list[list[str]]
     return worst
 
 
-def t2i_worst_length(family, cells: dict) -> int | None:
-    """Tokens of the longest sample of a T2I row (its longest caption), or None when the
-    row is skipped (the reason is raised as `_Skip`)."""
-    captions = parse_captions(cells["captions"])
-    if captions is None:
-        raise _Skip(SkipReason.CAPTION_INVALID, f"captions cell {str(cells['captions'])[:80]!r}")
-    if not isinstance(cells["image"], bytes):
-        raise _Skip(SkipReason.SCHEMA, "image cell is not binary")
-    size = _size(decode_image(cells["image"], draft_size=fast_draft_size(family.transform)))
+def t2i_worst_length(family, captions: list[str], image: object) -> int:
+    """Tokens of the longest sample of a T2I row: its longest caption (`captions` parsed by
+    the family) beside its image."""
+    if not isinstance(image, bytes):
+        raise RowSkip(SkipReason.SCHEMA, "image cell is not binary")
+    size = _size(decode_image(image, draft_size=fast_draft_size(family.transform)))
     text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
     return text + _image_tokens(family.transform, size) + 4
 
 
-class _Skip(Exception):
+class RowSkip(Exception):
+    """A row the run would skip, found while measuring it: the reason and its detail."""
+
     def __init__(self, reason: SkipReason, detail: str):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
 
 
-def _edit_rows(family, unit_id: int, log):
-    path, row_group = family.epoch_units[unit_id]
-    for row, images, instructions in family._rows(unit_id, 0, log):
-        problem = check_edit_row(images, instructions)
-        location = f"{path}, row group {row_group}, row {row}"
-        if problem is not None:
-            log.skip(problem[0], location, problem[1])
-            continue
-        yield location, lambda i=images, t=instructions: edit_worst_length(family, i, t)
-
-
-def _t2i_rows(family, unit_id: int, log):
-    path = family.epoch_units[unit_id]
-    for row_group, row, cells in family._rows(path, 0, 0, log):
-        yield f"{path}, row group {row_group}, row {row}", lambda c=cells: t2i_worst_length(family, c)
-
-
-def has_worst_case(family) -> bool:
-    """Whether the family's rows have random choices that change their length."""
-    from .edit import UnifiedEditIterableDataset
-    from .t2i import T2IIterableDataset
-
-    return isinstance(family, (UnifiedEditIterableDataset, T2IIterableDataset))
-
-
-def worst_case_rows(family, unit_id: int, log) -> Iterator[tuple[str, int]]:
-    """`(location, worst length)` for every usable row of a T2I or edit unit, bad rows
-    counted in `log` with the reasons the run would give."""
-    from .edit import UnifiedEditIterableDataset
-
-    is_edit = isinstance(family, UnifiedEditIterableDataset)
-    return _measured(_edit_rows(family, unit_id, log) if is_edit else _t2i_rows(family, unit_id, log), log)
-
-
-def _measured(rows, log) -> Iterator[tuple[str, int]]:
+def measured(rows, log) -> Iterator[tuple[str, int]]:
+    """`(location, length)` for each `(location, measure)` of `rows` whose measure succeeds;
+    a row that raises is counted in `log` under the reason the run would give."""
     for location, measure in rows:
         try:
             yield location, measure()
-        except _Skip as skip:
+        except RowSkip as skip:
             log.skip(skip.reason, location, skip.detail)
         except ImageTooLargeError as exc:
             log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
@@ -156,11 +124,9 @@ class _ForcedFrameCount:
 def vlm_worst_length(family, sample: dict) -> int:
     """Tokens of the longest sample a VLM row can give: for a video row, over every frame
     count the frame sampler may draw (more frames also shrink each one under max_pixels)."""
-    from .vlm import SftJSONLIterableDataset
-
     length = sample["num_tokens"] + 2 * len(sample["sequence_plan"])
-    sampler = getattr(family, "frame_sampler", None)
-    if not isinstance(family, SftJSONLIterableDataset) or sampler is None or sampler.max_num_frames <= 0:
+    sampler = family.frame_sampler
+    if sampler is None or sampler.max_num_frames <= 0:
         return length
     unit_id, pass_index = sample["row_key"][:2]
     line_id = int(family.epoch_units[unit_id])
@@ -169,7 +135,7 @@ def vlm_worst_length(family, sample: dict) -> int:
     for count in range(sampler.min_num_frames, sampler.max_num_frames + 1):
         rng = _ForcedFrameCount(count, family.sample_rng(unit_id, pass_index))
         try:
-            builder = family.build_sample(line_id, rng)  # type: ignore[arg-type]  # a Generator stand-in
+            builder = family.build_sample(line_id, rng)  # a Generator stand-in
         except Exception:  # the run would skip such a row; the drawn sample already says so
             continue
         length = max(length, builder.num_tokens + 2 * len(builder.sequence_plan))

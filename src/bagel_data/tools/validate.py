@@ -15,7 +15,6 @@ import warnings
 import numpy as np
 
 from ..errors import BagelDataError, SkipLog, SkipReason
-from ..families.worst_case import has_worst_case, vlm_worst_length, worst_case_rows
 from ..sharding import shard_unit_ids, split_evenly
 from .fixes import fix_for
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
@@ -56,14 +55,11 @@ def _shard_sizes(num_units: int, world_size: int, num_workers: int) -> list[list
 
 
 def _unit_rows(dataset, shard, index: int, unit_id: int, log: SkipLog):
-    """`(location, length)` of every usable row of one unit, bad rows counted in `log`. For
-    T2I and edit rows the length is the worst case over the row's random choices (caption,
-    stretch of the chain, phrasings), so a budget that holds here holds for every draw."""
-    if has_worst_case(dataset):
-        yield from worst_case_rows(dataset, unit_id, log)
-        return
-    for sample in dataset.unit_samples(shard, index, unit_id, log):
-        yield dataset.row_location(sample["row_key"]), vlm_worst_length(dataset, sample)
+    """`(location, length)` of every usable row of one unit, bad rows counted in `log`. The
+    length is the family's worst case over the row's random choices (`worst_case_rows`:
+    caption, stretch of the chain, phrasings, frame count, parse_row's draws), so a budget
+    that holds here holds for every draw; a user's family is measured the same way."""
+    yield from dataset.worst_case_rows(shard, index, unit_id, log)
 
 
 def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int) -> list[int] | None:
