@@ -105,10 +105,10 @@ def test_edit_parquet_and_parquet_info(demo: DemoPaths) -> None:
     s = SIZES.edit
     info = json.loads(demo.parquet_info.read_text())
     files = sorted(demo.edit_dir.glob("*.parquet"))
-    assert sorted(info) == [f.name for f in files] and len(files) == s.files
+    assert sorted(info) == [str(f) for f in files] and len(files) == s.files
     for f in files:
         meta = pq.read_metadata(f)
-        assert info[f.name] == {"num_row_groups": meta.num_row_groups, "num_rows": meta.num_rows}
+        assert info[str(f)] == {"num_row_groups": meta.num_row_groups, "num_rows": meta.num_rows}
         assert meta.num_row_groups == s.row_groups and meta.num_rows == s.row_groups * s.rows_per_group
         table = pq.read_table(f)
         assert table.schema.equals(EDIT_SCHEMA)
@@ -216,3 +216,18 @@ def test_seed_determinism_marker_and_global_rngs(demo: DemoPaths, tmp_path: Path
     assert (again.root / ".complete").read_text() != marker
     for part in ("t2i/part-00000.parquet", "edit/part-00000.parquet", "vlm/train.jsonl"):
         assert (again.root / part).read_bytes() != (demo.root / part).read_bytes()
+
+
+def test_demo_parquet_info_is_keyed_as_bagels_reader_looks_it_up(demo):
+    """BAGEL's edit listing joins dataset_info's data_dir with each file name and looks that
+    exact string up in parquet_info: every demo shard must be found that way."""
+    import os
+
+    import yaml
+
+    info = yaml.safe_load(demo.dataset_info.read_text())
+    entry = next(iter(info["unified_edit"].values()))
+    parquet_info = json.loads(demo.parquet_info.read_text())
+    names = sorted(name for name in os.listdir(entry["data_dir"]) if name.endswith(".parquet"))
+    assert names
+    assert sorted(parquet_info) == [os.path.join(entry["data_dir"], name) for name in names]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -106,3 +109,24 @@ class ParquetReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def write_parquet_info(out_dir: str | Path, files: tuple[Path, ...] | None = None, data_dir: str | None = None) -> Path:
+    """`out_dir/parquet_info.json` for `files` (default: every `*.parquet` in `out_dir`), read
+    back with pyarrow.
+
+    Keys are `os.path.join(data_dir, name)`: the path BAGEL's reader looks each file up by,
+    with `data_dir` as the training config's `dataset_info` will say (default: `out_dir`,
+    absolute). Run it again with the new `data_dir` after moving the data.
+    """
+    out_dir = Path(out_dir)
+    files = tuple(sorted(out_dir.glob("*.parquet"))) if files is None else files
+    key_dir = os.path.abspath(out_dir) if data_dir is None else str(data_dir)
+    info = {}
+    for path in files:
+        meta = pq.read_metadata(path)
+        key = storage.join(key_dir, path.relative_to(out_dir).as_posix())
+        info[key] = {"num_row_groups": meta.num_row_groups, "num_rows": meta.num_rows}
+    target = out_dir / "parquet_info.json"
+    target.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return target

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from ..formats import EDIT_SCHEMA, T2I_SCHEMA
+from ..sources.parquet import write_parquet_info
 from . import text
 from .configs import write_configs
 from .images import (
@@ -36,7 +37,7 @@ from .sizes import DemoSizes, ParquetSizes
 from .vlm import write_vlm
 
 # Bump when the generated layout changes, so stale ``.complete`` markers are ignored.
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: parquet_info keyed as BAGEL reads it
 
 
 @dataclass(frozen=True)
@@ -125,12 +126,9 @@ def write_demo_dataset(root: Path, sizes: DemoSizes = DemoSizes.demo(), seed: in
     t2i_rng, edit_rng, vlm_rng = np.random.default_rng(seed).spawn(3)
     _write_parquet(paths.t2i_dir, T2I_SCHEMA, sizes.t2i, lambda first: _t2i_row(t2i_rng, sizes.t2i, first))
     _write_parquet(paths.edit_dir, EDIT_SCHEMA, sizes.edit, lambda _: _edit_row(edit_rng, sizes.edit))
-    meta = {p.name: pq.read_metadata(p) for p in sorted(paths.edit_dir.glob("*.parquet"))}
-    paths.parquet_info.write_text(
-        json.dumps(
-            {name: {"num_row_groups": m.num_row_groups, "num_rows": m.num_rows} for name, m in meta.items()}, indent=2
-        )
-    )
+    # Keyed by data_dir joined with each name, exactly as dataset_info's data_dir says:
+    # the key BAGEL's own reader looks each file up by.
+    write_parquet_info(paths.edit_dir, data_dir=str(paths.edit_dir))
     write_vlm(vlm_rng, paths.vlm_jsonl, paths.vlm_image_dir, sizes.vlm)
     write_configs(paths, sizes)
     marker.write_text(stamp)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-
-import pyarrow.parquet as pq
 
 from ...errors import ConfigError, SkipReason
 from ...formats import EDIT_SCHEMA
-from ...sources import storage
+from ...sources.parquet import write_parquet_info
 from .common import Progress, each_row, manifest_rows
 from .report import Notes, PrepareReport, RowDropped
 from .shards import ShardWriter, prepare_out_dir
@@ -36,27 +32,6 @@ def edit_row(row: object, image_root: Path) -> dict:
             SkipReason.EDIT_LISTS_DISAGREE, f"{len(images)} images need {len(images) - 1} steps, got {len(steps)}"
         )
     return {"image_list": [image_bytes(image_root / name) for name in images], "instruction_list": steps}
-
-
-def write_parquet_info(out_dir: str | Path, files: tuple[Path, ...] | None = None, data_dir: str | None = None) -> Path:
-    """`out_dir/parquet_info.json` for `files` (default: every `*.parquet` in `out_dir`), read
-    back with pyarrow.
-
-    Keys are `os.path.join(data_dir, name)`: the path BAGEL's reader looks each file up by,
-    with `data_dir` as the training config's `dataset_info` will say (default: `out_dir`,
-    absolute). Run it again with the new `data_dir` after moving the data.
-    """
-    out_dir = Path(out_dir)
-    files = tuple(sorted(out_dir.glob("*.parquet"))) if files is None else files
-    key_dir = os.path.abspath(out_dir) if data_dir is None else str(data_dir)
-    info = {}
-    for path in files:
-        meta = pq.read_metadata(path)
-        key = storage.join(key_dir, path.relative_to(out_dir).as_posix())
-        info[key] = {"num_row_groups": meta.num_row_groups, "num_rows": meta.num_rows}
-    target = out_dir / "parquet_info.json"
-    target.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    return target
 
 
 def prepare_edit(
