@@ -48,11 +48,12 @@ def _human_text(row: dict) -> str:
 
 
 def _content_files(paths: DemoPaths) -> dict[str, bytes]:
-    # dataset_info.yaml holds absolute paths, so it legitimately differs between roots.
+    # dataset_info.yaml and parquet_info.json hold absolute paths: compared with the root cut out.
+    root = str(paths.root).encode()
     return {
-        str(p.relative_to(paths.root)): p.read_bytes()
+        str(p.relative_to(paths.root)): p.read_bytes().replace(root, b"<root>")
         for p in sorted(paths.root.rglob("*"))
-        if p.is_file() and p.name != "dataset_info.yaml"
+        if p.is_file()
     }
 
 
