@@ -22,7 +22,7 @@ class SimpleCustomBatch:
     `to_dict()` gives the batch dict back for the model's forward.
     """
 
-    # The fields every packed batch has (SPEC section 7); the others depend on its content.
+    # The fields every packed batch has (docs/formats/batch.md); the others depend on its content.
     sequence_length: int
     sample_lens: list[int]
     packed_text_ids: torch.Tensor

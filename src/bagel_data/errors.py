@@ -103,7 +103,7 @@ class StorageOptionsError(BagelDataError, ValueError):
 
 
 class InvariantError(BagelDataError, AssertionError):
-    """A packed batch breaks an invariant of the SPEC's batch schema."""
+    """A packed batch breaks an invariant of the batch schema (docs/formats/batch.md)."""
 
 
 class EmptyWorkerError(BagelDataError):

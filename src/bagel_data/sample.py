@@ -70,7 +70,7 @@ class SampleBuilder:
 
 def with_tensors(sample: dict) -> dict:
     """`sample` with every `PendingImage` of its `image_tensor_list` converted to the float
-    `(C, H, W)` tensor of the SPEC (what a family yields when iterated directly)."""
+    `(C, H, W)` tensor of docs/samples.md (what a family yields when iterated directly)."""
     sample["image_tensor_list"] = materialize(sample["image_tensor_list"])
     return sample
 

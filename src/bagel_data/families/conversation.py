@@ -15,7 +15,7 @@ class Element(TypedDict, total=False):
 
 
 def conversation_to_elements(conversations: list[dict], num_images: int) -> list[Element]:
-    """The reference's turn-to-element rule (SPEC section 4, VLM).
+    """The reference's turn-to-element rule (docs/samples.md, VLM SFT).
 
     A human turn without `<image>` is one text element; with `<image>`, it is split on the
     tag: each non-blank piece becomes a stripped text element and each split point before

@@ -1,7 +1,7 @@
 """Image editing: parquet rows of image chains with per-step instructions.
 
 Units are (parquet file, row group) pairs listed through `parquet_info`. A sample walks a
-random stretch of one or two steps of the chain (SPEC section 4, Edit). Each image of the
+random stretch of one or two steps of the chain (docs/samples.md, Edit). Each image of the
 row is decoded once and transformed once per transform, however many plan items use it.
 Position of a sample: `[unit index in this worker's list, row within the group]`.
 """

@@ -1,6 +1,6 @@
 """Image decoding and the BAGEL resize/normalize transform, on Pillow + numpy + torch.
 
-The resize geometry is the NaViT-style rule of the SPEC (section 5): keep the aspect ratio,
+The resize geometry is the NaViT-style rule of docs/samples.md ("Images and frames"): keep the aspect ratio,
 bound the long side, lift the short side, cap the pixel count (shared among the images of a
 row), and snap both sides to the patch stride. Pixels are resized with Pillow's bicubic
 filter, which is what torchvision hands PIL images to, so the output is identical without
@@ -34,7 +34,7 @@ _PILLOW_LIMIT_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def own_pixel_limit():
-    """Inside our decode calls only, Pillow's bomb check gives way to ours (SPEC 8.5)."""
+    """Inside our decode calls only, Pillow's bomb check gives way to ours (docs/compat.md)."""
     with _PILLOW_LIMIT_LOCK:
         saved = Image.MAX_IMAGE_PIXELS
         Image.MAX_IMAGE_PIXELS = None
@@ -134,7 +134,7 @@ def pending_image(image: Image.Image, mean: tuple[float, ...], std: tuple[float,
 
 @dataclasses.dataclass(frozen=True)
 class ResizeRule:
-    """The stride-snapped, aspect-preserving size rule of the SPEC."""
+    """The stride-snapped, aspect-preserving size rule (docs/samples.md)."""
 
     max_size: int
     min_size: int

@@ -1,4 +1,4 @@
-"""Structural invariants of one packed batch (SPEC section 7), for tests and debugging.
+"""Structural invariants of one packed batch (docs/formats/batch.md), for tests and debugging.
 
 `check_batch(batch, config, special_tokens)` raises `InvariantError` naming the first
 violated invariant. It checks the layout only (which position is what, lengths, masks,

@@ -1,6 +1,6 @@
 """Laying samples end to end in one pack, and turning the pack into the batch dict.
 
-`PackBuilder.add(sample)` walks a sample's plan (SPEC section 7): text gets `[bos] + ids +
+`PackBuilder.add(sample)` walks a sample's plan (docs/samples.md, docs/formats/batch.md): text gets `[bos] + ids +
 [eos]`, a ViT image `start_of_image + patches + end_of_image`, a VAE image
 `start_of_image + latent tokens + end_of_image`; each item records its positions, rotary ids,
 losses and attention split. Pieces are numpy chunks joined once in `to_batch()`.
@@ -222,7 +222,7 @@ class PackBuilder:
         return True
 
     def to_batch(self) -> dict:
-        """The packed batch dict of the SPEC (section 7)."""
+        """The packed batch dict of docs/formats/batch.md."""
         batch: dict[str, Any] = dict(
             sequence_length=self.curr,
             sample_lens=list(self.sample_lens),

@@ -1,4 +1,4 @@
-"""Mixing the groups by weight and emitting packs: the `PackedDataset` of the SPEC.
+"""Mixing the groups by weight and emitting packs: the `PackedDataset` of docs/packing.md.
 
 At the start of each pack, every mandatory group contributes its next sample that fits
 the per-sample budget. Then, while the pack is short of `prefer_buffer_before` the
