@@ -3,16 +3,31 @@ dataset lies, and how the three groups mix and transform their images."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
 
 import yaml
 
 from .sizes import DemoSizes
 
-if TYPE_CHECKING:
-    from .dataset import DemoPaths
-
 DATASET_NAMES = {"t2i_pretrain": "t2i", "unified_edit": "edit", "vlm_sft": "vlm"}
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    """Where :func:`write_demo_dataset` put things (all absolute)."""
+
+    root: Path
+    dataset_info: Path
+    grouped_datasets: Path
+    t2i_dir: Path
+    edit_dir: Path
+    vlm_jsonl: Path
+    vlm_image_dir: Path
+
+    @property
+    def parquet_info(self) -> Path:
+        return self.edit_dir / "parquet_info.json"
 
 
 def _transform(args: tuple[int, ...]) -> dict[str, int]:

@@ -13,7 +13,6 @@ import hashlib
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from PIL import Image
 from ..formats import EDIT_SCHEMA, T2I_SCHEMA
 from ..sources.parquet import write_parquet_info
 from . import text
-from .configs import write_configs
+from .configs import DemoPaths, write_configs
 from .images import (
     encode_image,
     finish_picture,
@@ -38,23 +37,6 @@ from .vlm import write_vlm
 
 # Bump when the generated layout changes, so stale ``.complete`` markers are ignored.
 _FORMAT_VERSION = 2  # 2: parquet_info keyed as BAGEL reads it
-
-
-@dataclass(frozen=True)
-class DemoPaths:
-    """Where :func:`write_demo_dataset` put things (all absolute)."""
-
-    root: Path
-    dataset_info: Path
-    grouped_datasets: Path
-    t2i_dir: Path
-    edit_dir: Path
-    vlm_jsonl: Path
-    vlm_image_dir: Path
-
-    @property
-    def parquet_info(self) -> Path:
-        return self.edit_dir / "parquet_info.json"
 
 
 def _write_parquet(out: Path, schema: pa.Schema, p: ParquetSizes, make_row: Callable[[bool], dict]) -> None:
