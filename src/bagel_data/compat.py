@@ -31,21 +31,8 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
+from .schema.settings import check_compat
 from .sharding import WorkerShard, WorkerTopology, reference_rank_ids, split_evenly
-
-COMPAT_MODES = (None, "bagel")
-
-
-def check_compat(value, key: str = "compat"):
-    """`value` if it is a known compat mode, else a ConfigError naming key, value and fix."""
-    if value not in COMPAT_MODES:
-        raise ConfigError(
-            key,
-            value,
-            'use compat="bagel" to reproduce the reference pipeline exactly, or leave it unset (None) '
-            "for the default mode (docs/compat.md lists the differences)",
-        )
-    return value
 
 
 def worker_numpy_seed(base_seed: int, worker_id: int):

@@ -31,6 +31,19 @@ PACK_STRATEGIES = ("greedy", "best_fit")
 ROLES = ("budget", "seed", "data_config", "option")
 
 
+def check_compat(value, key: str = "compat"):
+    """`value` if it is a known compat mode (None: the default mode), else a ConfigError
+    naming key, value and fix."""
+    if value is not None and value not in COMPAT_MODES:
+        raise ConfigError(
+            key,
+            value,
+            'use compat="bagel" to reproduce the reference pipeline exactly, or leave it unset (None) '
+            "for the default mode (docs/compat.md lists the differences)",
+        )
+    return value
+
+
 def _setting(default: Any, kind: Any, meaning: str, role: str, *, nullable: bool = False, run: bool = True) -> Any:
     """A field of `Settings`: its default plus what the schema, the docs and the doors need.
     `run=False`: not a key of a run config's `packing:` section (it has a key of its own)."""
@@ -106,13 +119,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)
-        if values["compat"] not in (None, *COMPAT_MODES):
-            raise ConfigError(
-                "compat",
-                values["compat"],
-                'use compat="bagel" to reproduce the reference pipeline exactly, or leave it unset (None) '
-                "for the default mode (docs/compat.md lists the differences)",
-            )
+        check_compat(values["compat"])
         check_section("", values, SETTING_TABLE)
 
     def check(self) -> None:
