@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+from .checkpoint.checks import check_data_status
 from .compat import check_compat
 from .config import load_mapping, parse_groups
 from .distributed import resolve_topology
@@ -111,7 +112,7 @@ def assemble(
     _check_position_tables(groups, config)
     for risk in budget_risks(groups, config):
         warnings.warn(risk, ConfigWarning, stacklevel=4)  # the caller of the public builder
-    status_of_rank = rank_data_status(data_status, local_rank)
+    status_of_rank = check_data_status(rank_data_status(data_status, local_rank), [group.name for group in groups])
     shared = {
         "tokenizer": tokenizer,
         "local_rank": local_rank,

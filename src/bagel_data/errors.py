@@ -61,6 +61,9 @@ class SkipReason(str, enum.Enum):
     NO_ROOM_BESIDE_MANDATORY = "no_room_beside_mandatory_samples"
     PARSE_ROW_FAILED = "parse_row_failed"
     PARSE_ROW_EMPTY = "parse_row_returned_nothing"
+    SAMPLE_INVALID = "row_sample_invalid"
+    # Counted, never raised in strict mode: CFG dropout dropped every item of the sample.
+    CFG_DROPPED_ALL = "every_item_dropped_by_cfg"
     PLAN_INCONSISTENT = "plan_inconsistent"
     # compat="bagel" only: what the reference drops silently or crashes on.
     DROPPED_AT_EMIT = "dropped_at_emit_buffer_full"

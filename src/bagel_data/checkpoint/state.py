@@ -80,6 +80,7 @@ class PackState:
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     group_tokens: list[int] = dataclasses.field(default_factory=list)  # drawn and not skipped, per group
+    empty_run: int = 0  # samples in a row that added nothing to a pack (placement.py); not saved
 
     def __post_init__(self) -> None:
         if not self.group_tokens:

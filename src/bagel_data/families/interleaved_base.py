@@ -22,11 +22,19 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BagelDataError, ConfigError, SkipReason
+from ..errors import (
+    BagelDataError,
+    ConfigError,
+    ImageDecodeError,
+    ImageTooLargeError,
+    SkipReason,
+    VideoDecodeError,
+)
 from ..media.images import decode_image, fast_draft_size
 from ..sample import SampleBuilder, plan_item
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
+from .sample_checks import SampleInvalid, check_frame_indexes, check_sample
 
 
 class Row(Mapping):
@@ -136,7 +144,8 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         if int(bool(need_loss)) + int(bool(need_vae)) != 1:
             raise ValueError("add_video needs exactly one of need_loss and need_vae")
         if len(frames) != len(frame_indexes) or not frames:
-            raise ValueError(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
+            raise SampleInvalid(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
+        frame_indexes = check_frame_indexes(frame_indexes)  # they become rotary positions
         vae, last = self.transform, len(frames) - 1
         for idx, frame in enumerate(frames):
             extra: dict[str, int | bool] = {"split_start": idx == 0, "split_end": idx == last}
@@ -164,19 +173,23 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
 def builder_from_data(data: dict) -> SampleBuilder:
     """A SampleBuilder holding a `parse_row` result; raises ValueError when the plan and its
     lists disagree (which would make the packer read the wrong tensors)."""
-    missing = [key for key in ("sequence_plan", "text_ids_list", "image_tensor_list") if key not in data]
+    if not isinstance(data, Mapping):
+        raise SampleInvalid(f"parse_row returned a {type(data).__name__}, not the dict of init_data()")
+    missing = [key for key in ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens") if key not in data]
     if missing:
-        raise ValueError(f"the returned dict lacks {missing}; start from init_data()")
+        raise SampleInvalid(f"the returned dict lacks {missing}; start from init_data()")
     plan = data["sequence_plan"]
-    texts = sum(item["type"] == "text" for item in plan)
+    if not all(isinstance(value, (list, tuple)) for value in (plan, data["text_ids_list"], data["image_tensor_list"])):
+        raise SampleInvalid("sequence_plan, text_ids_list and image_tensor_list must be lists")
+    texts = sum(isinstance(item, dict) and item.get("type") == "text" for item in plan)
     if texts != len(data["text_ids_list"]) or len(plan) - texts != len(data["image_tensor_list"]):
-        raise ValueError(
+        raise SampleInvalid(
             f"{texts} text and {len(plan) - texts} image item(s) in the plan but "
             f"{len(data['text_ids_list'])} text(s) and {len(data['image_tensor_list'])} image tensor(s)"
         )
     builder = SampleBuilder()
     builder.sequence_plan, builder.text_ids_list = list(plan), list(data["text_ids_list"])
-    builder.image_tensor_list, builder.num_tokens = list(data["image_tensor_list"]), int(data["num_tokens"])
+    builder.image_tensor_list, builder.num_tokens = list(data["image_tensor_list"]), data["num_tokens"]
     return builder
 
 
@@ -219,6 +232,9 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
     def parse_row(self, row: Row) -> dict:
         """The sample of one row, built with `init_data` / `add_*`; `{}` skips the row."""
         raise NotImplementedError(f"{type(self).__name__} must implement parse_row(row)")
+
+    def row_depth(self):
+        return 1  # (row,) in its row group
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         units: list[tuple] = []
@@ -270,9 +286,39 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
             if not data:
                 log.skip(SkipReason.PARSE_ROW_EMPTY, location, "parse_row returned an empty result")
                 return None
-            return builder_from_data(data)
+            return check_sample(builder_from_data(data), self._strides(), _vocab_size(self.tokenizer))
+        except SampleInvalid as exc:
+            log.skip(SkipReason.SAMPLE_INVALID, location, str(exc)[:500])
+            return None
+        except (ImageDecodeError, ImageTooLargeError, VideoDecodeError) as exc:  # one row's media, not the run
+            log.skip(_MEDIA_REASONS[type(exc)], location, str(exc)[:500])
+            return None
+        except FileNotFoundError as exc:
+            log.skip(SkipReason.IMAGE_MISSING, location, str(exc)[:500])
+            return None
         except BagelDataError:  # a config mistake, or strict mode's BadSampleError
             raise
         except Exception as exc:  # the user's code: any failure is this row's
-            log.skip(SkipReason.PARSE_ROW_FAILED, location, f"{type(exc).__name__}: {exc}")
+            log.skip(SkipReason.PARSE_ROW_FAILED, location, f"{type(exc).__name__}: {exc}"[:500])
             return None
+
+    def _strides(self) -> dict[str, int]:
+        """The patch size of each image item kind, from the family's transforms."""
+        vit = getattr(self, "vit_transform", None)
+        vae = getattr(self, "transform", None)
+        return {"vit_image": getattr(vit, "stride", 1) or 1, "vae_image": getattr(vae, "stride", 1) or 1}
+
+
+_MEDIA_REASONS = {
+    ImageDecodeError: SkipReason.IMAGE_DECODE,
+    ImageTooLargeError: SkipReason.IMAGE_TOO_LARGE,
+    VideoDecodeError: SkipReason.VIDEO_DECODE,
+}
+
+
+def _vocab_size(tokenizer) -> int | None:
+    """Ids must lie under the tokenizer's full size (with added tokens); None when it has none."""
+    try:
+        return len(tokenizer)
+    except TypeError:
+        return None

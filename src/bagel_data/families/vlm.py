@@ -106,6 +106,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         """A row's conversation as the reference's element list (text / image), `num_images` images."""
         return conversation_to_elements(data["conversations"], num_images)
 
+    def row_depth(self):
+        return 0  # a unit is one line
+
     def data_index(self, position):
         return position[0]  # the reference's position is the row's index in the worker's list
 
