@@ -13,18 +13,12 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ResumeError
+from ..errors import ResumeError, shown
 from ..sharding import INHERITED_PHASE, phase_work
 
 _INT_FIELDS = ("packs", "tokens", "data_seed")
 _MAPPING_FIELDS = ("topology", "units", "rng", "cursors", "samples", "skips")
 _TOPOLOGY_KEYS = ("rank", "world_size", "worker_id", "num_workers")
-
-
-def shown(value: Any, limit: int = 200) -> str:
-    """At most `limit` characters of a value's repr: a hostile value never floods a message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _is_int(value: Any) -> bool:
