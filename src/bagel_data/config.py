@@ -185,6 +185,8 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]
+    if args.get("allow_outside_root") or any(entries[d].get("allow_outside_root") for d in names):
+        kwargs["allow_outside_root"] = True  # the opt-in past the roots (media/safe_read.py)
     if issubclass(family, ParquetStandardIterableDataset):
         kwargs.update(_parquet_standard_kwargs(family, name, names, args, entries, info_base))
     if issubclass(family, UnifiedEditIterableDataset):

@@ -76,6 +76,7 @@ class SkipReason(str, enum.Enum):
     PARSE_ROW_FAILED = "parse_row_failed"
     PARSE_ROW_EMPTY = "parse_row_returned_nothing"
     SAMPLE_INVALID = "row_sample_invalid"
+    OUTSIDE_ROOT = "path_outside_dataset_root"
     # Counted, never raised in strict mode: CFG dropout dropped every item of the sample.
     CFG_DROPPED_ALL = "every_item_dropped_by_cfg"
     PLAN_INCONSISTENT = "plan_inconsistent"

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, SkipReason, VideoDecodeError
+from ..media.safe_read import check_video_path, read_media
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row
@@ -176,7 +177,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         """Encoded bytes as they are; a path read from under the dataset's folder."""
         if isinstance(value, str):
             path = value if storage.is_uri(value) or value.startswith("/") else storage.join(self._image_root, value)
-            return storage.read_bytes(path)
+            return read_media(path, self.media_roots(), self.allow_outside_root)
         return value
 
     def parse_row(self, row):
@@ -237,7 +238,9 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             if self.frame_sampler is None:  # only this document needs one: a counted skip, not a stop mid-epoch
                 raise VideoDecodeError(path, f"the group {self.dataset_name} has no frame_sampler_args")
             full = path if storage.is_uri(path) or path.startswith("/") else storage.join(self._image_root, path)
-            frames = self.frame_sampler(full, self.np_rng)
+            frames = self.frame_sampler(
+                check_video_path(full, self.media_roots(), self.allow_outside_root), self.np_rng
+            )
         else:
             raise ValueError(f"video segment {index} has neither 'frames' nor a 'path'")
         indexes = segment.get("frame_indexes") or list(range(len(frames)))

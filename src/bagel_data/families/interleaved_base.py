@@ -31,6 +31,7 @@ from ..errors import (
     VideoDecodeError,
 )
 from ..media.images import decode_image, fast_draft_size
+from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
 from ..sample import SampleBuilder, plan_item
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
@@ -69,13 +70,13 @@ class Row(Mapping):
         return f"Row({self.name}, columns={list(self._cells)})"
 
 
-def _as_image(image, transforms):
-    """A PIL image from a PIL image, encoded bytes, or a path."""
+def _as_image(image, transforms, roots=(), allow_outside=False):
+    """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only)."""
     if isinstance(image, (bytes, bytearray, memoryview)):
         return decode_image(bytes(image), draft_size=fast_draft_size(*transforms))
     if isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as handle:
-            return decode_image(handle.read(), draft_size=fast_draft_size(*transforms))
+        data = read_media(os.fspath(image), roots, allow_outside)
+        return decode_image(data, draft_size=fast_draft_size(*transforms))
     return image
 
 
@@ -108,6 +109,11 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         data["image_tensor_list"].append(tensor)
         data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // stride**2
 
+    def media_roots(self) -> list[str]:
+        """The folders a row's media paths may lie under: the dataset folders, and the
+        folder of the shard (or JSONL) being read."""
+        return [*getattr(self, "data_dir_list", ()), getattr(self, "_image_root", None) or ""]
+
     def _vit(self):
         vit = getattr(self, "vit_transform", None)
         if vit is None:
@@ -124,7 +130,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             raise ValueError("add_image needs at least one of need_loss, need_vae, need_vit")
         vae = self.transform
         transforms = (vae, self._vit()) if need_vit else (vae,)
-        image = _as_image(image, transforms)
+        image = _as_image(image, transforms, self.media_roots(), self.allow_outside_root)
         if need_loss:
             self._append_image(data, "vae_image", vae(image), vae.stride, enable_cfg=False, loss=True)
         if need_vae:
@@ -151,7 +157,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             extra: dict[str, int | bool] = {"split_start": idx == 0, "split_end": idx == last}
             if idx < last:
                 extra["frame_delta"] = int(frame_indexes[idx + 1]) - int(frame_indexes[idx])
-            tensor = vae(_as_image(frame, (vae,)))
+            tensor = vae(_as_image(frame, (vae,), self.media_roots(), self.allow_outside_root))
             cfg = False if need_loss else enable_cfg
             self._append_image(data, "vae_image", tensor, vae.stride, enable_cfg=cfg, loss=bool(need_loss), **extra)
         return data
@@ -295,6 +301,12 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
             return None
         except FileNotFoundError as exc:
             log.skip(SkipReason.IMAGE_MISSING, location, str(exc)[:500])
+            return None
+        except OutsideRootError as exc:
+            log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc)[:500])
+            return None
+        except (NotRegularFileError, MediaTooLargeError) as exc:
+            log.skip(SkipReason.IMAGE_UNREADABLE, location, str(exc)[:500])
             return None
         except BagelDataError:  # a config mistake, or strict mode's BadSampleError
             raise

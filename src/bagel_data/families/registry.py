@@ -38,6 +38,7 @@ COMMON_GROUP_KEYS = frozenset(
         "image_transform_args",
         "resume_data_status",
         "dataset_class",
+        "allow_outside_root",
     }
 )
 
