@@ -56,12 +56,12 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
         raise _bad("buffer", buffer, "a list of [group, cursor] entries")
     if len(buffer) > max_buffer:
         raise _bad("buffer", f"{len(buffer)} entries", f"at most max_buffer_size={max_buffer}")
-    seen = set()
+    seen: set[tuple] = set()
     for index, entry in enumerate(buffer):
-        key = _entry(f"buffer[{index}]", entry, group_names)
-        if key in seen:
+        row = _entry(f"buffer[{index}]", entry, group_names)
+        if row in seen:
             raise _bad(f"buffer[{index}]", entry, "the same row twice in the buffer (it would be packed twice)")
-        seen.add(key)
+        seen.add(row)
     if saved.get("carry") is not None:
         carry = _entry("carry", saved["carry"], group_names)
         if carry in seen:
@@ -110,8 +110,10 @@ def check_cursor_ranges(datasets: list, group_names: list[str], cursors: list, b
         if phase < 0 and plan is None:
             raise _bad(field, list(cursor), "a restart phase, but the checkpoint has no restart plan")
         shard = dataset.worker_shard()
+        depth: int | None = 0
         if phase == INHERITED_PHASE:
-            length, depth = len(plan.inherited_for(*shard.global_worker)), 0
+            assert plan is not None  # checked just above
+            length = len(plan.inherited_for(*shard.global_worker))
         else:
             length, depth = len(phase_work(shard, plan, phase)), getattr(dataset, "row_depth", lambda: None)()
         if index >= length:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
+from typing import Any
 
 from ..compat import CompatRandom
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
@@ -217,7 +218,7 @@ class DistributedIterableDataset(UnitDataset):
         """The reference's `data_status` entry of a worker as a cursor in the first pass,
         checked: a worker id may be a string (a JSON round trip), a position must lie in the
         worker's first pass and have the family's length (a ResumeError names it)."""
-        status = self.data_status
+        status: Any = self.data_status
         if status is None:
             return None
         if isinstance(status, Mapping):
@@ -236,7 +237,7 @@ class DistributedIterableDataset(UnitDataset):
         work = len(self.worker_shard().unit_ids)
         depth = self.row_depth()
         if (
-            not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in cursor)
+            not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in cursor)
             or cursor[1] >= work
             or (depth is not None and len(cursor) != 2 + depth)
         ):

@@ -31,7 +31,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _flag(item: dict, key: str, index: int, default: Any = None) -> None:
+def _flag(item: Any, key: str, index: int, default: Any = None) -> None:
     value = item.get(key, default)
     if value not in (0, 1) or not isinstance(value, (bool, numbers.Integral)):
         raise SampleInvalid(f"plan item {index}: {key} must be 0 or 1, got {str(value)[:40]}")
@@ -76,6 +76,7 @@ def check_sample(builder: SampleBuilder, strides: dict[str, int], vocab_size: in
     if not plan:
         raise SampleInvalid("the plan has no items (a zero-length sample)")
     counted, next_text, next_image = 0, 0, 0
+    item: Any
     for index, item in enumerate(plan):
         if not isinstance(item, dict):
             raise SampleInvalid(f"plan item {index} is a {type(item).__name__}, not a dict")
@@ -85,8 +86,8 @@ def check_sample(builder: SampleBuilder, strides: dict[str, int], vocab_size: in
         for key in ("enable_cfg", "loss"):
             _flag(item, key, index)
         _flag(item, "special_token_loss", index, 0)
-        label = item.get("special_token_label")
-        if item.get("special_token_loss", 0) and not (_is_int(label) and 0 <= label < (vocab_size or 2**31)):
+        label: Any = item.get("special_token_label")
+        if item.get("special_token_loss", 0) and not (_is_int(label) and 0 <= int(label) < (vocab_size or 2**31)):
             raise SampleInvalid(f"plan item {index}: special_token_loss needs a valid special_token_label")
         if "frame_delta" in item:
             delta = item["frame_delta"]
