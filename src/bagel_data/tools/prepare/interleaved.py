@@ -43,7 +43,7 @@ def document_segments(row: object, image_root: Path) -> dict:
         elif not isinstance(image, str) or "://" in image:
             raise RowDropped(SkipReason.SCHEMA, f"position {position}: an image must be a local path, got {image!r}")
         else:
-            segments.append({"type": "image", "image": image_bytes(image_root / image)})
+            segments.append({"type": "image", "image": image_bytes(image_root / image, root=image_root)})
     if not any(segment["type"] == "text" for segment in segments):
         raise RowDropped(DropReason.NO_CAPTION, "the document has no text")
     return {"segments": segments}

@@ -25,6 +25,7 @@ class DropReason(str, enum.Enum):
 REPORT_NAMES: dict[SkipReason, str] = {
     SkipReason.IMAGE_MISSING: "image_missing",
     SkipReason.IMAGE_DECODE: "image_unreadable",
+    SkipReason.OUTSIDE_ROOT: "image_outside_image_root",
     SkipReason.CAPTION_INVALID: "caption_file_unreadable",
     SkipReason.JSON_INVALID: "malformed_row",
     SkipReason.SCHEMA: "malformed_row",

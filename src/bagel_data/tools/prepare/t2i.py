@@ -63,7 +63,8 @@ def t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_sid
     pair = row if from_folder else _manifest_captions(row, root)
     path, captions = cast("tuple[Path, list[str]]", pair)
     text = numbered_captions(captions)
-    return {"image": image_bytes(path, fmt, max_side), "captions": text}
+    # A manifest row names its image: it must lie under the image root (a folder row was found there).
+    return {"image": image_bytes(path, fmt, max_side, root=None if from_folder else root), "captions": text}
 
 
 def prepare_t2i(
