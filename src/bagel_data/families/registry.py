@@ -65,6 +65,9 @@ def import_family(group: str, path: object) -> type:
         raise ConfigError(
             key, path, f"cannot import {module_name!r} ({exc}); install the package or put it on PYTHONPATH"
         ) from None
+    except Exception as exc:  # the module itself fails while importing: the user's code, not ours
+        detail = f"{type(exc).__name__}: {exc}"[:200]
+        raise ConfigError(key, path, f"importing {module_name!r} raised {detail}; fix that module") from None
     try:
         return getattr(module, class_name)
     except AttributeError:
