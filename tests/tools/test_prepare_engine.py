@@ -108,6 +108,24 @@ def test_webdataset_tar_gives_the_rows_of_the_same_folder(tmp_path):
     assert rows_of(single.files_written) == rows
 
 
+@pytest.mark.parametrize("second", ["k/0002.txt", "k/0002.png"])
+def test_a_webdataset_member_given_twice_drops_its_key_by_name(tmp_path, second):
+    import io
+    import tarfile
+
+    tar = prepare_inputs.t2i_tar(tmp_path / "shards" / "00000.tar", 3)
+    with tarfile.open(tar, "a") as archive:  # the same part of key k/0002 again
+        data = prepare_inputs.image_bytes(7) if second.endswith(".png") else b"another caption"
+        info = tarfile.TarInfo(second)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    report = prepare_sharded("t2i", tmp_path / "shards", tmp_path / "out", rows_per_shard=4)
+    assert ("00000.tar:k/0002", "tar_member_given_twice") in notes(report)
+    assert [json.loads(row["captions"]) for row in rows_of(report.files_written)] == [
+        {"caption_1": f"caption of {i}"} for i in (0, 1)
+    ]
+
+
 def test_a_crashed_run_resumes_and_skips_finished_shards(tmp_path):
     raw = prepare_inputs.t2i_folder(tmp_path / "raw", 30)
     out = tmp_path / "out"

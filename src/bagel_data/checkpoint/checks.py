@@ -79,8 +79,12 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
 
 
 def _entry(field: str, entry: Any, group_names: list[str]) -> tuple:
-    if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3):
-        raise _bad(field, entry, "[group, cursor] (and the compat stream state)")
+    if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3, 4):
+        raise _bad(field, entry, "[group, cursor] (and the compat stream state, and packs waited)")
+    if len(entry) == 4 and not (_is_int(entry[3]) and entry[3] >= 0):
+        raise _bad(field, entry[3], "packs waited: a non-negative int")
+    if len(entry) >= 3 and entry[2] is not None and not isinstance(entry[2], Mapping):
+        raise _bad(field, entry[2], "the compat stream state: null or a mapping")
     if entry[0] not in group_names:
         raise _bad(field, entry[0], f"an unknown group; this pipeline has {group_names}")
     _check_cursor(field, entry[1], allow_none=False)
@@ -90,7 +94,7 @@ def _entry(field: str, entry: Any, group_names: list[str]) -> tuple:
 def _check_cursor(field: str, cursor: Any, allow_none: bool) -> None:
     if cursor is None and allow_none:
         return
-    if not isinstance(cursor, (list, tuple)) or len(cursor) < 2 or not all(_is_int(v) for v in cursor):
+    if not isinstance(cursor, (list, tuple)) or not cursor or not all(_is_int(v) for v in cursor):
         raise _bad(field, cursor, "a cursor: [phase, index, *row] of ints")
     if cursor[0] < INHERITED_PHASE or any(value < 0 for value in cursor[1:]):
         raise _bad(field, cursor, f"phase >= {INHERITED_PHASE} and a non-negative index and row")
@@ -105,6 +109,8 @@ def check_cursor_ranges(datasets: list, group_names: list[str], cursors: list, b
         dataset = datasets[group]
         if cursor is None or not hasattr(dataset, "worker_shard"):
             continue
+        if len(cursor) < 2:
+            raise _bad(field, list(cursor), "a cursor: [phase, index, *row] of ints")
         phase, index = cursor[0], cursor[1]
         plan = getattr(dataset, "restart_plan", None)
         if phase < 0 and plan is None:

@@ -123,7 +123,38 @@ class SamplePlacement:
     def _fill_best(self, pack: PackBuilder, state: PackState, draw_next) -> None:
         """`pack_strategy="best_fit"`: top the buffer up (a look-ahead bounded by its size),
         put the oldest buffered sample in (so nothing waits more than a buffer's worth of
-        packs), then the buffered samples whose total fills the room left best."""
+        packs), then the buffered samples whose total fills the room left best; while that
+        takes samples and room is left, top up and choose again (short samples would
+        otherwise leave packs a buffer's worth of samples long)."""
+        cfg = self.config
+        self._top_up(state, draw_next)
+        # A sample with no room beside this pack's mandatory samples may fit beside a later
+        # pack's (smaller) ones: it keeps its place and is skipped, counted, only after it
+        # waited a buffer's worth of packs.
+        kept: collections.deque = collections.deque()
+        for item in state.buffer:
+            if pack.curr + sample_length(item.sample) > cfg.max_num_tokens:
+                item.waited += 1
+                if item.waited > max(cfg.max_buffer_size, 1):
+                    self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+                    continue
+            kept.append(item)
+        state.buffer = kept
+        if state.buffer and pack.curr + sample_length(state.buffer[0].sample) <= cfg.max_num_tokens:
+            self._put(pack, state.buffer.popleft(), state)
+        while True:
+            chosen = best_subset([sample_length(item.sample) for item in state.buffer], cfg.max_num_tokens - pack.curr)
+            for index in chosen:
+                self._put(pack, state.buffer[index], state)
+            for index in reversed(chosen):
+                del state.buffer[index]
+            if not chosen or pack.curr >= cfg.expected_num_tokens:
+                return
+            self._top_up(state, draw_next)
+
+    def _top_up(self, state: PackState, draw_next) -> None:
+        """Draw until the buffer holds `max_buffer_size` samples (at least one); a sample over
+        the per-sample budget is a counted skip."""
         cfg = self.config
         while len(state.buffer) < max(cfg.max_buffer_size, 1):
             item = draw_next()
@@ -132,18 +163,6 @@ class SamplePlacement:
             else:
                 state.buffer.append(item)
         state.buffer = collections.deque(item for item in state.buffer if self._materialize(item, state))
-        if not state.buffer:
-            return
-        oldest = state.buffer.popleft()
-        if pack.curr + sample_length(oldest.sample) > cfg.max_num_tokens:  # only beside mandatory samples
-            self._skip(oldest, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
-        else:
-            self._put(pack, oldest, state)
-        chosen = best_subset([sample_length(item.sample) for item in state.buffer], cfg.max_num_tokens - pack.curr)
-        for index in chosen:
-            self._put(pack, state.buffer[index], state)
-        for index in reversed(chosen):
-            del state.buffer[index]
 
     def _put(self, pack: PackBuilder, item: Buffered, state: PackState) -> None:
         """`item` into `pack`. A sample whose every item CFG dropout dropped adds nothing: it

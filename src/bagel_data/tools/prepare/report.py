@@ -18,6 +18,7 @@ class DropReason(str, enum.Enum):
     VIDEO_MISSING = "video_missing"
     NO_CAPTION = "no_caption"
     CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
+    MEMBER_TWICE = "tar_member_given_twice"
 
 
 # The report's names for the faults prepare shares with the readers (`SkipReason`); they
