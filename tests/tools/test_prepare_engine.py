@@ -210,3 +210,40 @@ def test_resume_redoes_a_finished_shard_that_no_longer_matches(tmp_path, damage)
     fresh = prepare_sharded("t2i", raw, tmp_path / "fresh", rows_per_shard=10)
     assert rows_of(resumed.files_written) == rows_of(fresh.files_written)
     assert resumed.rows_written == 20
+
+
+def _dead_loopback_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # bound, never listening, then closed: nothing answers there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_a_ray_address_nobody_answers_fails_at_once_in_one_line(scheme):
+    from bagel_data.tools.prepare.ray_engine import check_address
+
+    address = f"{scheme}127.0.0.1:{_dead_loopback_port()}"
+    with pytest.raises(ConfigError, match="no Ray cluster answers there") as error:
+        check_address(address, timeout=5)
+    assert "\n" not in str(error.value) and address in str(error.value)
+
+
+@pytest.mark.parametrize("address", ["nohost", "host:port", ":6379"])
+def test_a_malformed_ray_address_is_a_config_error(address):
+    from bagel_data.tools.prepare.ray_engine import check_address
+
+    with pytest.raises(ConfigError, match="host:port"):
+        check_address(address)
+
+
+def test_a_listening_address_passes_the_check():
+    import socket
+
+    from bagel_data.tools.prepare.ray_engine import check_address
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_address(f"127.0.0.1:{server.getsockname()[1]}")
