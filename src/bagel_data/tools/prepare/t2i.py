@@ -23,7 +23,9 @@ def _sidecar_captions(image: Path) -> tuple[Path, list[str]] | RowDropped:
         if js.is_file():
             captions += caption_values(json.loads(js.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:  # unreadable, bad UTF-8 or bad JSON
-        return RowDropped(SkipReason.CAPTION_INVALID, str(exc))
+        return RowDropped(SkipReason.CAPTION_INVALID, str(exc)[:200])
+    except RecursionError:
+        return RowDropped(SkipReason.CAPTION_INVALID, f"{js.name}: JSON nested too deeply to read")
     except RowDropped as bad:
         return bad
     return image, captions

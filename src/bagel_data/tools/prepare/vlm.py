@@ -21,14 +21,18 @@ from .stored_images import check_under_root
 
 def vlm_rows(source: Path) -> Rows:
     """The rows of a LLaVA-style JSON list (located by index) or a JSONL file (by line)."""
-    with source.open(encoding="utf-8-sig") as handle:
-        first = next((char for line in handle for char in line if not char.isspace()), "")
-    if first != "[":
+    with source.open("rb") as handle:
+        first = next((byte for line in handle for byte in line.lstrip(b"\xef\xbb\xbf") if not chr(byte).isspace()), 0)
+    if first != ord("["):
         return manifest_rows(source)
     try:
         rows = json.loads(source.read_text(encoding="utf-8-sig"))
     except ValueError as exc:
-        raise ConfigError("source", str(source), f"looks like a JSON list but does not parse: {exc}") from None
+        raise ConfigError(
+            "source", str(source), f"looks like a JSON list but does not parse: {str(exc)[:200]}"
+        ) from None
+    except RecursionError:
+        raise ConfigError("source", str(source), "a JSON list nested too deeply to read") from None
     return [(f"{source.name}[{index}]", row) for index, row in enumerate(rows)]
 
 

@@ -112,6 +112,8 @@ def tar_captions(sample: TarSample) -> list[str]:
                     captions.append(meta[key].strip())
             if meta.get("captions") is not None:
                 captions += caption_values(meta["captions"])
+    except RecursionError:
+        raise RowDropped(SkipReason.CAPTION_INVALID, "the .json is nested too deeply to read") from None
     except (OSError, ValueError) as exc:  # unreadable, bad UTF-8 or bad JSON
         raise RowDropped(SkipReason.CAPTION_INVALID, str(exc)) from None
     return captions
