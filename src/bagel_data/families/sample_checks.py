@@ -31,6 +31,11 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _all_ints(values: Sequence) -> bool:
+    # Tokenizers give plain ints: the exact type test is the fast path of a per-token check.
+    return all(type(value) is int for value in values) or all(_is_int(value) for value in values)
+
+
 def _flag(item: Any, key: str, index: int, default: Any = None) -> None:
     value = item.get(key, default)
     if value not in (0, 1) or not isinstance(value, (bool, numbers.Integral)):
@@ -96,7 +101,7 @@ def check_sample(builder: SampleBuilder, strides: dict[str, int], vocab_size: in
         if kind == "text":
             ids = texts[next_text]
             next_text += 1
-            if not isinstance(ids, (list, tuple)) or not all(_is_int(value) for value in ids):
+            if not isinstance(ids, (list, tuple)) or not _all_ints(ids):
                 raise SampleInvalid(f"plan item {index}: text ids must be a list of ints, got {str(ids)[:80]}")
             if ids and (min(ids) < 0 or (vocab_size is not None and max(ids) >= vocab_size)):
                 raise SampleInvalid(
