@@ -195,7 +195,7 @@ def test_cli_resume_option(tmp_path):
     assert Path(out / "part-00001.parquet").is_file()
 
 
-@pytest.mark.parametrize("damage", ["deleted", "replaced", "input_changed"])
+@pytest.mark.parametrize("damage", ["deleted", "replaced", "input_changed", "image_rewritten"])
 def test_resume_redoes_a_finished_shard_that_no_longer_matches(tmp_path, damage):
     raw = prepare_inputs.t2i_folder(tmp_path / "raw", 20, bad=False)
     out = tmp_path / "out"
@@ -204,8 +204,10 @@ def test_resume_redoes_a_finished_shard_that_no_longer_matches(tmp_path, damage)
         (out / "part-00001.parquet").unlink()
     elif damage == "replaced":  # a whole, valid file, but another shard's
         (out / "part-00001.parquet").write_bytes((out / "part-00000.parquet").read_bytes()[:-8] + b"x" * 8)
-    else:  # same row count, other content: the old shard must not be mixed with new ones
+    elif damage == "input_changed":  # same row count, other content: never mix old and new shards
         (raw / "img0013.txt").write_text("a new caption\n")
+    else:  # the same captions, another image in place
+        (raw / "img0013.jpg").write_bytes(prepare_inputs.image_bytes(99))
     resumed = prepare_sharded("t2i", raw, out, rows_per_shard=10, resume=True)
     fresh = prepare_sharded("t2i", raw, tmp_path / "fresh", rows_per_shard=10)
     assert rows_of(resumed.files_written) == rows_of(fresh.files_written)

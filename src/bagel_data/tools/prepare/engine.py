@@ -202,8 +202,24 @@ def rows_digest(rows: Rows) -> str:
     whose row count did not change still changes it."""
     digest = hashlib.sha256()
     for location, row in rows:
-        digest.update(repr((location, row)).encode("utf-8", "backslashreplace"))
+        digest.update(repr((location, row, _file_stamps(row))).encode("utf-8", "backslashreplace"))
     return digest.hexdigest()[:32]
+
+
+def _file_stamps(row: object) -> list:
+    """Size and mtime of the files a row holds as paths (a folder row's image), so an image
+    rewritten in place also changes the digest; rows that name files by string are covered
+    by their text only."""
+    parts = row if isinstance(row, (tuple, list)) else (row,)
+    stamps: list[tuple[int, int] | None] = []
+    for part in parts:
+        if isinstance(part, Path):
+            try:
+                info = part.stat()
+                stamps.append((info.st_size, info.st_mtime_ns))
+            except OSError:
+                stamps.append(None)
+    return stamps
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
