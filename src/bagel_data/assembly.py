@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 
+from .checkpoint.checks import check_data_status
 from .compat import CompatPolicy
 from .config import load_mapping, parse_groups
 from .distributed import resolve_topology
@@ -99,7 +100,7 @@ def assemble(
     for risk in budget_risks(groups, settings):
         warnings.warn(risk, ConfigWarning, stacklevel=4)  # the caller of the public builder
     policy = CompatPolicy(settings.compat, settings.compat_seed)
-    status_of_rank = rank_data_status(data_status, local_rank)
+    status_of_rank = check_data_status(rank_data_status(data_status, local_rank), [group.name for group in groups])
     shared = {
         "tokenizer": tokenizer,
         "local_rank": local_rank,

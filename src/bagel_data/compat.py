@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -79,7 +80,10 @@ class CompatRandom:
             low, high = 0, low
         if np.ndim(low) or np.ndim(high):
             return np.array([self.py.choice(range(int(a), int(b))) for a, b in zip(low, high)], dtype=np.int64)
-        return self.py.choice(range(int(low), int(high)))
+        low, high = int(low), int(high)
+        if high - low > sys.maxsize:  # choice() cannot take a range this long; randrange draws the same way
+            return self.py.randrange(low, high)
+        return self.py.choice(range(low, high))
 
     def standard_normal(self) -> float:
         return float(self.np.randn())

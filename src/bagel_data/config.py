@@ -175,6 +175,7 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     args = check_group_args(name, args, allowed_group_keys(family))
     names = list(args["dataset_names"])
     entries = _dataset_entries(dataset_info, name, names)
+    _check_unused_entry_keys(family, name, names, entries)
     for dataset in names:
         _register_storage_options(entries[dataset], name, dataset)
     kwargs: dict[str, Any] = {
@@ -184,6 +185,8 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]
+    if args.get("allow_outside_root") or any(entries[d].get("allow_outside_root") for d in names):
+        kwargs["allow_outside_root"] = True  # the opt-in past the roots (media/safe_read.py)
     if issubclass(family, ParquetStandardIterableDataset):
         kwargs.update(_parquet_standard_kwargs(family, name, names, args, entries, info_base))
     if issubclass(family, UnifiedEditIterableDataset):
@@ -205,6 +208,24 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
         resume_data_status=args.get("resume_data_status", True),
         kwargs=kwargs,
     )
+
+
+def _check_unused_entry_keys(family, name: str, names: list[str], entries: dict) -> None:
+    """A dataset_info key the group's family never reads is a mistake (a T2I group given a
+    `jsonl_path` would silently read its parquet shards instead)."""
+    unused = set()
+    if not issubclass(family, (SftJSONLIterableDataset, ParquetStandardIterableDataset)):
+        unused.add("jsonl_path")
+    if not issubclass(family, (UnifiedEditIterableDataset, ParquetStandardIterableDataset)):
+        unused.add("parquet_info_path")
+    for dataset in names:
+        given = sorted(unused & set(entries[dataset] or ()))
+        if given:
+            raise ConfigError(
+                f"dataset_info.{name}.{dataset}",
+                given,
+                f"the {family.__name__} family does not read these keys; remove them",
+            )
 
 
 def _parquet_standard_kwargs(family, name, names, args, entries, info_base) -> dict:

@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import logging
 import re
+import reprlib
 
 logger = logging.getLogger("bagel_data")
 
@@ -25,13 +26,26 @@ class BagelDataError(Exception):
     """Base class of every error raised on purpose by bagel_data."""
 
 
+def shown(value: object, limit: int = 200) -> str:
+    """A value as messages show it: at most `limit` characters of a bounded repr. A hostile
+    value (an alias bomb, a huge list) never floods a message or spends minutes in repr()."""
+    bounded = reprlib.Repr()
+    bounded.maxlevel, bounded.maxlist, bounded.maxdict = 4, 20, 20
+    bounded.maxstring = bounded.maxother = limit
+    try:
+        text = bounded.repr(value)
+    except Exception:  # a value whose own repr fails
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 class ConfigError(BagelDataError, ValueError):
     """A configuration mistake, reported before any data is read."""
 
     def __init__(self, key: str, value: object = None, fix: str | None = None):
         self.key, self.value, self.fix = key, value, fix
         # One argument is a finished message: DataLoader re-raises worker errors that way.
-        super().__init__(key if fix is None else f"{key} = {value!r}: {fix}")
+        super().__init__(key if fix is None else f"{key} = {shown(value)}: {fix}")
 
     def __reduce__(self):  # keep key, value and fix through pickling
         return type(self), (self.key, self.value, self.fix)
@@ -61,6 +75,10 @@ class SkipReason(str, enum.Enum):
     NO_ROOM_BESIDE_MANDATORY = "no_room_beside_mandatory_samples"
     PARSE_ROW_FAILED = "parse_row_failed"
     PARSE_ROW_EMPTY = "parse_row_returned_nothing"
+    SAMPLE_INVALID = "row_sample_invalid"
+    OUTSIDE_ROOT = "path_outside_dataset_root"
+    # Counted, never raised in strict mode: CFG dropout dropped every item of the sample.
+    CFG_DROPPED_ALL = "every_item_dropped_by_cfg"
     PLAN_INCONSISTENT = "plan_inconsistent"
     # compat="bagel" only: what the reference drops silently or crashes on.
     DROPPED_AT_EMIT = "dropped_at_emit_buffer_full"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_an_edit_checkpoint_records_each_parquet_file_once(tmp_path, tokenizer, 
         num_workers=1,
     )  # fmt: skip
     state = checkpoint_after(packed(special_tokens, {"edit": family}), 1)
-    assert [path for path, _ in state["inputs"]["edit"]["files"]] == sorted(paths)
+    assert [entry[0] for entry in state["inputs"]["edit"]["files"]] == sorted(paths)
 
 
 def test_many_files_keep_only_a_digest():
@@ -128,3 +129,55 @@ def test_missing_media_of_a_buffered_sample_is_a_counted_skip(tmp_path, tokenize
     next(iter(resumed))
     skips = resumed.stats["skips"]["vlm"]
     assert skips.get("image_file_missing", 0) >= 1 and sum(skips.values()) > before
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_a_same_size_jsonl_edit_in_place_is_refused(tmp_path, tokenizer, special_tokens, keep_mtime):
+    answer = [{"from": "human", "value": "<image> describe"}, {"from": "gpt", "value": "a grey square"}]
+    images = {f"{i}.png": png_bytes(28, 28, (i * 20, 0, 0)) for i in range(8)}
+    rows = [{"image": f"{i}.png", "conversations": answer} for i in range(8)]
+    jsonl, image_dir = write_vlm(tmp_path, rows, images)
+
+    def build():
+        family = SftJSONLIterableDataset(
+            "vlm", ImageTransform(56, 28, 14), tokenizer, None, [jsonl], [image_dir], [8], num_workers=1
+        )
+        return packed(special_tokens, {"vlm": family}, expected_num_tokens=70, max_num_tokens=75)
+
+    state = checkpoint_after(build(), 2)
+    before = os.stat(jsonl)
+    text = Path(jsonl).read_text(encoding="utf-8")
+    edited = text.replace('"7.png"', '"0.png"')  # the same byte count
+    assert len(edited) == len(text) and edited != text
+    with open(jsonl, "r+", encoding="utf-8") as handle:
+        handle.write(edited)
+    if keep_mtime:  # a copy tool that keeps times: the head/tail hash still shows the edit
+        os.utime(jsonl, ns=(before.st_atime_ns, before.st_mtime_ns))
+    resumed = build()
+    resumed.load_state_dict(state)
+    with pytest.raises(ResumeError, match=r"vlm: the inputs changed .*same size"):
+        next(iter(resumed))
+
+
+@pytest.mark.parametrize("text", ["x" * 5000, "see s3://bucket/key and http://host/a"])
+def test_interleaved_jsonl_records_its_files_not_document_text(tmp_path, tokenizer, special_tokens, text):
+    from bagel_data import make_bagel_multimodal_dataset
+    from helpers.interleaved import write_interleaved_jsonl
+
+    docs = [[{"type": "text", "text": f"{text} {i}", "supervised": True}] for i in range(6)]
+    path = write_interleaved_jsonl(tmp_path / "docs.jsonl", docs)
+    dataset = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets={"interleaved": {"dataset_names": ["docs"], "num_used_data": [6], "weight": 1,
+                                 "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32},
+                                 "segment_defaults": {"first_image": ["conditioned"], "later_images": ["generated"]}}},
+        dataset_info={"interleaved": {"docs": {"jsonl_path": path, "data_dir": str(tmp_path)}}},
+        num_workers=1,
+        expected_num_tokens=2000,
+        max_num_tokens=3000,
+        max_num_tokens_per_sample=2500,
+        prefer_buffer_before=400,
+    )  # fmt: skip
+    next(iter(dataset))
+    assert [entry[0] for entry in dataset.state_dict()["inputs"]["interleaved"]["files"]] == [path]

@@ -183,3 +183,20 @@ def test_without_a_vit_transform_only_vae_roles_are_allowed(tokenizer, special_t
     assert len(plans) == len(DOCS) - 1 and all(item["type"] != "vit_image" for plan in plans for item in plan)
     assert log.as_dict() == {"parse_row_failed": 1}  # "bravo" asks for an understood image
     assert "vit_image_transform_args" in log.examples["parse_row_failed"]
+
+
+def test_a_video_path_without_frame_sampler_args_is_a_counted_skip(tmp_path, tokenizer):
+    from bagel_data import ImageTransform
+    from bagel_data.families.interleaved import InterleavedIterableDataset
+
+    docs = [[text("a clip", supervised=True), {"type": "video", "path": "clip.mp4", "generated": True}]]
+    docs.append([text("kilo is plain text", supervised=True)])
+    write_interleaved(tmp_path / "docs" / "part-0.parquet", [docs])
+    family = InterleavedIterableDataset(
+        "il", ImageTransform(64, 32, 16), tokenizer, None, [str(tmp_path / "docs")], [1], num_workers=1,
+        segment_defaults={"first_image": ["conditioned"], "later_images": ["conditioned"]},
+    )  # fmt: skip
+    log = family.new_skip_log()
+    assert len(list(family.iter_pass(log))) == 1  # the run goes on past the video document
+    assert log.as_dict() == {"video_decode_failed": 1}
+    assert "il has no frame_sampler_args" in log.examples["video_decode_failed"]

@@ -194,6 +194,17 @@ def test_bad_dataset_class_is_a_config_error(tokenizer, special_tokens, user_mod
     assert "mine" in str(error.value)
 
 
+@pytest.mark.parametrize("body", ["raise RuntimeError('no GPU here')", "1 / 0", "import json\njson.loads('{')"])
+def test_a_module_that_fails_to_import_is_a_config_error_naming_it(
+    tokenizer, special_tokens, tmp_path, monkeypatch, info, body
+):
+    (tmp_path / "broken_family.py").write_text(body + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    group = dict(GROUP, dataset_class="broken_family:Family")
+    with pytest.raises(ConfigError, match="importing 'broken_family' raised .*fix that module"):
+        build(tokenizer, special_tokens, "mine", group, info)
+
+
 def test_registry_entry_that_is_not_a_family(tokenizer, special_tokens, info, monkeypatch):
     monkeypatch.setitem(DATASET_REGISTRY, "odd", dict)
     with pytest.raises(ConfigError, match="DATASET_REGISTRY\\['odd'\\]"):

@@ -259,12 +259,35 @@ def test_best_fit_packs_the_oldest_sample_beside_the_mandatory_ones_when_it_just
     assert dataset.stats["skips"]["g"] == {}
 
 
-def test_best_fit_skips_an_oldest_sample_with_no_room_and_takes_its_tokens_back():
-    """One token too many beside the mandatory sample: each pack skips the oldest buffered
-    sample, counted by its reason, and the token counts that steer mixing leave it out."""
+def test_best_fit_skips_an_oldest_sample_with_no_room_only_after_it_waited_and_takes_its_tokens_back():
+    """One token too many beside the mandatory sample: the oldest buffered sample waits a
+    buffer's worth of packs (a later pack's mandatory samples might leave room), then it is
+    skipped, counted by its reason, and the token counts that steer mixing leave it out."""
     cfg = _config(pack_strategy="best_fit")
     length = cfg.max_num_tokens - 100 + 1
-    dataset, groups, batches = _run(cfg, lambda i: length, 3, mandatory_length=100)
-    assert [[d["dataset_name"] for d in b["batch_data_indexes"]] for b in batches] == [["m"]] * 3
-    assert dataset.stats["skips"]["g"] == {SkipReason.NO_ROOM_BESIDE_MANDATORY.value: 3}
-    assert dataset.state_dict()["group_tokens"]["g"] == length * (len(groups["g"].drawn) - 3)
+    waited, groups, batches = _run(cfg, lambda i: length, cfg.max_buffer_size, mandatory_length=100)
+    assert waited.stats["skips"]["g"] == {}  # a buffer's worth of packs: all still waiting
+    dataset, groups, batches = _run(cfg, lambda i: length, cfg.max_buffer_size + 1, mandatory_length=100)
+    assert [[d["dataset_name"] for d in b["batch_data_indexes"]] for b in batches] == [["m"]] * len(batches)
+    skipped = cfg.max_buffer_size  # the whole first buffer, after waiting
+    assert dataset.stats["skips"]["g"] == {SkipReason.NO_ROOM_BESIDE_MANDATORY.value: skipped}
+    assert dataset.state_dict()["group_tokens"]["g"] == length * (len(groups["g"].drawn) - skipped)
+
+
+def test_best_fit_keeps_a_sample_that_fits_beside_a_later_smaller_mandatory_sample():
+    """Mandatory samples of 110 then 10 tokens: a 120-token sample has no room beside the
+    first but fits beside the second; it is packed there, never skipped."""
+    cfg = _config(pack_strategy="best_fit", max_buffer_size=2)
+    groups = {"g": _group("g", lambda i: 120), "m": _group("m", lambda i: 110 if i % 2 == 0 else 10)}
+    dataset = _packed(groups, cfg, {"g": 1.0, "m": 0.0}, {"g": False, "m": True})
+    batches = list(itertools.islice(iter(dataset), 8))
+    assert dataset.stats["skips"].get("g", {}) == {}
+    assert collections.Counter(_positions(batches, "g")).most_common(1)[0][1] == 1
+    assert len(_positions(batches, "g")) >= 3
+
+
+def test_best_fit_draws_past_its_buffer_while_samples_fill_the_pack():
+    """Short samples: the pack is not limited to a buffer's worth of them."""
+    cfg = _config(pack_strategy="best_fit", max_buffer_size=2, max_num_tokens=200, expected_num_tokens=180)
+    _, _, batches = _run(cfg, lambda i: 10, 3)
+    assert all(sum(b["sample_lens"][: len(b["batch_data_indexes"])]) >= 180 for b in batches)

@@ -211,3 +211,21 @@ def test_inspect_command_prints_the_first_pack_and_the_files(demo, tmp_path):
     assert result.exit_code == 0, result.output
     assert "=== pack 0 ===" in result.output and str(tmp_path / "o" / "pack_0_strip.png") in result.output
     assert (tmp_path / "o" / "histograms.png").is_file()
+
+
+@pytest.mark.parametrize("use_flex", [True, False])
+def test_a_zero_length_sample_in_a_batch_does_not_crash_inspect(tokenizer, special_tokens, use_flex, tmp_path):
+    import copy
+
+    import torch
+
+    batch = _hand_pack(tokenizer, special_tokens, with_vae=True, use_flex=use_flex)
+    expected = attention_fraction(batch)
+    odd = copy.copy(batch)  # a batch from an older writer, with an empty sample between the two
+    odd["sample_lens"] = [batch["sample_lens"][0], 0, batch["sample_lens"][1]]
+    odd["batch_data_indexes"] = [batch["batch_data_indexes"][0], *batch["batch_data_indexes"]]
+    if not use_flex:
+        masks = batch["nested_attention_masks"]
+        odd["nested_attention_masks"] = [masks[0], torch.zeros(0, 0), masks[1]]
+    np.testing.assert_array_equal(attention_fraction(odd), expected)
+    assert "3 samples" in render_pack_text(odd, tokenizer, special_tokens).splitlines()[0]

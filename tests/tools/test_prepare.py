@@ -167,6 +167,37 @@ def test_t2i_jsonl_manifest_reports_bad_rows_without_crashing(tmp_path):
     assert all(note.detail for note in report.dropped)
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_non_utf8_or_deeply_nested_manifest_line_drops_only_its_row(tmp_path, suffix):
+    _image(tmp_path / "x.jpg", 40, 30)
+    if suffix == ".jsonl":
+        lines = [
+            json.dumps({"path": "x.jpg", "captions": ["one"]}).encode(),
+            b'{"path": "x.jpg", "captions": ["caf\xe9"]}',
+            b'{"path": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            json.dumps({"path": "x.jpg", "captions": ["two"]}).encode(),
+        ]
+        bad = {"malformed_row": ("m.jsonl:2", "m.jsonl:3")}
+    else:
+        lines = [b"path,caption_1", b"x.jpg,one", b"x.jpg,caf\xe9", b"x.jpg,two"]
+        bad = {"malformed_row": ("m.csv:3",)}
+    (tmp_path / f"m{suffix}").write_bytes(b"\n".join(lines) + b"\n")
+    report = prepare_t2i(tmp_path / f"m{suffix}", tmp_path / "out")
+    assert report.rows_written == 2
+    assert report.dropped_by_reason == bad
+
+
+def test_a_deeply_nested_sidecar_caption_drops_only_its_image(tmp_path):
+    raw = tmp_path / "raw"
+    _image(raw / "a.jpg", 40, 30)
+    _image(raw / "b.jpg", 40, 30)
+    (raw / "a.txt").write_text("a caption\n")
+    (raw / "b.json").write_text("[" * 100_000 + "]" * 100_000)
+    report = prepare_t2i(raw, tmp_path / "out")
+    assert report.rows_written == 1
+    assert report.dropped_by_reason == {"caption_file_unreadable": ("b.jpg",)}
+
+
 def test_t2i_refuses_a_folder_with_parquet_unless_overwrite(tmp_path):
     _image(tmp_path / "raw" / "a.jpg", 32, 32)
     (tmp_path / "raw" / "a.txt").write_text("a")

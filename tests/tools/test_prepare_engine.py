@@ -108,6 +108,24 @@ def test_webdataset_tar_gives_the_rows_of_the_same_folder(tmp_path):
     assert rows_of(single.files_written) == rows
 
 
+@pytest.mark.parametrize("second", ["k/0002.txt", "k/0002.png"])
+def test_a_webdataset_member_given_twice_drops_its_key_by_name(tmp_path, second):
+    import io
+    import tarfile
+
+    tar = prepare_inputs.t2i_tar(tmp_path / "shards" / "00000.tar", 3)
+    with tarfile.open(tar, "a") as archive:  # the same part of key k/0002 again
+        data = prepare_inputs.image_bytes(7) if second.endswith(".png") else b"another caption"
+        info = tarfile.TarInfo(second)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    report = prepare_sharded("t2i", tmp_path / "shards", tmp_path / "out", rows_per_shard=4)
+    assert ("00000.tar:k/0002", "tar_member_given_twice") in notes(report)
+    assert [json.loads(row["captions"]) for row in rows_of(report.files_written)] == [
+        {"caption_1": f"caption of {i}"} for i in (0, 1)
+    ]
+
+
 def test_a_crashed_run_resumes_and_skips_finished_shards(tmp_path):
     raw = prepare_inputs.t2i_folder(tmp_path / "raw", 30)
     out = tmp_path / "out"
@@ -175,3 +193,59 @@ def test_cli_resume_option(tmp_path):
     assert again.exit_code == 0, again.output
     assert (out / ".prepare-state" / "part-00001.done").is_file()
     assert Path(out / "part-00001.parquet").is_file()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "replaced", "input_changed", "image_rewritten"])
+def test_resume_redoes_a_finished_shard_that_no_longer_matches(tmp_path, damage):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 20, bad=False)
+    out = tmp_path / "out"
+    prepare_sharded("t2i", raw, out, rows_per_shard=10)
+    if damage == "deleted":  # its marker says done, its file is gone
+        (out / "part-00001.parquet").unlink()
+    elif damage == "replaced":  # a whole, valid file, but another shard's
+        (out / "part-00001.parquet").write_bytes((out / "part-00000.parquet").read_bytes()[:-8] + b"x" * 8)
+    elif damage == "input_changed":  # same row count, other content: never mix old and new shards
+        (raw / "img0013.txt").write_text("a new caption\n")
+    else:  # the same captions, another image in place
+        (raw / "img0013.jpg").write_bytes(prepare_inputs.image_bytes(99))
+    resumed = prepare_sharded("t2i", raw, out, rows_per_shard=10, resume=True)
+    fresh = prepare_sharded("t2i", raw, tmp_path / "fresh", rows_per_shard=10)
+    assert rows_of(resumed.files_written) == rows_of(fresh.files_written)
+    assert resumed.rows_written == 20
+
+
+def _dead_loopback_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # bound, never listening, then closed: nothing answers there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_a_ray_address_nobody_answers_fails_at_once_in_one_line(scheme):
+    from bagel_data.tools.prepare.ray_engine import check_address
+
+    address = f"{scheme}127.0.0.1:{_dead_loopback_port()}"
+    with pytest.raises(ConfigError, match="no Ray cluster answers there") as error:
+        check_address(address, timeout=5)
+    assert "\n" not in str(error.value) and address in str(error.value)
+
+
+@pytest.mark.parametrize("address", ["nohost", "host:port", ":6379"])
+def test_a_malformed_ray_address_is_a_config_error(address):
+    from bagel_data.tools.prepare.ray_engine import check_address
+
+    with pytest.raises(ConfigError, match="host:port"):
+        check_address(address)
+
+
+def test_a_listening_address_passes_the_check():
+    import socket
+
+    from bagel_data.tools.prepare.ray_engine import check_address
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_address(f"127.0.0.1:{server.getsockname()[1]}")

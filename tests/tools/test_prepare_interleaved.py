@@ -94,3 +94,41 @@ def test_cli_prepare_interleaved_writes_the_run_config(prepared, tmp_path):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (out / "run.yaml").is_file() and (out / "dataset_info.yaml").is_file()
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_images_outside_the_image_root_are_dropped_by_name(tmp_path, how):
+    import os
+
+    (tmp_path / "imgs").mkdir()
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(png_bytes(16, 16))
+    (tmp_path / "imgs" / "a.png").write_bytes(png_bytes(16, 16))
+    if how == "symlink":
+        os.symlink(secret, tmp_path / "imgs" / "link.png")
+    name = {"dotdot": "../secret.png", "absolute": str(secret), "symlink": "link.png"}[how]
+    docs = [{"texts": ["ok", None], "images": [None, "a.png"]}, {"texts": ["leak", None], "images": [None, name]}]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in docs), encoding="utf-8")
+    report = prepare_interleaved(tmp_path / "docs.jsonl", tmp_path / "out", image_root=tmp_path / "imgs")
+    assert report.rows_written == 1
+    assert list(report.dropped_by_reason) == ["image_outside_image_root"]
+    assert "docs.jsonl:2" in report.dropped_by_reason["image_outside_image_root"]
+
+
+@pytest.mark.parametrize("count", [5, 64])
+@pytest.mark.parametrize("engine", ["plain", "sharded"])
+def test_the_run_config_of_a_small_set_runs_with_two_workers(tmp_path, count, engine):
+    from bagel_data.tools.prepare.sharded import prepare_sharded
+
+    (tmp_path / "imgs").mkdir()
+    for name, colour in COLOURS.items():
+        (tmp_path / "imgs" / name).write_bytes(png_bytes(48, 40, colour))
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(doc) + "\n" for doc in _docs(count)), encoding="utf-8")
+    out = tmp_path / "out"
+    if engine == "plain":
+        prepare_interleaved(docs, out, image_root=tmp_path / "imgs")
+    else:
+        prepare_sharded("interleaved", docs, out, image_root=tmp_path / "imgs")
+    result = runner.invoke(app, ["run", str(out / "run.yaml"), "--batches", "2", "--workers", "2"])
+    assert result.exit_code == 0, result.output

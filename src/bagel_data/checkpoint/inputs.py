@@ -1,9 +1,10 @@
-"""What a checkpoint's data was: each input file of each group with its size.
+"""What a checkpoint's data was: each input file of each group with its size and stamp
+(modification time; for JSONL also a hash of its head and tail).
 
 Resume is exact only on the same inputs. The unit count alone does not show a deleted or
 added parquet file (files repeat to fill `num_used_data`), so a checkpoint records each
 group's distinct input files and their sizes, and resume compares them file by file: an
-added, removed or resized file is a `ResumeError` naming it. Up to `MAX_LISTED` files are
+added, removed, resized or rewritten file is a `ResumeError` naming it. Up to `MAX_LISTED` files are
 listed; beyond that only a digest is kept (the checkpoint stays small), and a change is
 reported with the counts.
 """
@@ -20,16 +21,51 @@ from ..sources import storage
 MAX_LISTED = 256
 
 
+# Bytes hashed at each end of a non-parquet (JSONL) input: a same-size edit in place of a
+# small file, or of its first or last lines, changes the digest even where mtimes lie.
+HASHED_BYTES = 1 << 16
+
+
 def file_size(path: str) -> int:
     """Bytes of `path`, or -1 when it cannot be found."""
+    return _file_info(path)[0]
+
+
+def _file_info(path: str) -> tuple[int, int | None]:
     filesystem, inner = storage.resolve(path)
     info = filesystem.get_file_info(inner)
-    return -1 if info.type == pafs.FileType.NotFound else int(info.size or 0)
+    if info.type == pafs.FileType.NotFound:
+        return -1, None
+    return int(info.size or 0), info.mtime_ns
+
+
+def _head_tail_hash(path: str, size: int) -> str:
+    """A short hash of the first and last HASHED_BYTES of `path` (the whole of a small file)."""
+    digest = hashlib.sha256()
+    try:
+        with storage.open_input(path) as handle:
+            digest.update(handle.read(HASHED_BYTES))
+            if size > HASHED_BYTES:
+                handle.seek(max(size - HASHED_BYTES, HASHED_BYTES))
+                digest.update(handle.read(HASHED_BYTES))
+    except OSError:
+        return "unreadable"
+    return digest.hexdigest()[:16]
+
+
+def file_entry(path: str) -> list:
+    """`[path, size, stamp]`: the stamp is the modification time (ns), and for JSONL (any
+    input that is not parquet) a hash of its head and tail, so a same-size edit shows."""
+    size, mtime = _file_info(path)
+    stamp = "" if mtime is None else str(mtime)
+    if size >= 0 and not path.endswith(".parquet"):
+        stamp += ":" + _head_tail_hash(path, size)
+    return [path, size, stamp]
 
 
 def input_record(paths: list[str]) -> dict:
-    """The record of one group's distinct input files (sorted, with their sizes)."""
-    files = [[path, file_size(path)] for path in sorted(set(paths))]
+    """The record of one group's distinct input files (sorted, with sizes and stamps)."""
+    files = [file_entry(path) for path in sorted(set(paths))]
     digest = hashlib.sha256(repr(files).encode()).hexdigest()[:32]
     record = {"count": len(files), "digest": digest}
     if len(files) <= MAX_LISTED:
@@ -45,14 +81,30 @@ def check_inputs(group: str, saved: dict | None, current: dict | None) -> None:
     if "files" not in saved or "files" not in current:
         raise ResumeError(
             f"{group}: the input files changed since the checkpoint ({saved['count']} files then, "
-            f"{current['count']} now, or their sizes differ); {fix}"
+            f"{current['count']} now, or their sizes or contents differ); {fix}"
         )
-    then, now = dict(map(tuple, saved["files"])), dict(map(tuple, current["files"]))
+    try:
+        then = {entry[0]: list(entry[1:]) for entry in saved["files"]}
+    except (TypeError, IndexError, KeyError):
+        raise ResumeError(f"{group}: the checkpoint's inputs.files is malformed; {fix}") from None
+    now = {entry[0]: list(entry[1:]) for entry in current["files"]}
     problems = [f"{path} was removed" for path in then if path not in now]
     problems += [f"{path} was added" for path in now if path not in then]
-    problems += [
-        f"{path} changed ({then[path]} bytes then, {now[path]} now)"
-        for path in then
-        if path in now and then[path] != now[path]
-    ]
-    raise ResumeError(f"{group}: the inputs changed since the checkpoint: {'; '.join(problems[:5])}; {fix}")
+    for path in then:
+        if path not in now:
+            continue
+        old, new = then[path], now[path]
+        if old[0] != new[0]:
+            problems.append(f"{path} changed ({old[0]} bytes then, {new[0]} now)")
+        elif len(old) > 1 and old[1:] != new[1:]:  # a checkpoint of [path, size] compares sizes only
+            problems.append(f"{path} changed (same size, {_what_differs(old[1], new[1])})")
+    if problems:
+        raise ResumeError(f"{group}: the inputs changed since the checkpoint: {'; '.join(problems[:5])}; {fix}")
+
+
+def _what_differs(old: str, new: str) -> str:
+    old_time, _, old_hash = str(old).partition(":")
+    new_time, _, new_hash = str(new).partition(":")
+    if old_hash != new_hash:
+        return "different content at its head or tail"
+    return "modified since" if old_time != new_time else "different stamp"

@@ -186,7 +186,7 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
         cursor = state["cursors"][group]
         left, left_inherited, next_pass = worker_leftover(shard, plan, None if cursor is None else tuple(cursor))
         held = ([state["carry"]] if state["carry"] else []) + list(state["buffer"])
-        held_keys = [row_key_at(shard, plan, tuple(where)) for name, where in held if name == group]
+        held_keys = [row_key_at(shard, plan, tuple(entry[1])) for entry in held if entry[0] == group]
         segments += left
         inherited += list(left_inherited) + held_keys
         first_pass = max(first_pass, next_pass)

@@ -59,6 +59,7 @@ class Buffered:
     # before any other use.
     sample: Any = None
     rng_state: dict | None = None  # compat="bagel": the shared stream before the sample's row
+    waited: int = 0  # best-fit: packs this oldest sample found no room beside the mandatory ones
 
 
 @dataclasses.dataclass
@@ -80,6 +81,7 @@ class PackState:
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     group_tokens: list[int] = dataclasses.field(default_factory=list)  # drawn and not skipped, per group
+    empty_run: int = 0  # samples in a row that added nothing to a pack (placement.py); not saved
 
     def __post_init__(self) -> None:
         if not self.group_tokens:
@@ -119,7 +121,13 @@ class PackState:
         _set_rng_state(self.rng, saved["rng"])
         self.cursors = [_tuple(saved["cursors"][name]) for name in group_names]
         self.buffer = collections.deque(
-            Buffered(group_names.index(entry[0]), _tuple(entry[1]), None, entry[2] if len(entry) > 2 else None)
+            Buffered(
+                group_names.index(entry[0]),
+                _tuple(entry[1]),
+                None,
+                entry[2] if len(entry) > 2 else None,
+                int(entry[3]) if len(entry) > 3 else 0,
+            )
             for entry in saved["buffer"]
         )
         carry = saved.get("carry")
@@ -146,8 +154,11 @@ def _set_rng_state(rng, state: dict) -> None:
 
 
 def _buffered(group_names: list[str], item: Buffered) -> list:
-    """A buffered sample by reference: [group, cursor] (+ the compat stream state before it)."""
+    """A buffered sample by reference: [group, cursor] (+ the compat stream state before it,
+    + how many packs it waited, when it did)."""
     entry = [group_names[item.group], _plain(item.cursor)]
+    if item.waited:  # best-fit's wait beside mandatory samples, kept so that resume is exact
+        return [*entry, item.rng_state, item.waited]
     return entry if item.rng_state is None else [*entry, item.rng_state]
 
 

@@ -140,6 +140,9 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 units.extend((path, group) for group in range(declared))
         return units
 
+    def row_depth(self):
+        return 1  # (row,)
+
     def describe_row(self, unit, row):
         return f"{unit[0]}, row group {unit[1]}, row {row[0]}"
 

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, SkipReason
+from ..errors import ConfigError, SkipReason, VideoDecodeError
+from ..media.safe_read import check_video_path, read_media
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row
@@ -132,6 +133,9 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             return super().get_data_paths(data_dir_list, num_used_data, parquet_info)
         return JsonlIndex(self.jsonl_path_list, list(data_dir_list), list(num_used_data))
 
+    def row_depth(self):
+        return 1 if self.jsonl_path_list is None else 0
+
     def sorted_units(self):
         if self.jsonl_path_list is None:
             return super().sorted_units()
@@ -139,6 +143,10 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
 
     def unit_view(self, unit):
         return unit if self.jsonl_path_list is None else self.data_paths[int(unit)]
+
+    def input_paths(self):
+        # JSONL units are lines: the inputs are the files, never a document's text.
+        return super().input_paths() if self.jsonl_path_list is None else list(self.data_paths.paths)
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         if self.jsonl_path_list is None:
@@ -169,7 +177,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         """Encoded bytes as they are; a path read from under the dataset's folder."""
         if isinstance(value, str):
             path = value if storage.is_uri(value) or value.startswith("/") else storage.join(self._image_root, value)
-            return storage.read_bytes(path)
+            return read_media(path, self.media_roots(), self.allow_outside_root)
         return value
 
     def parse_row(self, row):
@@ -226,11 +234,13 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         if segment.get("frames"):
             frames = [self._media(frame) for frame in segment["frames"]]
         elif segment.get("path"):
-            if self.frame_sampler is None:
-                raise ConfigError(f"{self.dataset_name}.frame_sampler_args", None, "video paths need a frame sampler")
             path = segment["path"]
+            if self.frame_sampler is None:  # only this document needs one: a counted skip, not a stop mid-epoch
+                raise VideoDecodeError(path, f"the group {self.dataset_name} has no frame_sampler_args")
             full = path if storage.is_uri(path) or path.startswith("/") else storage.join(self._image_root, path)
-            frames = self.frame_sampler(full, self.np_rng)
+            frames = self.frame_sampler(
+                check_video_path(full, self.media_roots(), self.allow_outside_root), self.np_rng
+            )
         else:
             raise ValueError(f"video segment {index} has neither 'frames' nor a 'path'")
         indexes = segment.get("frame_indexes") or list(range(len(frames)))

@@ -22,11 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BagelDataError, ConfigError, SkipLog, SkipReason
+from ..errors import (
+    BagelDataError,
+    ConfigError,
+    ImageDecodeError,
+    ImageTooLargeError,
+    SkipLog,
+    SkipReason,
+    VideoDecodeError,
+)
 from ..media.images import decode_image, fast_draft_size
+from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
 from ..sample import SampleBuilder, plan_item
 from ..sources.parquet import ParquetReader, get_parquet_data_paths
 from .base import DistributedIterableDataset
+from .sample_checks import SampleInvalid, check_frame_indexes, check_sample
 
 
 class Row(Mapping):
@@ -61,13 +71,13 @@ class Row(Mapping):
         return f"Row({self.name}, columns={list(self._cells)})"
 
 
-def _as_image(image, transforms):
-    """A PIL image from a PIL image, encoded bytes, or a path."""
+def _as_image(image, transforms, roots=(), allow_outside=False):
+    """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only)."""
     if isinstance(image, (bytes, bytearray, memoryview)):
         return decode_image(bytes(image), draft_size=fast_draft_size(*transforms))
     if isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as handle:
-            return decode_image(handle.read(), draft_size=fast_draft_size(*transforms))
+        data = read_media(os.fspath(image), roots, allow_outside)
+        return decode_image(data, draft_size=fast_draft_size(*transforms))
     return image
 
 
@@ -100,6 +110,11 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         data["image_tensor_list"].append(tensor)
         data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // stride**2
 
+    def media_roots(self) -> list[str]:
+        """The folders a row's media paths may lie under: the dataset folders, and the
+        folder of the shard (or JSONL) being read."""
+        return [*getattr(self, "data_dir_list", ()), getattr(self, "_image_root", None) or ""]
+
     def _vit(self):
         vit = getattr(self, "vit_transform", None)
         if vit is None:
@@ -116,7 +131,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             raise ValueError("add_image needs at least one of need_loss, need_vae, need_vit")
         vae = self.transform
         transforms = (vae, self._vit()) if need_vit else (vae,)
-        image = _as_image(image, transforms)
+        image = _as_image(image, transforms, self.media_roots(), self.allow_outside_root)
         if need_loss:
             self._append_image(data, "vae_image", vae(image), vae.stride, enable_cfg=False, loss=True)
         if need_vae:
@@ -136,13 +151,14 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         if int(bool(need_loss)) + int(bool(need_vae)) != 1:
             raise ValueError("add_video needs exactly one of need_loss and need_vae")
         if len(frames) != len(frame_indexes) or not frames:
-            raise ValueError(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
+            raise SampleInvalid(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
+        frame_indexes = check_frame_indexes(frame_indexes)  # they become rotary positions
         vae, last = self.transform, len(frames) - 1
         for idx, frame in enumerate(frames):
             extra: dict[str, int | bool] = {"split_start": idx == 0, "split_end": idx == last}
             if idx < last:
                 extra["frame_delta"] = int(frame_indexes[idx + 1]) - int(frame_indexes[idx])
-            tensor = vae(_as_image(frame, (vae,)))
+            tensor = vae(_as_image(frame, (vae,), self.media_roots(), self.allow_outside_root))
             cfg = False if need_loss else enable_cfg
             self._append_image(data, "vae_image", tensor, vae.stride, enable_cfg=cfg, loss=bool(need_loss), **extra)
         return data
@@ -164,19 +180,23 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
 def builder_from_data(data: dict) -> SampleBuilder:
     """A SampleBuilder holding a `parse_row` result; raises ValueError when the plan and its
     lists disagree (which would make the packer read the wrong tensors)."""
-    missing = [key for key in ("sequence_plan", "text_ids_list", "image_tensor_list") if key not in data]
+    if not isinstance(data, Mapping):
+        raise SampleInvalid(f"parse_row returned a {type(data).__name__}, not the dict of init_data()")
+    missing = [key for key in ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens") if key not in data]
     if missing:
-        raise ValueError(f"the returned dict lacks {missing}; start from init_data()")
+        raise SampleInvalid(f"the returned dict lacks {missing}; start from init_data()")
     plan = data["sequence_plan"]
-    texts = sum(item["type"] == "text" for item in plan)
+    if not all(isinstance(value, (list, tuple)) for value in (plan, data["text_ids_list"], data["image_tensor_list"])):
+        raise SampleInvalid("sequence_plan, text_ids_list and image_tensor_list must be lists")
+    texts = sum(isinstance(item, dict) and item.get("type") == "text" for item in plan)
     if texts != len(data["text_ids_list"]) or len(plan) - texts != len(data["image_tensor_list"]):
-        raise ValueError(
+        raise SampleInvalid(
             f"{texts} text and {len(plan) - texts} image item(s) in the plan but "
             f"{len(data['text_ids_list'])} text(s) and {len(data['image_tensor_list'])} image tensor(s)"
         )
     builder = SampleBuilder()
     builder.sequence_plan, builder.text_ids_list = list(plan), list(data["text_ids_list"])
-    builder.image_tensor_list, builder.num_tokens = list(data["image_tensor_list"]), int(data["num_tokens"])
+    builder.image_tensor_list, builder.num_tokens = list(data["image_tensor_list"]), data["num_tokens"]
     return builder
 
 
@@ -226,6 +246,9 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
     def parse_row(self, row: Row) -> dict:
         """The sample of one row, built with `init_data` / `add_*`; `{}` skips the row."""
         raise NotImplementedError(f"{type(self).__name__} must implement parse_row(row)")
+
+    def row_depth(self):
+        return 1  # (row,) in its row group
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         units: list[tuple] = []
@@ -295,9 +318,45 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
             if not data:
                 log.skip(SkipReason.PARSE_ROW_EMPTY, location, "parse_row returned an empty result")
                 return None
-            return builder_from_data(data)
+            return check_sample(builder_from_data(data), self._strides(), _vocab_size(self.tokenizer))
+        except SampleInvalid as exc:
+            log.skip(SkipReason.SAMPLE_INVALID, location, str(exc)[:500])
+            return None
+        except (ImageDecodeError, ImageTooLargeError, VideoDecodeError) as exc:  # one row's media, not the run
+            log.skip(_MEDIA_REASONS[type(exc)], location, str(exc)[:500])
+            return None
+        except FileNotFoundError as exc:
+            log.skip(SkipReason.IMAGE_MISSING, location, str(exc)[:500])
+            return None
+        except OutsideRootError as exc:
+            log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc)[:500])
+            return None
+        except (NotRegularFileError, MediaTooLargeError) as exc:
+            log.skip(SkipReason.IMAGE_UNREADABLE, location, str(exc)[:500])
+            return None
         except BagelDataError:  # a config mistake, or strict mode's BadSampleError
             raise
         except Exception as exc:  # the user's code: any failure is this row's
-            log.skip(SkipReason.PARSE_ROW_FAILED, location, f"{type(exc).__name__}: {exc}")
+            log.skip(SkipReason.PARSE_ROW_FAILED, location, f"{type(exc).__name__}: {exc}"[:500])
             return None
+
+    def _strides(self) -> dict[str, int]:
+        """The patch size of each image item kind, from the family's transforms."""
+        vit = getattr(self, "vit_transform", None)
+        vae = getattr(self, "transform", None)
+        return {"vit_image": getattr(vit, "stride", 1) or 1, "vae_image": getattr(vae, "stride", 1) or 1}
+
+
+_MEDIA_REASONS = {
+    ImageDecodeError: SkipReason.IMAGE_DECODE,
+    ImageTooLargeError: SkipReason.IMAGE_TOO_LARGE,
+    VideoDecodeError: SkipReason.VIDEO_DECODE,
+}
+
+
+def _vocab_size(tokenizer) -> int | None:
+    """Ids must lie under the tokenizer's full size (with added tokens); None when it has none."""
+    try:
+        return len(tokenizer)
+    except TypeError:
+        return None

@@ -38,6 +38,7 @@ COMMON_GROUP_KEYS = frozenset(
         "image_transform_args",
         "resume_data_status",
         "dataset_class",
+        "allow_outside_root",
     }
 )
 
@@ -64,6 +65,9 @@ def import_family(group: str, path: object) -> type:
         raise ConfigError(
             key, path, f"cannot import {module_name!r} ({exc}); install the package or put it on PYTHONPATH"
         ) from None
+    except Exception as exc:  # the module itself fails while importing: the user's code, not ours
+        detail = f"{type(exc).__name__}: {exc}"[:200]
+        raise ConfigError(key, path, f"importing {module_name!r} raised {detail}; fix that module") from None
     try:
         return getattr(module, class_name)
     except AttributeError:

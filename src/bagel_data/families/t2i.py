@@ -66,6 +66,9 @@ class T2IIterableDataset(DistributedIterableDataset):
     def get_data_paths(self, data_dir_list, num_used_data):
         return get_parquet_data_paths(data_dir_list, num_used_data, file_order=self.file_order)
 
+    def row_depth(self):
+        return 2  # (row group, row)
+
     def describe_row(self, unit, row):
         return f"{unit}, row group {row[0]}, row {row[1]}"
 

@@ -43,6 +43,7 @@ class UnitDataset(torch.utils.data.IterableDataset):
         compat=None,
         strict: bool = False,
         max_consecutive_failures: int = 100,
+        allow_outside_root: bool = False,
     ):
         if world_size < 1 or not 0 <= local_rank < world_size:
             raise ConfigError(
@@ -56,6 +57,8 @@ class UnitDataset(torch.utils.data.IterableDataset):
         self.data_paths: Any = None  # the family's units: a list, or the VLM family's JsonlIndex
         self.epoch_seed = 42
         self.strict = bool(strict)  # raise on the first bad row instead of skipping it
+        # Rows may name media outside the dataset's folders only when the config opts in.
+        self.allow_outside_root = bool(allow_outside_root)
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.skip_log = SkipLog(dataset_name, self.strict, self.max_consecutive_failures)
         self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.safe_read import NotRegularFileError, OutsideRootError, check_video_path, read_media
 from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
 from ..sources import storage
@@ -107,6 +108,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         """A row's conversation as the reference's element list (text / image), `num_images` images."""
         return conversation_to_elements(data["conversations"], num_images)
 
+    def row_depth(self):
+        return 0  # a unit is one line
+
     def data_index(self, position):
         return position[0]  # the reference's position is the row's index in the worker's list
 
@@ -178,9 +182,15 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         if row.get("image") is not None:
             names = row["image"] if isinstance(row["image"], list) else [row["image"]]
             draft = fast_draft_size(self.transform)
-            return [self._load_image(storage.join(image_dir, name), draft) for name in names]
+            return [self._load_image(storage.join(image_dir, name), draft, image_dir) for name in names]
         if row.get("video") is not None:
             path = storage.join(image_dir, row["video"])
+            try:
+                check_video_path(path, [image_dir], self.allow_outside_root)
+            except OutsideRootError as exc:
+                raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
+            except NotRegularFileError as exc:
+                raise _RowSkipped(SkipReason.VIDEO_DECODE, str(exc)) from None
             if self.frame_sampler is None:
                 raise _RowSkipped(SkipReason.VIDEO_DECODE, "video row, but the group has no frame_sampler_args")
             try:
@@ -195,11 +205,12 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             return frames
         return []
 
-    @staticmethod
-    def _load_image(path: str, draft_size=None):
+    def _load_image(self, path: str, draft_size=None, root: str = ""):
+        """One image of a row, read only under its image folder (symlinks resolved first)."""
         try:
-            with storage.open_input(path) as handle:
-                return decode_image(handle, draft_size=draft_size)
+            return decode_image(read_media(path, [root], self.allow_outside_root), draft_size=draft_size)
+        except OutsideRootError as exc:
+            raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
         except FileNotFoundError:
             raise _RowSkipped(SkipReason.IMAGE_MISSING, f"{path} does not exist") from None
         except (OSError, ValueError, TypeError) as exc:  # a folder, no permission, a loop, NUL, too long

@@ -24,6 +24,7 @@ from PIL import Image
 
 from ..errors import ImageDecodeError, ImageTooLargeError
 from .convert import PendingImage
+from .safe_read import ALLOWED_IMAGE_FORMATS
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 # The reference raises Pillow's global bomb limit to 200 MP for the whole process; we apply
@@ -89,7 +90,8 @@ def decode_image(
     stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
     try:
         with own_pixel_limit():
-            image = Image.open(stream)
+            # Only the allowlisted decoders: EPS (and anything that runs a program) never sees the bytes.
+            image = Image.open(stream, formats=ALLOWED_IMAGE_FORMATS)
         width, height = image.size
         if width * height > max_pixels:
             raise ImageTooLargeError(f"{width}x{height} is over the {max_pixels}-pixel limit")
@@ -101,7 +103,7 @@ def decode_image(
                 return decode_drafted(image, draft_size, pil_img2rgb)
             return pil_img2rgb(image)
     except Image.UnidentifiedImageError:
-        raise ImageDecodeError("not an image format Pillow can identify") from None
+        raise ImageDecodeError(f"not an image in an allowed format ({', '.join(ALLOWED_IMAGE_FORMATS)})") from None
     except (ImageTooLargeError, ImageDecodeError, FileNotFoundError, MemoryError):
         raise
     except Exception as exc:  # Pillow's plugins raise TypeError, RuntimeError, ... on bad bytes

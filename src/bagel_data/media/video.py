@@ -181,11 +181,12 @@ def open_frame(folder: str, file: str) -> Image.Image:
     """One frame file of the frame folder `folder`, as RGB; VideoDecodeError if it cannot be read.
     Frames get the same pixel bound as images (Pillow's own bomb check gives way to it)."""
     from .images import DEFAULT_MAX_IMAGE_PIXELS, own_pixel_limit
+    from .safe_read import ALLOWED_IMAGE_FORMATS
 
     try:
         with storage.open_input(file) as handle:
             with own_pixel_limit():
-                image = Image.open(handle)
+                image = Image.open(handle, formats=ALLOWED_IMAGE_FORMATS)
             with image:
                 width, height = image.size
                 if width * height > DEFAULT_MAX_IMAGE_PIXELS:

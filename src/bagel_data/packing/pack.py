@@ -108,8 +108,10 @@ class PackBuilder:
             self.label_ids.extend([item["special_token_label"]])
         self.curr += 1
 
-    def add(self, sample: dict) -> None:
-        """Append one sample; consumes its id and tensor lists in plan order."""
+    def add(self, sample: dict) -> bool:
+        """Append one sample; consumes its id and tensor lists in plan order. False (and the
+        pack unchanged) when CFG dropout dropped every item: a zero-length sample would
+        break the batch schema (`check_batch`)."""
         texts = iter(sample["text_ids_list"])
         images = iter(sample["image_tensor_list"])
         start_of_sample = self.curr
@@ -129,6 +131,8 @@ class PackBuilder:
                 raise ValueError(f"unknown plan item type {kind!r}")
             if added and item.get("split_end", True):
                 walk.splits.append(walk.split_len)
+        if self.curr == start_of_sample:  # nothing was added: dropout takes its draws only
+            return False
         self.sample_lens.append(self.curr - start_of_sample)
         if self.config.use_flex:
             self.split_lens.extend(walk.splits)
@@ -136,6 +140,7 @@ class PackBuilder:
         else:
             self.nested_attention_masks.append(prepare_attention_mask_per_sample(walk.splits, walk.modes))
         self.data_indexes.append(sample["data_indexes"])
+        return True
 
     def _add_text(self, item: dict, ids: list[int], walk: _SampleWalk) -> bool:
         """`[bos] + ids + [eos]`, causal; False when classifier-free guidance dropped it."""

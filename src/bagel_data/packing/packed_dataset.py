@@ -171,6 +171,8 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
                 self._open_pack(pack, draw, state)
             if cfg.pack_strategy == "best_fit":
                 self._fill_best(pack, state, lambda: draw(choose()))
+                if pack.is_empty():  # every chosen sample lost all its items to dropout (counted)
+                    continue
                 batch = self._emit(pack, state)
                 pack = new_pack()
                 yield batch
@@ -190,7 +192,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
                     self._after_emit(item, state)
                     yield batch
                 continue
-            pack.add(item.sample)
+            self._put(pack, item, state)
             if pack.curr >= cfg.expected_num_tokens:
                 batch = self._emit(pack, state)
                 pack = new_pack()

@@ -16,12 +16,16 @@ from typing import Any
 
 from ..checkpoint.state import Buffered, PackState, ResumeError
 from ..compat import CompatPolicy
-from ..errors import SkipReason
+from ..errors import EmptyWorkerError, SkipReason
 from ..families.base import DistributedIterableDataset
 from ..sample import sample_length
 from .config import PackingConfig
 from .pack import PackBuilder
 from .strategies import best_subset
+
+# Samples in a row that may add nothing to a pack (every item dropped by CFG dropout) before
+# the stream is called stuck. By chance this needs p**items under 1e-3 a thousand times over.
+MAX_EMPTY_RUN = 1000
 
 
 class SamplePlacement:
@@ -43,6 +47,11 @@ class SamplePlacement:
 
         def draw(group: int) -> Buffered:
             cursor, sample = next(sources[group])
+            while not sample["sequence_plan"]:  # a zero-length sample has no place in a pack
+                state.cursors[group] = cursor
+                where = self._where(group, sample.get("row_key"), cursor)
+                state.logs[group].skip(SkipReason.SAMPLE_INVALID, where, "the sample has no items (zero length)")
+                cursor, sample = next(sources[group])
             state.cursors[group] = cursor
             state.group_tokens[group] += sample_length(sample)
             return Buffered(group, cursor, sample, sample.get("compat_rng_state"))
@@ -54,7 +63,7 @@ class SamplePlacement:
         sample carried over from the last pack."""
         for group, mandatory in enumerate(self.is_mandatory):
             if mandatory:
-                pack.add(self._next_fitting(draw, group, state).sample)
+                self._put(pack, self._next_fitting(draw, group, state), state)
         if state.carry is not None:
             self._add_carry(pack, state)
 
@@ -101,7 +110,7 @@ class SamplePlacement:
         if pack.curr + sample_length(item.sample) > self.config.max_num_tokens:
             self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
         else:
-            pack.add(item.sample)
+            self._put(pack, item, state)
 
     def _next_fitting(self, draw, group: int, state: PackState) -> Buffered:
         """The next sample of a mandatory group strictly under the per-sample budget."""
@@ -115,7 +124,38 @@ class SamplePlacement:
     def _fill_best(self, pack: PackBuilder, state: PackState, draw_next) -> None:
         """`pack_strategy="best_fit"`: top the buffer up (a look-ahead bounded by its size),
         put the oldest buffered sample in (so nothing waits more than a buffer's worth of
-        packs), then the buffered samples whose total fills the room left best."""
+        packs), then the buffered samples whose total fills the room left best; while that
+        takes samples and room is left, top up and choose again (short samples would
+        otherwise leave packs a buffer's worth of samples long)."""
+        cfg = self.config
+        self._top_up(state, draw_next)
+        # A sample with no room beside this pack's mandatory samples may fit beside a later
+        # pack's (smaller) ones: it keeps its place and is skipped, counted, only after it
+        # waited a buffer's worth of packs.
+        kept: collections.deque = collections.deque()
+        for item in state.buffer:
+            if pack.curr + sample_length(item.sample) > cfg.max_num_tokens:
+                item.waited += 1
+                if item.waited > max(cfg.max_buffer_size, 1):
+                    self._skip(item, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+                    continue
+            kept.append(item)
+        state.buffer = kept
+        if state.buffer and pack.curr + sample_length(state.buffer[0].sample) <= cfg.max_num_tokens:
+            self._put(pack, state.buffer.popleft(), state)
+        while True:
+            chosen = best_subset([sample_length(item.sample) for item in state.buffer], cfg.max_num_tokens - pack.curr)
+            for index in chosen:
+                self._put(pack, state.buffer[index], state)
+            for index in reversed(chosen):
+                del state.buffer[index]
+            if not chosen or pack.curr >= cfg.expected_num_tokens:
+                return
+            self._top_up(state, draw_next)
+
+    def _top_up(self, state: PackState, draw_next) -> None:
+        """Draw until the buffer holds `max_buffer_size` samples (at least one); a sample over
+        the per-sample budget is a counted skip."""
         cfg = self.config
         while len(state.buffer) < max(cfg.max_buffer_size, 1):
             item = draw_next()
@@ -124,18 +164,30 @@ class SamplePlacement:
             else:
                 state.buffer.append(item)
         state.buffer = collections.deque(item for item in state.buffer if self._materialize(item, state))
-        if not state.buffer:
+
+    def _put(self, pack: PackBuilder, item: Buffered, state: PackState) -> None:
+        """`item` into `pack`. A sample whose every item CFG dropout dropped adds nothing: it
+        is counted by name, and a long run of them (dropout 1.0 on all-CFG samples) raises,
+        as an empty worker does, instead of drawing forever without a pack going out."""
+        if pack.add(item.sample):
+            state.empty_run = 0
             return
-        oldest = state.buffer.popleft()
-        if pack.curr + sample_length(oldest.sample) > cfg.max_num_tokens:  # only beside mandatory samples
-            self._skip(oldest, state, SkipReason.NO_ROOM_BESIDE_MANDATORY)
-        else:
-            pack.add(oldest.sample)
-        chosen = best_subset([sample_length(item.sample) for item in state.buffer], cfg.max_num_tokens - pack.curr)
-        for index in chosen:
-            pack.add(state.buffer[index].sample)
-        for index in reversed(chosen):
-            del state.buffer[index]
+        state.logs[item.group].counts[SkipReason.CFG_DROPPED_ALL.value] += 1
+        state.empty_run += 1
+        if state.empty_run > MAX_EMPTY_RUN:
+            raise EmptyWorkerError(
+                f"{self.group_names[item.group]}: the last {state.empty_run} samples lost every item to CFG "
+                f"dropout (text/vit/vae_cond_dropout_prob = {self.config.text_cond_dropout_prob}/"
+                f"{self.config.vit_cond_dropout_prob}/{self.config.vae_cond_dropout_prob}), so no pack can go "
+                "out: lower the dropout, or mark some items enable_cfg=false (an interleaved segment's cfg: false)"
+            )
+
+    def _where(self, group: int, row_key, cursor) -> str:
+        """A sample's row as messages name it: file and row, else its group and cursor."""
+        family = self.grouped_datasets[group]
+        if row_key and hasattr(family, "row_location"):
+            return family.row_location(row_key)
+        return f"{self.group_names[group]} cursor {list(cursor or ())}"
 
     def _skip(self, item: Buffered, state: PackState, reason: SkipReason) -> None:
         cfg = self.config
@@ -148,11 +200,7 @@ class SamplePlacement:
             ),
         }.get(reason, f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples")
         log = state.logs[item.group]
-        row_key = item.sample.get("row_key")
-        family = self.grouped_datasets[item.group]
-        where = (
-            family.row_location(row_key) if row_key else f"{self.group_names[item.group]} cursor {list(item.cursor)}"
-        )
+        where = self._where(item.group, item.sample.get("row_key"), item.cursor)
         # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
         log.over_budget(where, f"{sample_length(item.sample)} tokens do not fit {budgets}", reason)
 

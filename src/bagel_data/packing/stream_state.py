@@ -8,13 +8,15 @@ AutoModel checkpoint, or from an elastic-restart plan; and the Stateful protocol
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from ..checkpoint.checks import check_cursor_ranges, check_shape, shown
 from ..checkpoint.foreign import is_nemo_state, load_nemo_state
 from ..checkpoint.merge import apply_restart, is_elastic, merge_worker_states
-from ..checkpoint.state import PackState, ResumeError, check_compatible
+from ..checkpoint.state import STATE_VERSION, PackState, ResumeError, check_compatible
 from ..compat import CompatPolicy
 from ..errors import SkipLog
 from ..sharding import WorkerTopology
@@ -34,6 +36,7 @@ class StreamState:
     policy: CompatPolicy
     _live: PackState | None
     _resume: dict | None
+    config: Any  # PackingConfig
 
     def _topology(self) -> WorkerTopology:
         return WorkerTopology.current(self.local_rank, self.world_size)
@@ -114,12 +117,30 @@ class StreamState:
             state = self._fresh_state()
             load_nemo_state(state, saved, self.group_names)
             return state
+        if not isinstance(saved, Mapping):
+            raise ResumeError(f"a checkpoint is a dict (PackedDataset.state_dict()), not {shown(saved, 80)}")
         if not is_elastic(saved):
             state = self._fresh_state()
-            state.restore(saved, self.group_names)
-            apply_restart(self, state.restart)
+            self._restore_checked(state, saved)
             return state
         return self._elastic_start(saved)
+
+    def _restore_checked(self, state: PackState, saved: Mapping) -> None:
+        """Restore `saved` into `state` after checking every field it reads; whatever is
+        still wrong is a ResumeError, never a bare KeyError deep in a worker."""
+        if saved.get("version") == STATE_VERSION:  # any other version gets its own message below
+            check_shape(saved, self.group_names, max(self.config.max_buffer_size, 1))
+        try:
+            state.restore(dict(saved), self.group_names)
+            apply_restart(self, state.restart)
+        except ResumeError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise ResumeError(f"malformed checkpoint ({type(exc).__name__}: {shown(str(exc))})") from None
+        waiting = [(f"buffer[{i}]", item.group, item.cursor) for i, item in enumerate(state.buffer)]
+        if state.carry is not None:
+            waiting.append(("carry", state.carry.group, state.carry.cursor))
+        check_cursor_ranges(self.grouped_datasets, self.group_names, state.cursors, waiting)
 
     def _elastic_start(self, saved: dict) -> PackState:
         check_compatible(saved, self.data_seed, self.group_names, self.group_unit_counts(), self.group_inputs())

@@ -6,6 +6,7 @@ filesystem (paths exist, folders are folders, parquet_info parses).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from ..errors import ConfigError
@@ -52,7 +53,10 @@ def check_group_args(group: str, args: object, allowed) -> dict:
 
 
 def check_group_weights(weights: Mapping[str, float]) -> None:
-    if sum(weights.values()) <= 0:
+    total = sum(weights.values())
+    if not math.isfinite(total):  # 1e308 + 1e308: the mixing draw would divide by infinity
+        raise ConfigError("weight", dict(weights), "the group weights must sum to a finite number")
+    if total <= 0:
         raise ConfigError("weight", dict(weights), "the group weights must sum to more than 0")
 
 

@@ -82,6 +82,10 @@ GROUP_FIELDS: dict[str, Field] = {
         AnyMapping("mapping (segment roles)"), "roles of segments that set none (docs/formats/interleaved.md)",
         scope="interleaved",
     ),
+    "allow_outside_root": Field(
+        Bool(), "rows may name media outside data_dir / the shard's folder (absolute paths, `..`, symlinks out)",
+        False, scope="vlm_sft, interleaved, user families",
+    ),
 }  # fmt: skip
 
 DATASET_INFO_FIELDS: dict[str, Field] = {
@@ -101,7 +105,11 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
         "options of this entry's s3:// / gs:// / hdfs:// filesystem",
         scope="all",
     ),
-}
+    "allow_outside_root": Field(
+        Bool(), "this dataset's rows may name media outside its data_dir (the group's setting does it for all)",
+        False, scope="vlm_sft, interleaved, user families",
+    ),
+}  # fmt: skip
 
 # The settings of a packed dataset are defined once, in `settings.py`; these two tables are
 # views of it: the packer's budgets, dropouts and geometry, then the seed and the options

@@ -99,6 +99,8 @@ def _sample_masks(batch: dict):
         return
     splits = iter(zip(batch["split_lens"], batch["attn_modes"]))
     for start, end in spans:
+        if end == start:  # a zero-length sample has no splits (and no attention to draw)
+            continue
         lens, modes, total = [], [], 0
         while total < end - start:
             length, mode = next(splits)
@@ -121,6 +123,8 @@ def attention_fraction(batch, max_side: int = 512) -> np.ndarray:
     cell_of = np.repeat(np.arange(side), np.diff(edges))
     allowed_pairs = np.zeros((side, side), dtype=np.float64)
     for start, allowed in _sample_masks(batch):
+        if not len(allowed):  # a zero-length sample: nothing to add (reduceat needs one cell)
+            continue
         cells = cell_of[start : start + len(allowed)]
         cuts = np.concatenate([[0], np.flatnonzero(np.diff(cells)) + 1])
         summed = np.add.reduceat(np.add.reduceat(allowed, cuts, axis=0, dtype=np.int64), cuts, axis=1)

@@ -45,20 +45,44 @@ def each_row(rows: Rows, handle: Callable[[str, object], None], notes: Notes, pr
 def manifest_rows(manifest: Path) -> Rows:
     """The rows of a CSV or JSONL manifest, located by file name and line number."""
     rows: Rows = []
-    # utf-8-sig: spreadsheet exports often start with a byte-order mark.
-    with manifest.open(encoding="utf-8-sig", newline="") as handle:
-        if manifest.suffix.lower() == ".csv":
+    if manifest.suffix.lower() == ".csv":
+        # utf-8-sig: spreadsheet exports often start with a byte-order mark. Bytes that are
+        # not UTF-8 are kept as surrogates, so only their row is dropped.
+        with manifest.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
             reader = csv.DictReader(handle)
             if "path" not in (reader.fieldnames or []):
                 raise ConfigError("manifest", str(manifest), "a CSV manifest needs a 'path' column")
-            return [(f"{manifest.name}:{reader.line_num}", row) for row in reader]
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    rows.append((f"{manifest.name}:{number}", json.loads(line)))
-                except ValueError as exc:
-                    rows.append((f"{manifest.name}:{number}", RowDropped(SkipReason.JSON_INVALID, f"not JSON: {exc}")))
+            for row in reader:
+                location = f"{manifest.name}:{reader.line_num}"
+                rows.append((location, _not_utf8(row) or row))
+        return rows
+    with manifest.open("rb") as handle:  # decoded line by line: one bad line drops one row
+        for number, raw in enumerate(handle, 1):
+            location = f"{manifest.name}:{number}"
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                if line.strip():
+                    rows.append((location, json.loads(line)))
+            except UnicodeDecodeError as exc:
+                rows.append((location, RowDropped(SkipReason.JSON_INVALID, f"not UTF-8 (byte {exc.start})")))
+            except ValueError as exc:
+                rows.append((location, RowDropped(SkipReason.JSON_INVALID, f"not JSON: {str(exc)[:200]}")))
+            except RecursionError:
+                rows.append((location, RowDropped(SkipReason.JSON_INVALID, "JSON nested too deeply to read")))
     return rows
+
+
+def _not_utf8(row: dict) -> RowDropped | None:
+    """A RowDropped when a CSV row held bytes that are not UTF-8 (read as surrogates)."""
+    for value in [*row.keys(), *row.values()]:
+        values = value if isinstance(value, list) else [value]  # csv puts surplus cells in a list
+        for text in values:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return RowDropped(SkipReason.JSON_INVALID, "the row is not UTF-8 text")
+    return None
 
 
 def caption_values(value: object) -> list[str]:

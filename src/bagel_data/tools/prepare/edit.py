@@ -31,7 +31,10 @@ def edit_row(row: object, image_root: Path) -> dict:
         raise RowDropped(
             SkipReason.EDIT_LISTS_DISAGREE, f"{len(images)} images need {len(images) - 1} steps, got {len(steps)}"
         )
-    return {"image_list": [image_bytes(image_root / name) for name in images], "instruction_list": steps}
+    return {
+        "image_list": [image_bytes(image_root / name, root=image_root) for name in images],
+        "instruction_list": steps,
+    }
 
 
 def prepare_edit(

@@ -5,13 +5,15 @@ The input rows are cut into batches of `rows_per_shard` input rows; batch `k` be
 The local engine maps it serially, the Ray engine on Ray Data; both hand the results back in
 order to the same writer, so the files are the same byte for byte. A shard is finished when
 its marker `.prepare-state/part-k.done` (written after the file, holding the shard's drop
-notes) exists: a rerun of the same job with `resume` skips finished shards and redoes the
-others.
+notes, a digest of its input rows and the file's size) exists and still matches: a rerun of
+the same job with `resume` checks each finished shard (file present, size and row count, same
+input rows) and redoes the others.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -151,20 +153,41 @@ class ShardFolder:
     def marker(self, index: int) -> Path:
         return self.state / f"part-{index:05d}.done"
 
-    def finished(self, index: int) -> ShardResult | None:
+    def finished(self, index: int, rows: Rows) -> ShardResult | None:
+        """Shard `index` when its marker stands for it: same input rows (their digest), and a
+        file that exists with the marker's size and row count (none for an empty shard).
+        None otherwise, and the shard is redone: a deleted or replaced shard is never kept."""
         try:
             saved = json.loads(self.marker(index).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            notes = {key: tuple(RowNote(**note) for note in saved[key]) for key in ("dropped", "fixed")}
+            rows_written = int(saved["rows_written"])
+            intact = saved.get("input_digest") == rows_digest(rows) and self._file_matches(index, saved)
+        except (OSError, ValueError, TypeError, KeyError):
+            intact = False
+        if not intact:
+            self.marker(index).unlink(missing_ok=True)
+            self.path(index).unlink(missing_ok=True)
             return None
-        notes = {key: tuple(RowNote(**note) for note in saved[key]) for key in ("dropped", "fixed")}
-        return ShardResult(index, None, saved["rows_written"], notes["dropped"], notes["fixed"])
+        return ShardResult(index, None, rows_written, notes["dropped"], notes["fixed"])
 
-    def save(self, result: ShardResult) -> None:
+    def _file_matches(self, index: int, saved: dict) -> bool:
+        path = self.path(index)
+        if not saved["rows_written"]:
+            return not path.exists()
+        if not path.is_file() or path.stat().st_size != saved.get("file_size"):
+            return False
+        if self.job.suffix == ".parquet":
+            return pq.read_metadata(path).num_rows == saved["rows_written"]
+        return path.read_bytes().count(b"\n") == saved["rows_written"]
+
+    def save(self, result: ShardResult, rows: Rows) -> None:
         """The file first, then its marker: a marker always stands for a complete file."""
         if result.data is not None:
             _write_atomic(self.path(result.index), result.data)
         marker = {
             "rows_written": result.rows_written,
+            "input_digest": rows_digest(rows),
+            "file_size": None if result.data is None else len(result.data),
             "dropped": [dataclasses.asdict(note) for note in result.dropped],
             "fixed": [dataclasses.asdict(note) for note in result.fixed],
         }
@@ -172,6 +195,31 @@ class ShardFolder:
 
     def files(self) -> tuple[Path, ...]:
         return tuple(self.path(k) for k in range(self.num_shards) if self.path(k).exists())
+
+
+def rows_digest(rows: Rows) -> str:
+    """A digest of a shard's input rows (locations and contents as read): a changed input
+    whose row count did not change still changes it."""
+    digest = hashlib.sha256()
+    for location, row in rows:
+        digest.update(repr((location, row, _file_stamps(row))).encode("utf-8", "backslashreplace"))
+    return digest.hexdigest()[:32]
+
+
+def _file_stamps(row: object) -> list:
+    """Size and mtime of the files a row holds as paths (a folder row's image), so an image
+    rewritten in place also changes the digest; rows that name files by string are covered
+    by their text only."""
+    parts = row if isinstance(row, (tuple, list)) else (row,)
+    stamps: list[tuple[int, int] | None] = []
+    for part in parts:
+        if isinstance(part, Path):
+            try:
+                info = part.stat()
+                stamps.append((info.st_size, info.st_mtime_ns))
+            except OSError:
+                stamps.append(None)
+    return stamps
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -201,14 +249,14 @@ def run_shards(
     shards = ShardFolder(folder, job, len(batches), overwrite, resume)
     results: dict[int, ShardResult] = {}
     for index in range(len(batches)):
-        if (done := shards.finished(index)) is not None:
+        if (done := shards.finished(index, batches[index])) is not None:
             results[index] = done
     todo = [(index, batch) for index, batch in enumerate(batches) if index not in results]
     rows_done = sum(len(batches[index]) for index in results)
     if progress is not None:
         progress(rows_done, len(rows))
     for result in _checked(map_shards(job, todo), [index for index, _ in todo]):
-        shards.save(result)
+        shards.save(result, batches[result.index])
         results[result.index] = dataclasses.replace(result, data=None)
         rows_done += len(batches[result.index])
         if progress is not None:

@@ -43,10 +43,20 @@ def document_segments(row: object, image_root: Path) -> dict:
         elif not isinstance(image, str) or "://" in image:
             raise RowDropped(SkipReason.SCHEMA, f"position {position}: an image must be a local path, got {image!r}")
         else:
-            segments.append({"type": "image", "image": image_bytes(image_root / image)})
+            segments.append({"type": "image", "image": image_bytes(image_root / image, root=image_root)})
     if not any(segment["type"] == "text" for segment in segments):
         raise RowDropped(DropReason.NO_CAPTION, "the document has no text")
     return {"segments": segments}
+
+
+# A small set still gets this many row groups (the family's units), so that the run.yaml
+# written beside it works with several DataLoader workers (and ranks) as written.
+MIN_ROW_GROUPS = 8
+
+
+def row_group_size(rows_per_group: int, num_rows: int) -> int:
+    """`rows_per_group`, smaller when `num_rows` would give fewer than MIN_ROW_GROUPS groups."""
+    return max(1, min(rows_per_group, -(-num_rows // MIN_ROW_GROUPS)))
 
 
 def write_run_config(out_dir: Path, num_files: int, segment_defaults: dict) -> Path:
@@ -91,7 +101,7 @@ def prepare_interleaved(
     root = Path(image_root or docs.parent)
     rows = manifest_rows(docs)
     out = prepare_out_dir(Path(out_dir), overwrite)
-    writer = ShardWriter(out, INTERLEAVED_SCHEMA, rows_per_group, rows_per_shard)
+    writer = ShardWriter(out, INTERLEAVED_SCHEMA, row_group_size(rows_per_group, len(rows)), rows_per_shard)
     try:
         written = each_row(rows, lambda _, row: writer.add(document_segments(row, root)), notes, progress)
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import socket
 from collections.abc import Iterator
 
 import numpy
@@ -29,8 +30,35 @@ def _import_ray():
     return ray
 
 
+# Seconds to wait for a cluster's port to accept a connection: a dead address fails at
+# once with one line, instead of Ray's own retries (minutes, and pages of warnings).
+CONNECT_TIMEOUT_S = 10.0
+
+
+def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """ConfigError unless something accepts a TCP connection at `address` (`host:port` or
+    `ray://host:port`); None, "auto" and "local" are Ray's own lookups and pass."""
+    if address is None or address in ("auto", "local"):
+        return
+    target = address.split("://", 1)[1] if "://" in address else address
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError("address", address, "write it as host:port (or ray://host:port), e.g. 10.0.0.5:6379")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            "address",
+            address,
+            f"no Ray cluster answers there ({reason}); start one (`ray start --head`) or fix --address",
+        ) from None
+
+
 def ray_mapper(address: str | None, num_cpus: int | None):
     ray = _import_ray()  # fails before any work when the extra is missing
+    check_address(address)
     if num_cpus is not None and (num_cpus < 1 or address is not None):
         raise ConfigError("num_cpus", num_cpus, "a positive count, for the local cluster only (not with --address)")
 

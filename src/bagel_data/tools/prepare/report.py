@@ -18,6 +18,7 @@ class DropReason(str, enum.Enum):
     VIDEO_MISSING = "video_missing"
     NO_CAPTION = "no_caption"
     CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
+    MEMBER_TWICE = "tar_member_given_twice"
 
 
 # The report's names for the faults prepare shares with the readers (`SkipReason`); they
@@ -25,6 +26,7 @@ class DropReason(str, enum.Enum):
 REPORT_NAMES: dict[SkipReason, str] = {
     SkipReason.IMAGE_MISSING: "image_missing",
     SkipReason.IMAGE_DECODE: "image_unreadable",
+    SkipReason.OUTSIDE_ROOT: "image_outside_image_root",
     SkipReason.CAPTION_INVALID: "caption_file_unreadable",
     SkipReason.JSON_INVALID: "malformed_row",
     SkipReason.SCHEMA: "malformed_row",

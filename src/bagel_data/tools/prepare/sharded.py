@@ -21,7 +21,7 @@ from ...formats import EDIT_SCHEMA, T2I_SCHEMA
 from .common import Progress, Rows, manifest_rows
 from .edit import edit_row, write_parquet_info
 from .engine import ShardJob, jsonl_bytes, parquet_bytes, run_shards
-from .interleaved import document_segments, write_run_config
+from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
 from .stored_images import check_format
 from .t2i import folder_rows, numbered_captions, t2i_row
@@ -149,6 +149,7 @@ def _interleaved(
         raise ConfigError("docs_jsonl", str(source), "the file does not exist")
     defaults = check_segment_defaults("segment_defaults", segment_defaults or dict(DEFAULTS))
     root, rows = Path(image_root or source.parent), manifest_rows(source)
+    rows_per_group = row_group_size(rows_per_group, len(rows))  # enough units for a few workers
     fingerprint = _fingerprint("interleaved", source, rows, rows_per_group=rows_per_group, image_root=root)
     encode = functools.partial(parquet_bytes, INTERLEAVED_SCHEMA, rows_per_group)
     job = ShardJob(functools.partial(_interleaved_convert, root), encode, ".parquet", fingerprint)

@@ -10,6 +10,7 @@ from PIL import Image
 
 from ...errors import ConfigError, SkipReason
 from ...media.images import ImageDecodeError, ImageTooLargeError, decode_image
+from ...media.safe_read import OutsideRootError, check_inside, read_media
 from .report import RowDropped
 
 _ROOT_HINT = " (relative paths are resolved against --image-root)"
@@ -26,13 +27,28 @@ def check_format(reencode: str | None) -> str | None:
     return fmt
 
 
-def image_bytes(path: Path, reencode: str | None = None, max_side: int | None = None) -> bytes:
-    """The bytes to store for `path`: the original ones unless a new size or format is asked."""
+def check_under_root(path: Path, root: Path | None) -> None:
+    """A RowDropped unless `path` lies under `root` (--image-root) once symlinks are resolved:
+    a row must not embed a file from elsewhere (`../../`, an absolute path, a symlink out)."""
+    try:
+        check_inside(str(path), [str(root)] if root is not None else [])
+    except OutsideRootError as exc:
+        raise RowDropped(
+            SkipReason.OUTSIDE_ROOT, str(exc).replace("set allow_outside_root", "pass a wider --image-root")
+        ) from None
+
+
+def image_bytes(
+    path: Path, reencode: str | None = None, max_side: int | None = None, root: Path | None = None
+) -> bytes:
+    """The bytes to store for `path`: the original ones unless a new size or format is asked.
+    `root`: the folder `path` must lie under (--image-root)."""
+    check_under_root(path, root)
     if not path.is_file():
         raise RowDropped(SkipReason.IMAGE_MISSING, f"{path} does not exist{_ROOT_HINT}")
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        data = read_media(str(path))  # a regular file of bounded size
+    except (OSError, ValueError) as exc:
         raise RowDropped(SkipReason.IMAGE_DECODE, f"{path}: {exc}") from None
     return stored_image(data, str(path), reencode, max_side)
 

@@ -23,7 +23,9 @@ def _sidecar_captions(image: Path) -> tuple[Path, list[str]] | RowDropped:
         if js.is_file():
             captions += caption_values(json.loads(js.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:  # unreadable, bad UTF-8 or bad JSON
-        return RowDropped(SkipReason.CAPTION_INVALID, str(exc))
+        return RowDropped(SkipReason.CAPTION_INVALID, str(exc)[:200])
+    except RecursionError:
+        return RowDropped(SkipReason.CAPTION_INVALID, f"{js.name}: JSON nested too deeply to read")
     except RowDropped as bad:
         return bad
     return image, captions
@@ -63,7 +65,8 @@ def t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_sid
     pair = row if from_folder else _manifest_captions(row, root)
     path, captions = cast("tuple[Path, list[str]]", pair)
     text = numbered_captions(captions)
-    return {"image": image_bytes(path, fmt, max_side), "captions": text}
+    # A manifest row names its image: it must lie under the image root (a folder row was found there).
+    return {"image": image_bytes(path, fmt, max_side, root=None if from_folder else root), "captions": text}
 
 
 def prepare_t2i(

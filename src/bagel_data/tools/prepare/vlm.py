@@ -16,18 +16,23 @@ from ...families.conversation import (
 from ...media.images import ImageDecodeError, ImageTooLargeError, decode_image
 from .common import ROLE_NAMES, Progress, Rows, each_row, manifest_rows
 from .report import DropReason, Fix, Notes, PrepareReport, RowDropped, RowNote
+from .stored_images import check_under_root
 
 
 def vlm_rows(source: Path) -> Rows:
     """The rows of a LLaVA-style JSON list (located by index) or a JSONL file (by line)."""
-    with source.open(encoding="utf-8-sig") as handle:
-        first = next((char for line in handle for char in line if not char.isspace()), "")
-    if first != "[":
+    with source.open("rb") as handle:
+        first = next((byte for line in handle for byte in line.lstrip(b"\xef\xbb\xbf") if not chr(byte).isspace()), 0)
+    if first != ord("["):
         return manifest_rows(source)
     try:
         rows = json.loads(source.read_text(encoding="utf-8-sig"))
     except ValueError as exc:
-        raise ConfigError("source", str(source), f"looks like a JSON list but does not parse: {exc}") from None
+        raise ConfigError(
+            "source", str(source), f"looks like a JSON list but does not parse: {str(exc)[:200]}"
+        ) from None
+    except RecursionError:
+        raise ConfigError("source", str(source), "a JSON list nested too deeply to read") from None
     return [(f"{source.name}[{index}]", row) for index, row in enumerate(rows)]
 
 
@@ -82,6 +87,8 @@ def fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None], 
         _check_video_row(turns, image_root, video, fix)
         return row
     names = [image] if isinstance(image, str) else list(image or [])
+    for name in names:
+        check_under_root(image_root / name, image_root)
     missing = [name for name in names if not (image_root / name).is_file()]
     if missing:
         raise RowDropped(SkipReason.IMAGE_MISSING, f"not under {image_root} (--image-root): {', '.join(missing[:3])}")
@@ -99,6 +106,7 @@ def fix_vlm_row(row: object, image_root: Path, fix: Callable[[Fix, str], None], 
 
 def _check_video_row(turns: list[dict], image_root: Path, video: str, fix: Callable[[Fix, str], None]) -> None:
     path = image_root / video
+    check_under_root(path, image_root)
     if not (path.is_dir() if video.endswith("/") else path.is_file()):
         raise RowDropped(DropReason.VIDEO_MISSING, f"{path} does not exist (paths are resolved against --image-root)")
     # The reader turns one <video> into one <image> per frame; any other tag breaks the count.

@@ -50,6 +50,7 @@ def tar_rows(tars: list[Path]) -> Rows:
     rows: Rows = []
     for tar in tars:
         samples: dict[str, dict[str, TarMember]] = {}
+        twice: dict[str, list[str]] = {}  # key -> members that repeat a role (which one is meant?)
         try:
             with tarfile.open(tar, "r:") as archive:
                 for info in archive:
@@ -61,10 +62,16 @@ def tar_rows(tars: list[Path]) -> Rows:
                         continue
                     key = f"{folder}/{stem}" if folder else stem
                     member = TarMember(str(tar), info.name, info.offset_data, info.size)
-                    samples.setdefault(key, {}).setdefault(_role(ext.lower()), member)
+                    role = _role(ext.lower())
+                    first = samples.setdefault(key, {}).setdefault(role, member)
+                    if first is not member and role != "other":
+                        twice.setdefault(key, [first.name]).append(member.name)
         except (OSError, tarfile.TarError) as exc:
             raise ConfigError("source", str(tar), f"not a readable tar file: {exc}") from None
-        rows += [(f"{tar.name}:{key}", _sample(members)) for key, members in samples.items()]
+        rows += [
+            (f"{tar.name}:{key}", _twice(twice[key]) if key in twice else _sample(members))
+            for key, members in samples.items()
+        ]
     return rows
 
 
@@ -72,6 +79,12 @@ def _role(ext: str) -> str:
     if f".{ext}" in IMAGE_SUFFIXES:
         return "image"
     return ext if ext in ("txt", "json") else "other"
+
+
+def _twice(names: list[str]) -> RowDropped:
+    return RowDropped(
+        DropReason.MEMBER_TWICE, f"{names[:4]} give this key the same part twice; keep one member per part"
+    )
 
 
 def _sample(members: dict[str, TarMember]) -> TarSample | RowDropped:
@@ -99,6 +112,8 @@ def tar_captions(sample: TarSample) -> list[str]:
                     captions.append(meta[key].strip())
             if meta.get("captions") is not None:
                 captions += caption_values(meta["captions"])
+    except RecursionError:
+        raise RowDropped(SkipReason.CAPTION_INVALID, "the .json is nested too deeply to read") from None
     except (OSError, ValueError) as exc:  # unreadable, bad UTF-8 or bad JSON
         raise RowDropped(SkipReason.CAPTION_INVALID, str(exc)) from None
     return captions

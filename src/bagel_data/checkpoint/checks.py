@@ -1,0 +1,168 @@
+"""A checkpoint and a `data_status` are checked, not trusted.
+
+Both come from outside the process (a file a person can edit, a JSON round trip, another
+version of the library). A malformed one used as it is reads rows twice or never, or fails
+deep in a worker with a bare `KeyError`. So every field is checked before use: types, the
+topology, each cursor's length and range in its worker's work list, the buffer's size and
+uniqueness; a failure is a `ResumeError` that names the field.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ResumeError, shown
+from ..sharding import INHERITED_PHASE, phase_work
+
+_INT_FIELDS = ("packs", "tokens", "data_seed")
+_MAPPING_FIELDS = ("topology", "units", "rng", "cursors", "samples", "skips")
+_TOPOLOGY_KEYS = ("rank", "world_size", "worker_id", "num_workers")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _bad(field: str, value: Any, want: str) -> ResumeError:
+    return ResumeError(f"checkpoint field {field} = {shown(value, 80)}: {want}")
+
+
+def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
+    """The checkpoint's fields have the types `PackState.restore` reads (before any use)."""
+    if not isinstance(saved, Mapping):
+        raise _bad("(root)", saved, "a checkpoint is a dict (PackedDataset.state_dict())")
+    for key in (*_INT_FIELDS, *_MAPPING_FIELDS, "buffer"):
+        if key not in saved:
+            raise ResumeError(f"checkpoint field {key} is missing: this is not a whole PackedDataset checkpoint")
+    for key in _INT_FIELDS:
+        if not _is_int(saved[key]) or (key != "data_seed" and saved[key] < 0):
+            raise _bad(key, saved[key], "a non-negative int")
+    for key in _MAPPING_FIELDS:
+        if not isinstance(saved[key], Mapping):
+            raise _bad(key, saved[key], "a mapping")
+    topology = saved["topology"]
+    if sorted(topology) != sorted(_TOPOLOGY_KEYS) or not all(_is_int(v) and v >= 0 for v in topology.values()):
+        raise _bad("topology", topology, f"a mapping of {_TOPOLOGY_KEYS} to non-negative ints")
+    for name in group_names:
+        if name in saved["cursors"]:
+            _check_cursor(f"cursors.{name}", saved["cursors"][name], allow_none=True)
+    unknown = sorted(set(saved["cursors"]) - set(group_names))
+    if unknown:
+        raise _bad("cursors", unknown, f"unknown group(s); this pipeline has {group_names}")
+    buffer = saved["buffer"]
+    if not isinstance(buffer, list):
+        raise _bad("buffer", buffer, "a list of [group, cursor] entries")
+    if len(buffer) > max_buffer:
+        raise _bad("buffer", f"{len(buffer)} entries", f"at most max_buffer_size={max_buffer}")
+    seen: set[tuple] = set()
+    for index, entry in enumerate(buffer):
+        row = _entry(f"buffer[{index}]", entry, group_names)
+        if row in seen:
+            raise _bad(f"buffer[{index}]", entry, "the same row twice in the buffer (it would be packed twice)")
+        seen.add(row)
+    if saved.get("carry") is not None:
+        carry = _entry("carry", saved["carry"], group_names)
+        if carry in seen:
+            raise _bad("carry", saved["carry"], "the carried row is also in the buffer")
+    for name, counts in saved["skips"].items():
+        if not isinstance(counts, Mapping) or not all(_is_int(v) and v >= 0 for v in counts.values()):
+            raise _bad(f"skips.{name}", counts, "a mapping of reasons to non-negative counts")
+    for key in ("samples", "group_tokens"):
+        values = saved.get(key) or {}
+        if not isinstance(values, Mapping) or not all(_is_int(v) and v >= 0 for v in values.values()):
+            raise _bad(key, values, "a mapping of groups to non-negative ints")
+    for key in ("restart", "history", "inputs"):
+        if saved.get(key) is not None and not isinstance(saved[key], Mapping):
+            raise _bad(key, saved[key], "null or a mapping")
+
+
+def _entry(field: str, entry: Any, group_names: list[str]) -> tuple:
+    if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3, 4):
+        raise _bad(field, entry, "[group, cursor] (and the compat stream state, and packs waited)")
+    if len(entry) == 4 and not (_is_int(entry[3]) and entry[3] >= 0):
+        raise _bad(field, entry[3], "packs waited: a non-negative int")
+    if len(entry) >= 3 and entry[2] is not None and not isinstance(entry[2], Mapping):
+        raise _bad(field, entry[2], "the compat stream state: null or a mapping")
+    if entry[0] not in group_names:
+        raise _bad(field, entry[0], f"an unknown group; this pipeline has {group_names}")
+    _check_cursor(field, entry[1], allow_none=False)
+    return entry[0], tuple(entry[1])
+
+
+def _check_cursor(field: str, cursor: Any, allow_none: bool) -> None:
+    if cursor is None and allow_none:
+        return
+    if not isinstance(cursor, (list, tuple)) or not cursor or not all(_is_int(v) for v in cursor):
+        raise _bad(field, cursor, "a cursor: [phase, index, *row] of ints")
+    if cursor[0] < INHERITED_PHASE or any(value < 0 for value in cursor[1:]):
+        raise _bad(field, cursor, f"phase >= {INHERITED_PHASE} and a non-negative index and row")
+
+
+def check_cursor_ranges(datasets: list, group_names: list[str], cursors: list, buffered: list) -> None:
+    """Each cursor lies in its worker's work list and has the group's length (after the
+    restart plan is applied, so that the phases are known)."""
+    places = [(f"cursors.{name}", index, cursor) for index, (name, cursor) in enumerate(zip(group_names, cursors))]
+    places += [(field, group, cursor) for field, group, cursor in buffered]
+    for field, group, cursor in places:
+        dataset = datasets[group]
+        if cursor is None or not hasattr(dataset, "worker_shard"):
+            continue
+        if len(cursor) < 2:
+            raise _bad(field, list(cursor), "a cursor: [phase, index, *row] of ints")
+        phase, index = cursor[0], cursor[1]
+        plan = getattr(dataset, "restart_plan", None)
+        if phase < 0 and plan is None:
+            raise _bad(field, list(cursor), "a restart phase, but the checkpoint has no restart plan")
+        shard = dataset.worker_shard()
+        depth: int | None = 0
+        if phase == INHERITED_PHASE:
+            assert plan is not None  # checked just above
+            length = len(plan.inherited_for(*shard.global_worker))
+        else:
+            length, depth = len(phase_work(shard, plan, phase)), getattr(dataset, "row_depth", lambda: None)()
+        if index >= length:
+            raise _bad(field, list(cursor), f"index {index} is past the {length} item(s) of the worker's work list")
+        if depth is not None and len(cursor) != 2 + depth:
+            raise _bad(field, list(cursor), f"{group_names[group]} cursors have {2 + depth} entries")
+
+
+def check_data_status(status: Any, group_names: list[str]) -> dict | None:
+    """This rank's `data_status` as `{group: {worker id: position}}`, worker ids as ints
+    (a JSON round trip makes them strings); a ResumeError names an unknown group or a
+    malformed entry."""
+    if status is None:
+        return None
+    if not isinstance(status, Mapping):
+        raise ResumeError(f"data_status = {shown(status, 80)}: a mapping of group names to per-worker positions")
+    unknown = sorted(set(status) - set(group_names))
+    if unknown:
+        raise ResumeError(f"data_status names unknown group(s) {shown(unknown, 120)}; the groups are {group_names}")
+    checked: dict = {}
+    for group, workers in status.items():
+        if workers is None:
+            checked[group] = None
+            continue
+        if isinstance(workers, (list, tuple)):  # indexed by worker id
+            workers = dict(enumerate(workers))
+        if not isinstance(workers, Mapping):
+            raise ResumeError(f"data_status.{group} = {shown(workers, 80)}: a mapping of worker ids to positions")
+        entries = {}
+        for worker, position in workers.items():
+            try:
+                worker_id = int(worker)
+            except (TypeError, ValueError):
+                raise ResumeError(f"data_status.{group}: worker id {shown(worker, 40)} is not an int") from None
+            if worker_id < 0:
+                raise ResumeError(f"data_status.{group}: worker id {worker_id} is negative")
+            entries[worker_id] = _position(f"data_status.{group}[{worker_id}]", position)
+        checked[group] = entries
+    return checked
+
+
+def _position(field: str, position: Any):
+    values = list(position) if isinstance(position, (list, tuple)) else [position]
+    if position is not None and (not values or not all(_is_int(v) and v >= 0 for v in values)):
+        raise ResumeError(f"{field} = {shown(position, 80)}: a position of non-negative ints")
+    return position

@@ -1,0 +1,178 @@
+"""Checkpoints and `data_status` are checked, not trusted (issue 27).
+
+A hand-edited checkpoint (a cursor past the end or negative, a buffer repeating a row or
+over its size, a missing or mistyped field) is a `ResumeError` naming the field, never a
+bare KeyError / TypeError / ValueError, and never used as it is. A `data_status` after a
+JSON round trip (string worker ids) resumes as the original; a tampered one (negative, past
+the end, wrong length, a group name with a typo) is refused by name. A hypothesis test
+mutates a real checkpoint at random: every result loads and packs, or is a ResumeError.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bagel_data import ResumeError, make_bagel_multimodal_dataset
+from helpers.builders import solid_jpeg, write_t2i
+
+ROW = {"image": solid_jpeg(64, 48, (200, 30, 30)), "captions": {"c": "a red square on a plain background"}}
+GROUP = {
+    "t2i_pretrain": {
+        "dataset_names": ["t2i"],
+        "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32},
+        "num_used_data": [3],
+        "weight": 1,
+    }
+}
+PACKING = dict(expected_num_tokens=60, max_num_tokens=100, max_num_tokens_per_sample=90, prefer_buffer_before=10)
+
+
+def _build(folder, tokenizer, special_tokens, data_status=None, **packing):
+    return make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=special_tokens,
+        grouped_datasets=GROUP,
+        dataset_info={"t2i_pretrain": {"t2i": {"data_dir": folder}}},
+        num_workers=1,
+        data_status=data_status,
+        **dict(PACKING, max_buffer_size=2, **packing),
+    )
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("t2i")
+    write_t2i(root, [[[ROW] * 3, [ROW] * 2], [[ROW] * 4]])
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def dataset(folder, tokenizer, special_tokens):
+    return _build(folder, tokenizer, special_tokens)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(dataset):
+    stream = iter(dataset)
+    list(itertools.islice(stream, 3))
+    state = copy.deepcopy(dataset.state_dict())
+    assert state["cursors"]["t2i_pretrain"] is not None
+    return state
+
+
+def _resume(dataset, state):
+    dataset.load_state_dict(state)
+    return next(iter(dataset))
+
+
+def _with(state, field, value):
+    state = copy.deepcopy(state)
+    *path, last = field
+    target = state
+    for key in path:
+        target = target[key]
+    if value is _DELETE:
+        del target[last]
+    else:
+        target[last] = value
+    return state
+
+
+_DELETE = object()
+CURSOR = ("cursors", "t2i_pretrain")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        (CURSOR, [0, 99, 0, 0], "cursors.t2i_pretrain .*past the"),
+        (CURSOR, [0, 0, -1, 0], "cursors.t2i_pretrain .*non-negative"),
+        (CURSOR, [0, 0, 0], "cursors.t2i_pretrain .*4 entries"),
+        (CURSOR, "zero", "cursors.t2i_pretrain"),
+        (("buffer",), [["t2i_pretrain", [0, 0, 0, 1]]] * 2, r"buffer\[1\] .*twice"),
+        (("buffer",), [["t2i_pretrain", [0, 0, 0, i]] for i in range(3)], "buffer .*max_buffer_size=2"),
+        (("buffer",), [["t2i_pretain", [0, 0, 0, 1]]], r"buffer\[0\] .*unknown group"),
+        (("carry",), ["t2i_pretrain", [0, 9, 0, 0]], "carry .*past the"),
+        (("topology",), {"rank": 0}, "topology"),
+        (("packs",), -3, "packs"),
+        (("rng",), _DELETE, "rng is missing"),
+        (("rng",), {"bit_generator": "PCG64", "state": "junk"}, "malformed checkpoint"),
+        (("skips",), {"t2i_pretrain": {"x": -1}}, "skips.t2i_pretrain"),
+    ],
+)
+def test_each_malformed_field_is_a_resume_error_naming_it(dataset, checkpoint, field, value, named):
+    with pytest.raises(ResumeError, match=named):
+        _resume(dataset, _with(checkpoint, field, value))
+
+
+def test_the_unmodified_checkpoint_still_resumes(dataset, checkpoint):
+    assert _resume(dataset, copy.deepcopy(checkpoint))["sample_lens"]
+
+
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=4),
+    st.lists(st.integers(-3, 2**40), max_size=5),
+    st.lists(st.one_of(st.text(max_size=12), st.lists(st.integers(-2, 9), max_size=5)), max_size=4),
+    st.dictionaries(st.text(max_size=12), st.integers(-3, 5), max_size=3),
+)
+
+
+def _fields(state, prefix=()):
+    """Every path into the checkpoint: the fuzz may replace or delete any of them."""
+    for key, value in state.items():
+        yield (*prefix, key)
+        if isinstance(value, dict) and key not in ("rng",):
+            yield from _fields(value, (*prefix, key))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzzed_checkpoints_load_or_raise_resume_error(dataset, checkpoint, data):
+    fields = sorted(_fields(checkpoint), key=repr)
+    field = data.draw(st.sampled_from(fields), label="field")
+    value = data.draw(st.one_of(st.just(_DELETE), JUNK), label="value")
+    mutated = _with(checkpoint, field, value)
+    try:
+        batch = _resume(dataset, mutated)
+    except ResumeError:
+        return
+    assert batch["sample_lens"] and 0 not in batch["sample_lens"]
+
+
+# -- data_status ----------------------------------------------------------------------------
+def _indexes(folder, tokenizer, special_tokens, data_status, batches=2):
+    packed = _build(folder, tokenizer, special_tokens, data_status=data_status)
+    return [batch["batch_data_indexes"] for batch in itertools.islice(iter(packed), batches)]
+
+
+def test_data_status_survives_a_json_round_trip(folder, tokenizer, special_tokens):
+    status = {"t2i_pretrain": {0: [1, 0, 1]}}
+    trip = json.loads(json.dumps(status))
+    assert list(trip["t2i_pretrain"]) == ["0"]
+    assert _indexes(folder, tokenizer, special_tokens, trip) == _indexes(folder, tokenizer, special_tokens, status)
+
+
+@pytest.mark.parametrize(
+    ("status", "named"),
+    [
+        ({"t2i_pretrian": {0: [0, 0, 1]}}, "unknown group.*t2i_pretrian"),
+        ({"t2i_pretrain": {0: [0, -1, 1]}}, r"data_status.t2i_pretrain\[0\]"),
+        ({"t2i_pretrain": {0: [7, 0, 0]}}, r"data_status\[0\] .*under its 3 unit"),
+        ({"t2i_pretrain": {0: [0, 0]}}, r"data_status\[0\] .*3 non-negative"),
+        ({"t2i_pretrain": {"worker": [0, 0, 0]}}, "worker id 'worker' is not an int"),
+        ({"t2i_pretrain": {1: [0, 0, 0]}}, "no entry for worker 0"),
+    ],
+)
+def test_a_tampered_data_status_is_refused_by_name(folder, tokenizer, special_tokens, status, named):
+    with pytest.raises(ResumeError, match=named):
+        _indexes(folder, tokenizer, special_tokens, status, batches=1)

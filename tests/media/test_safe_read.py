@@ -1,0 +1,122 @@
+"""Roots are a boundary and decoders an allowlist (issue 27, TRAVERSAL / HANG / PERF).
+
+A row naming `../../`, an absolute path or a symlink out of its dataset's folder is a counted
+`path_outside_dataset_root` skip unless the config sets `allow_outside_root: true`; a FIFO,
+a device or an oversized file is refused before it is read; EPS bytes never reach Pillow's
+EPS plugin (which runs Ghostscript).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+from PIL import EpsImagePlugin, Image
+
+from bagel_data import ImageTransform
+from bagel_data.errors import ImageDecodeError
+from bagel_data.families.vlm import SftJSONLIterableDataset
+from bagel_data.media import safe_read
+from bagel_data.media.images import decode_image
+from helpers.builders import png_bytes, write_vlm
+
+TRANSFORM = ImageTransform(56, 28, 14)
+TURNS = [{"from": "human", "value": "<image> describe"}, {"from": "gpt", "value": "a grey square"}]
+
+
+def _vlm_skips(tmp_path, tokenizer, name: str, allow: bool = False):
+    jsonl, image_dir = write_vlm(tmp_path / "set", [{"image": name, "conversations": TURNS}])
+    family = SftJSONLIterableDataset(
+        "vlm", TRANSFORM, tokenizer, None, [jsonl], [image_dir], [1], num_workers=1, allow_outside_root=allow
+    )
+    log = family.new_skip_log()
+    return list(family.iter_pass(log)), log
+
+
+@pytest.fixture
+def outside(tmp_path):
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(png_bytes(28, 28))
+    return secret
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_a_vlm_row_cannot_read_outside_its_folder(tmp_path, tokenizer, outside, how):
+    name = {"dotdot": "../../secret.png", "absolute": str(outside), "symlink": "link.png"}[how]
+    if how == "symlink":
+        (tmp_path / "set" / "images").mkdir(parents=True)
+        os.symlink(outside, tmp_path / "set" / "images" / "link.png")
+    samples, log = _vlm_skips(tmp_path, tokenizer, name)
+    assert samples == [] and log.as_dict() == {"path_outside_dataset_root": 1}
+    assert "allow_outside_root" in log.examples["path_outside_dataset_root"]
+    samples, log = _vlm_skips(tmp_path, tokenizer, name, allow=True)  # the opt-in reads it
+    assert len(samples) == 1 and log.as_dict() == {}
+
+
+def test_a_fifo_named_as_an_image_is_refused_without_blocking(tmp_path, tokenizer):
+    (tmp_path / "set" / "images").mkdir(parents=True)
+    os.mkfifo(tmp_path / "set" / "images" / "pipe.png")
+    samples, log = _vlm_skips(tmp_path, tokenizer, "pipe.png")
+    assert samples == [] and log.as_dict() == {"image_file_unreadable": 1}
+    assert "not a regular file" in log.examples["image_file_unreadable"]
+
+
+def test_a_device_or_huge_file_is_refused_before_reading(tmp_path):
+    with pytest.raises(safe_read.NotRegularFileError):
+        safe_read.read_media("/dev/zero", allow_outside=True)
+    huge = tmp_path / "huge.png"
+    with open(huge, "wb") as handle:  # sparse: costs no disk
+        handle.truncate(safe_read.MAX_MEDIA_BYTES + 1)
+    with pytest.raises(safe_read.MediaTooLargeError):
+        safe_read.read_media(str(huge), [str(tmp_path)])
+
+
+def test_roots_compare_whole_folder_names(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data-other").mkdir()
+    assert safe_read.is_under(str(tmp_path / "data" / "a.png"), [str(tmp_path / "data")])
+    assert not safe_read.is_under(str(tmp_path / "data-other" / "a.png"), [str(tmp_path / "data")])
+    assert not safe_read.is_under("s3://bucket/data/../other/x.png", ["s3://bucket/data"])
+
+
+def test_eps_bytes_never_reach_the_eps_plugin(monkeypatch):
+    opened = []
+    monkeypatch.setattr(EpsImagePlugin.EpsImageFile, "_open", lambda self: opened.append(1))
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n"
+    with pytest.raises(ImageDecodeError, match="allowed format"):
+        decode_image(eps)
+    assert opened == []
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF"])
+def test_every_documented_format_still_decodes(fmt):
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6), (10, 20, 30)).save(buffer, format=fmt)
+    assert decode_image(buffer.getvalue()).size == (8, 6)
+
+
+def _interleaved_skips(tmp_path, tokenizer, path: str, allow: bool = False):
+    from bagel_data.families.interleaved import InterleavedIterableDataset
+    from helpers.interleaved import write_interleaved
+
+    doc = [{"type": "image", "path": path, "conditioned": True}, {"type": "text", "text": "says", "supervised": True}]
+    write_interleaved(tmp_path / "docs" / "part-0.parquet", [[doc]])
+    family = InterleavedIterableDataset(
+        "il", ImageTransform(64, 32, 16), tokenizer, None, [str(tmp_path / "docs")], [1], num_workers=1,
+        segment_defaults={"first_image": ["conditioned"], "later_images": ["conditioned"]}, allow_outside_root=allow,
+    )  # fmt: skip
+    log = family.new_skip_log()
+    return list(family.iter_pass(log)), log
+
+
+def test_an_interleaved_path_cannot_climb_out_of_its_shard_folder(tmp_path, tokenizer, outside):
+    samples, log = _interleaved_skips(tmp_path, tokenizer, "../secret.png")
+    assert samples == [] and log.as_dict() == {"path_outside_dataset_root": 1}
+    samples, log = _interleaved_skips(tmp_path, tokenizer, "../secret.png", allow=True)
+    assert len(samples) == 1
+
+
+def test_an_interleaved_path_to_dev_zero_is_refused_at_once(tmp_path, tokenizer):
+    samples, log = _interleaved_skips(tmp_path, tokenizer, "/dev/zero", allow=True)
+    assert samples == [] and log.as_dict() == {"image_file_unreadable": 1}
