@@ -16,7 +16,7 @@ import numpy
 
 from ...errors import ConfigError
 from .common import Rows
-from .engine import ShardJob, ShardResult, convert_shard
+from .shard_jobs import ShardJob, ShardResult, convert_shard
 
 EXTRA_HINT = "install the extra: pip install 'bagel-data[ray]'"
 

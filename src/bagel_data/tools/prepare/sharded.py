@@ -20,9 +20,10 @@ from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
 from .common import Progress, Rows, manifest_rows
 from .edit import edit_row, write_parquet_info
-from .engine import ShardJob, jsonl_bytes, parquet_bytes, run_shards
+from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
+from .shard_jobs import ShardJob, jsonl_bytes, parquet_bytes
 from .stored_images import check_format
 from .t2i import folder_rows, numbered_captions, t2i_row
 from .vlm import fix_vlm_row, vlm_rows
