@@ -91,6 +91,6 @@ def test_cli_prepare_interleaved_writes_the_run_config(prepared, tmp_path):
     root, _, _, _ = prepared
     out = tmp_path / "cli_out"
     args = ["prepare", "interleaved", str(root / "docs.jsonl"), str(out), "--image-root", str(root / "imgs")]
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, [*args, "--allow-drops"])  # 4 of its 10 documents are bad on purpose
     assert result.exit_code == 0, result.output
     assert (out / "run.yaml").is_file() and (out / "dataset_info.yaml").is_file()

@@ -11,6 +11,7 @@ others.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import io
 import json
@@ -23,13 +24,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import ConfigError
-from .common import Progress, Rows
+from .common import SOURCE_KEY, Progress, Rows
 from .report import PrepareReport, RowDropped, RowNote, report_name
 from .shards import prepare_out_dir
 
 ENGINES = ("local", "ray")
 STATE_DIR = ".prepare-state"
 # (location, row) -> (output row, repairs made to it); raises `RowDropped` for a row to leave out.
+# An output row may name where its text came from under `SOURCE_KEY` (taken out, counted).
 Convert = Callable[[str, object], tuple[dict, list[RowNote]]]
 
 
@@ -50,6 +52,7 @@ class ShardResult:
     rows_written: int
     dropped: tuple[RowNote, ...]
     fixed: tuple[RowNote, ...]
+    sources: tuple[tuple[str, int], ...] = ()  # (where the text came from, rows), first seen first
 
 
 def convert_shard(rows: Rows, index: int, job: ShardJob) -> ShardResult:
@@ -57,6 +60,7 @@ def convert_shard(rows: Rows, index: int, job: ShardJob) -> ShardResult:
     kept: list[dict] = []
     dropped: list[RowNote] = []
     fixed: list[RowNote] = []
+    sources: collections.Counter[str] = collections.Counter()
     for location, row in rows:
         try:
             if isinstance(row, RowDropped):
@@ -65,10 +69,12 @@ def convert_shard(rows: Rows, index: int, job: ShardJob) -> ShardResult:
         except RowDropped as bad:
             dropped.append(RowNote(location, report_name(bad.reason), bad.detail))
             continue
+        if (source := record.pop(SOURCE_KEY, None)) is not None:
+            sources[source] += 1
         kept.append(record)
         fixed.extend(fixes)
     data = job.encode(kept) if kept else None
-    return ShardResult(index, data, len(kept), tuple(dropped), tuple(fixed))
+    return ShardResult(index, data, len(kept), tuple(dropped), tuple(fixed), tuple(sources.items()))
 
 
 def parquet_bytes(schema: pa.Schema, rows_per_group: int, rows: list[dict]) -> bytes:
@@ -157,7 +163,8 @@ class ShardFolder:
         except (OSError, ValueError):
             return None
         notes = {key: tuple(RowNote(**note) for note in saved[key]) for key in ("dropped", "fixed")}
-        return ShardResult(index, None, saved["rows_written"], notes["dropped"], notes["fixed"])
+        sources = tuple((source, count) for source, count in saved.get("sources", []))  # older markers lack it
+        return ShardResult(index, None, saved["rows_written"], notes["dropped"], notes["fixed"], sources)
 
     def save(self, result: ShardResult) -> None:
         """The file first, then its marker: a marker always stands for a complete file."""
@@ -167,6 +174,7 @@ class ShardFolder:
             "rows_written": result.rows_written,
             "dropped": [dataclasses.asdict(note) for note in result.dropped],
             "fixed": [dataclasses.asdict(note) for note in result.fixed],
+            "sources": [list(pair) for pair in result.sources],
         }
         _write_atomic(self.marker(result.index), json.dumps(marker, ensure_ascii=False).encode("utf-8"))
 
@@ -214,11 +222,15 @@ def run_shards(
         if progress is not None:
             progress(rows_done, len(rows))
     ordered = [results[index] for index in range(len(batches))]
+    sources: collections.Counter[str] = collections.Counter()
+    for result in ordered:
+        sources.update(dict(result.sources))
     report = PrepareReport(
         sum(result.rows_written for result in ordered),
         shards.files(),
         tuple(note for result in ordered for note in result.dropped),
         tuple(note for result in ordered for note in result.fixed),
+        dict(sources),
     )
     if report.rows_written == 0:  # nothing to resume: a corrected rerun must not need --overwrite
         shutil.rmtree(shards.state, ignore_errors=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from ...errors import ConfigError
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
-from .common import Progress, Rows, manifest_rows
+from .common import SOURCE_KEY, Progress, Rows, manifest_rows
 from .edit import edit_row, write_parquet_info
 from .engine import ShardJob, jsonl_bytes, parquet_bytes, run_shards
 from .interleaved import document_segments, write_run_config
@@ -86,8 +86,9 @@ def _t2i_convert(layout: str, root: Path, fmt: str | None, max_side: int | None,
     if layout != "tar":
         return t2i_row(row, layout == "folder", root, fmt, max_side), []
     assert isinstance(row, TarSample)
-    text = numbered_captions(tar_captions(row))
-    return {"image": tar_image(row, fmt, max_side), "captions": text}, []
+    captions, source = tar_captions(row)
+    text = numbered_captions(captions)
+    return {"image": tar_image(row, fmt, max_side), "captions": text, SOURCE_KEY: source}, []
 
 
 def _t2i(
