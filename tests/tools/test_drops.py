@@ -32,7 +32,7 @@ def test_a_loss_at_the_line_passes_and_one_row_more_fails():
     assert over_limit([at_line, over], 0.1) == [over]
     assert over_limit([at_line, over], 0.2) == []
     assert over_limit([Loss("none", 0, 0, "")], 0.0) == [], "nothing read is no loss"
-    assert "h: 2 of 10 rows dropped (20%). Likely cause: y" == over.describe()
+    assert over.describe() == "h: 2 of 10 rows dropped (20%). Likely cause: y"
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.01, math.nan])

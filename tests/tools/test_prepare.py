@@ -304,3 +304,12 @@ def test_prepare_command_prints_the_summary_and_writes_the_report(tmp_path):
     assert saved["rows_written"] == 1 and saved["dropped"][0]["location"] == "b.jpg"
     again = CliRunner().invoke(prepare_app, ["t2i", str(tmp_path / "raw"), str(tmp_path / "out")])
     assert again.exit_code == 2 and "already holds" in " ".join(again.output.split())
+
+
+def test_edit_list_mismatch_counts_agree_with_their_nouns(tmp_path):
+    for name in ("a.png", "b.png"):
+        _image(tmp_path / name, 16, 16, fmt="PNG")
+    row = {"images": ["a.png", "b.png"], "instructions": [["one"], ["two"]]}
+    (tmp_path / "e.jsonl").write_text(json.dumps(row) + "\n")
+    report = prepare_edit(tmp_path / "e.jsonl", tmp_path / "out")
+    assert [note.detail for note in report.dropped] == ["2 images need 1 step, got 2"]

@@ -160,7 +160,7 @@ def _interleaved(
             return report
         info = write_parquet_info(out_dir, files)
         return dataclasses.replace(
-            report, files_written=(*files, info, write_run_config(out_dir, len(files), defaults))
+            report, files_written=(*files, info, *write_run_config(out_dir, len(files), defaults))
         )
 
     return _Plan(rows, job, out_dir, rows_per_shard, finish)
