@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..tools.drops import DEFAULT_MAX_DROP_FRACTION
 from . import options
-from .errors import ClearingProgress, guarded, set_debug
+from .errors import ClearingProgress, guarded, print_whole, set_debug
 from .options import (
     DEFAULT_NUM_WORKERS,
     AllowDropsOption,
@@ -80,18 +80,7 @@ def _print_summary(summary: RunSummary) -> None:
     if summary.skips:
         table.add_row("note", "skips count each read of a row (once per pass); `validate` counts a row once")
         table.add_row("where", "--verbose logs each skipped row with its file and row; `validate` names them too")
-    print_whole(table)
-
-
-def print_whole(table: Table) -> None:
-    """`table` at full width when the output is not a terminal (a pipe, a file, CI): rich
-    would fit it into 80 columns and cut group names and numbers short (`t2i_pretr…`)."""
-    if console.is_terminal:
-        console.print(table)
-        return
-    needed = console.measure(table, options=console.options.update(max_width=100_000)).maximum
-    # `print(width=...)` cannot exceed the console's width: a console of the table's width can.
-    Console(width=max(console.width, needed)).print(table)
+    print_whole(console, table)
 
 
 @app.callback()
@@ -222,7 +211,7 @@ def _print_group_table(report) -> None:
             group.name, str(group.units), str(group.rows_checked), str(group.samples),
             str(sum(group.skips.values())), lengths, workers,
         )  # fmt: skip
-    print_whole(table)
+    print_whole(console, table)
 
 
 @app.command()

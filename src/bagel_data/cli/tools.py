@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..tools.drops import DEFAULT_MAX_DROP_FRACTION, Loss
-from .errors import ClearingProgress, guarded
+from .errors import ClearingProgress, guarded, print_whole
 from .options import (
     DEFAULT_NUM_WORKERS,
     AllowDropsOption,
@@ -98,7 +98,7 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
         table.add_row(f"  captions from {source}", str(count))
     for path in report.files_written:
         table.add_row("file", str(path))
-    console.print(table)
+    print_whole(console, table)
     if report.dropped:
         rows = Table(title=f"dropped rows (first {min(_SHOWN_ROWS, report.rows_dropped)})")
         for column in ("location", "reason", "detail"):
