@@ -41,8 +41,8 @@ demo: $(STAMP)
 	$(BIN)/bagel-data demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
 	$(BIN)/mypy
 
 test: $(DEV_STAMP)
@@ -56,7 +56,8 @@ test-ray: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	$(BIN)/bagel-data bench
 
-# Mutation testing of the core modules (slow; not in CI): see docs/testing.md.
+# Mutation testing of every module but cli/, bench/ and synthetic/ (slow; not in CI):
+# see docs/testing.md. MODULES="packing/pack.py ..." narrows it.
 mutate: $(DEV_STAMP)
 	$(BIN)/python scripts/mutate.py $(MODULES)
 
