@@ -2,6 +2,8 @@
 
 `validate` must judge the job `run` will start, so the topology options mean the same thing
 everywhere. `--workers` (the old name in `run` and `demo`) stays as a hidden alias.
+`--max-drop-fraction` / `--allow-drops` are shared by `run` and every `prepare` command, with
+`fail_on_losses`, the exit they lead to.
 """
 
 from __future__ import annotations
