@@ -50,6 +50,8 @@ def test_group_losses_count_skips_against_skips_plus_samples_and_name_the_top_re
     )
     assert [(loss.name, loss.lost, loss.total) for loss in losses] == [("t2i", 10, 100), ("vlm", 30, 50)]
     assert losses[1].cause.startswith("25 skipped as image_file_missing: check the image path")
+    (gone,) = group_losses({}, {"vlm": {"image_file_missing": 4}})  # no sample packed at all
+    assert (gone.lost, gone.total, gone.fraction) == (4, 4, 1.0)
 
 
 # -- prepare, every kind -------------------------------------------------------------------
