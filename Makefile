@@ -1,46 +1,64 @@
 # Entry points: `make demo` (the main job on the embedded default), `make test`, and
 # `make lint` (ruff check, ruff format --check, mypy; `.ci/run` runs it before the tests).
-# Each creates .venv and installs the project into it on first use.
+# Each creates .venv on first use: `demo` installs the project alone (its runtime
+# dependencies, no dev tools); `test`, `lint`, `bench` and `mutate` add the `dev` extra.
+# To install into an environment you already train in (your own torch), see the README,
+# "Installing into your training environment": none of this is needed there.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+# torch is pinned to the version the tests run on. Which build that is depends on the index
+# pip uses for this platform: the CPU-only build where the index serves one (PyPI does for
+# macOS and Windows; the PyTorch CPU index, TORCH_INDEX=https://download.pytorch.org/whl/cpu,
+# does everywhere), otherwise the index's default build, which on PyPI for Linux x86-64 is a
+# CUDA build with its multi-GB CUDA libraries. Empty: pip's configured index.
+TORCH_INDEX ?=
 
-.PHONY: install demo lint test test-ray bench mutate clean
+.PHONY: install install-dev demo lint test test-ray bench mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	@echo "installing into $(VENV): pip, torch (CPU build), then the project; this takes a minute or two"
+	@echo "installing into $(VENV): pip, torch, then the project; this takes a minute or two"
 	$(BIN)/pip install --progress-bar on --upgrade pip
-	# Pin the CPU build of torch before the project, so that no dependency pulls a
-	# multi-GB CUDA build.
-	$(BIN)/pip install --progress-bar on torch==2.13.0
-	$(BIN)/pip install --progress-bar on -e '.[dev]'
+	# torch first, pinned (see TORCH_INDEX above), so that resolving the project's own
+	# `torch>=2.2` finds it installed and installs no other torch.
+	$(BIN)/pip install --progress-bar on torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/pip install --progress-bar on -e .
 	touch $(STAMP)
 
+# The dev tools: pytest, hypothesis, ruff, mypy, the object-store fakes, ... (pyproject.toml).
+$(DEV_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --progress-bar on -e '.[dev]'
+	touch $(DEV_STAMP)
+
 install: $(STAMP)
+
+install-dev: $(DEV_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/bagel-data demo
 
-lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
 	$(BIN)/mypy
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q
 
 # The Ray engine of `prepare` (tests/tools/test_prepare_ray.py, skipped without the extra).
-test-ray: $(STAMP)
+test-ray: $(DEV_STAMP)
 	$(BIN)/pip install -q -e '.[ray]'
 	$(BIN)/python -m pytest -q tests/tools/test_prepare_ray.py tests/tools/test_prepare_engine.py
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/bagel-data bench
 
-# Mutation testing of the core modules (slow; not in CI): see docs/testing.md.
-mutate: $(STAMP)
+# Mutation testing of every module but cli/, bench/ and synthetic/ (slow; not in CI):
+# see docs/testing.md. MODULES="packing/pack.py ..." narrows it.
+mutate: $(DEV_STAMP)
 	$(BIN)/python scripts/mutate.py $(MODULES)
 
 clean:

@@ -62,7 +62,19 @@ def test_unknown_dataset_name(base, tokenizer, special_tokens):
 
 def test_unknown_key_in_group_is_an_error(base, tokenizer, special_tokens):
     grouped = groups_with(base, "vlm_sft", shufle_lines=True)
-    assert "shufle_lines" in expect_error("unknown key", base, tokenizer, special_tokens, grouped=grouped)
+    message = expect_error("unknown key", base, tokenizer, special_tokens, grouped=grouped)
+    assert "(did you mean 'shuffle_lines' for 'shufle_lines'?)" in message
+
+
+def test_did_you_mean_names_only_close_keys():
+    from bagel_data.schema.kinds import did_you_mean
+
+    allowed = ["max_num_tokens", "mix_by", "use_flex"]
+    assert did_you_mean(["max_num_token", "zzz"], allowed) == " (did you mean 'max_num_tokens' for 'max_num_token'?)"
+    assert (
+        did_you_mean(["mixby", "useflex"], allowed) == " (did you mean 'mix_by' for 'mixby', 'use_flex' for 'useflex'?)"
+    )
+    assert did_you_mean(["zzz"], allowed) == ""
 
 
 def test_num_used_data_length(base, tokenizer, special_tokens):

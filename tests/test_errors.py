@@ -50,3 +50,10 @@ def test_incomplete_worker_checkpoints_raise_resume_error():
         check_complete([topology])
     with pytest.raises(errors.ResumeError, match="different topologies"):
         check_complete([topology, {**topology, "rank": 1, "num_workers": 2}])
+
+
+def test_counted_agrees_the_noun_with_the_count():
+    from bagel_data.errors import counted
+
+    assert [counted(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
+    assert counted(1, "index", "indexes") == "1 index" and counted(3, "index", "indexes") == "3 indexes"

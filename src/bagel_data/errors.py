@@ -51,6 +51,11 @@ class ConfigError(BagelDataError, ValueError):
         return type(self), (self.key, self.value, self.fix)
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 step`, `2 steps`: a count with its noun agreeing, for messages."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 class ConfigWarning(UserWarning):
     """A configuration that runs but wastes tokens or risks oversize packs."""
 

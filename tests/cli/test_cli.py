@@ -82,3 +82,12 @@ def test_config_error_is_one_clear_line(golden_run_config, tmp_path):
     result = runner.invoke(app, ["run", str(path), "--batches", "1"])
     assert result.exit_code == 2
     assert "vlm_sft.num_used_data" in result.output and "Traceback" not in result.output
+
+
+def test_validate_table_is_whole_when_not_on_a_terminal(demo_root):
+    root, _ = demo_root
+    result = runner.invoke(app, ["validate", str(root / "run.yaml"), "--sample", "2", "--num-workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output, "nothing cut to 80 columns"
+    for text in ("t2i_pretrain", "unified_edit", "length min/median/max", "units per worker"):
+        assert text in result.output

@@ -104,3 +104,12 @@ def test_prepare_unexpected_error(tmp_path, monkeypatch):
     result = runner.invoke(app, ["prepare", "vlm", str(source), str(tmp_path / "out.jsonl"), "--image-root", "."])
     assert result.exit_code == UNEXPECTED_ERROR_EXIT
     assert "KeyError" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "inspect"])
+def test_a_rank_outside_the_world_is_a_config_error_not_a_crash(run_yaml, command):
+    result = runner.invoke(app, [command, run_yaml(), "--rank", "2", "--world-size", "2"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == LIBRARY_ERROR_EXIT, result.output
+    assert "error: ConfigError: rank = 2: ranks count from 0, so --rank 2 needs --world-size of at least 3" in text
+    assert "unexpected" not in text and "report it" not in text

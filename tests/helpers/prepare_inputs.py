@@ -31,10 +31,10 @@ def t2i_folder(root: Path, count: int, bad: bool = True) -> Path:
     return root
 
 
-def t2i_tar(path: Path, count: int) -> Path:
-    """A WebDataset shard: key `k/NNNN` with `.jpg` and `.txt` (even keys) or img2dataset-style
-    `.json` (odd keys); key 3 has no caption, key 4 an image that is not one, and one key only
-    a caption."""
+def t2i_tar(path: Path, count: int, folder: str = "k") -> Path:
+    """A WebDataset shard: key `FOLDER/NNNN` with `.jpg` and `.txt` (even keys) or
+    img2dataset-style `.json` (odd keys: the caption among numbers, nulls and other strings);
+    key 3 has no caption, key 4 an image that is not one, and one key only a caption."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w") as archive:
 
@@ -44,17 +44,33 @@ def t2i_tar(path: Path, count: int) -> Path:
             archive.addfile(info, io.BytesIO(data))
 
         for index in range(count):
-            key = f"k/{index:04d}"
+            key = f"{folder}/{index:04d}"
             add(f"{key}.jpg", b"broken" if index == 4 else image_bytes(index))
             if index == 3:
                 continue
             if index % 2 == 0:
                 add(f"{key}.txt", f"caption of {index}".encode())
             else:
-                meta = {"url": "http://x", "key": key, "caption": f"caption of {index}", "width": 40, "status": "ok"}
+                meta = {"url": "http://x", "key": key, "caption": f"caption of {index}", "width": 40,
+                        "status": "success", "error_message": None, "exif": None, "sha256": "ab12"}  # fmt: skip
                 add(f"{key}.json", json.dumps(meta).encode())
-        add("k/lonely.txt", b"no image")
+        add(f"{folder}/lonely.txt", b"no image")
     return path
+
+
+def img2dataset_files(tar: Path, root: Path) -> Path:
+    """The members of `tar` unpacked as img2dataset's "files" output: the shard's folder, with
+    the `NNNNN_stats.json` and `NNNNN.parquet` img2dataset writes beside it."""
+    with tarfile.open(tar) as archive:
+        for member in archive:
+            data = archive.extractfile(member)
+            assert data is not None
+            (root / member.name).parent.mkdir(parents=True, exist_ok=True)
+            (root / member.name).write_bytes(data.read())
+    shard = tar.name.removesuffix(".tar")
+    (root / f"{shard}_stats.json").write_text(json.dumps({"count": 9, "successes": 8, "status_dict": {}}))
+    (root / f"{shard}.parquet").write_bytes(b"PAR1 stands in for img2dataset's listing")
+    return root
 
 
 def edit_manifest(root: Path, count: int) -> Path:

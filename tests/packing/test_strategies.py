@@ -83,6 +83,25 @@ def test_deficit_choice_goes_to_the_group_furthest_below_its_share():
     assert first_draws == {0, 1, 2}, "a tie is broken at random, not by config order"
 
 
+@pytest.mark.parametrize(
+    "weights, tokens",
+    [
+        # Packed-token counts at their targets, where float rounding leaves every positive
+        # group's deficit just below 0 (-2.4e-4, -9.8e-4 in the first case).
+        ([0, 0.7, 3], [0, 1789817957690, 7670648390100]),
+        ([2, 0.7, 1, 0], [3856117351400, 1349641072990, 1928058675700, 0]),
+        ([0.3, 0, 1], [124241227653, 0, 414137425510]),
+    ],
+)
+def test_a_zero_weight_group_is_never_drawn_even_at_large_counts(weights, tokens):
+    total_weight, total = sum(weights), sum(tokens)
+    rounded = [w / total_weight * total - count for w, count in zip(weights, tokens) if w > 0]
+    assert max(rounded) < 0, "the case exercises the rounding it is about"
+    zero = weights.index(0)
+    draws = {choose_by_deficit(weights, tokens, np.random.default_rng(seed)) for seed in range(20)}
+    assert zero not in draws and draws <= {g for g, w in enumerate(weights) if w > 0}
+
+
 @pytest.mark.parametrize("key, value", [("mix_by", "token"), ("pack_strategy", "bestfit")])
 def test_an_unknown_mode_is_a_config_error(key, value):
     with pytest.raises(ConfigError, match=key):

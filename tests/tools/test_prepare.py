@@ -70,7 +70,9 @@ def _caption_folder(root: Path) -> tuple[dict, dict]:
         _image(root / name, *size, fmt="PNG" if name.endswith("png") else "JPEG", seed=index)
     (root / "a.txt").write_text("a red kite over the bay\n")
     (root / "b.txt").write_text("first caption of b\n\nsecond caption of b\n")
-    (root / "c.json").write_text(json.dumps({"short": "a small c", "long": "a long caption of c"}))
+    # Only caption keys are captions: "short" (a label) and "url" are not.
+    c_meta = {"caption": "a small c", "caption_2": "a long caption of c", "short": "logo", "url": "http://x/c"}
+    (root / "c.json").write_text(json.dumps(c_meta))
     (root / "d.json").write_text(json.dumps(["d as a list caption"]))
     (root / "sub" / "g.txt").write_text("g in a sub folder")
     _image(root / "e.jpg", 32, 32)  # no caption file
@@ -79,6 +81,8 @@ def _caption_folder(root: Path) -> tuple[dict, dict]:
     (root / "orphan.txt").write_text("a caption without its image")
     (root / "h.jpg").write_bytes((root / "a.jpg").read_bytes())
     (root / "h.json").write_text("{not json")
+    _image(root / "i.jpg", 32, 32)
+    (root / "i.json").write_text(json.dumps({"short": "logo", "width": 32}))  # no caption key
     captions = {
         "a.jpg": ["a red kite over the bay"],
         "b.png": ["first caption of b", "second caption of b"],
@@ -98,10 +102,13 @@ def test_t2i_from_folder_round_trips_through_the_reader(tmp_path, tokenizer):
     assert report.rows_written == 5
     assert report.dropped_by_reason == {
         "caption_file_without_image": ("orphan.txt",),
-        "no_caption": ("e.jpg",),
+        "no_caption": ("e.jpg", "i.jpg"),
         "image_unreadable": ("f.jpg",),
         "caption_file_unreadable": ("h.jpg",),
     }
+    no_key = next(note for note in report.dropped if note.location == "i.jpg")
+    assert "no caption key (caption, captions, text" in no_key.detail and "short, width" in no_key.detail
+    assert report.sources == {".txt": 3, ".json caption": 1, ".json list": 1}
     assert [path.name for path in report.files_written] == ["part-00000.parquet", "part-00001.parquet"]
     groups = [[pq.ParquetFile(p).metadata.row_group(g).num_rows for g in range(pq.ParquetFile(p).num_row_groups)]
               for p in report.files_written]  # fmt: skip
@@ -319,12 +326,21 @@ def test_prepare_command_prints_the_summary_and_writes_the_report(tmp_path):
     _image(tmp_path / "raw" / "a.jpg", 32, 32)
     (tmp_path / "raw" / "a.txt").write_text("a caption")
     _image(tmp_path / "raw" / "b.jpg", 32, 32)
-    result = CliRunner().invoke(
-        prepare_app, ["t2i", str(tmp_path / "raw"), str(tmp_path / "out"), "--report", str(tmp_path / "r.json")]
-    )
+    args = ["t2i", str(tmp_path / "raw"), str(tmp_path / "out"), "--report", str(tmp_path / "r.json")]
+    result = CliRunner().invoke(prepare_app, [*args, "--allow-drops"])  # 1 of 2 rows dropped: over the 10 % line
     assert result.exit_code == 0, result.output
     assert "rows written" in result.output and "no_caption" in result.output
+    assert "captions from .txt" in result.output
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["rows_written"] == 1 and saved["dropped"][0]["location"] == "b.jpg"
     again = CliRunner().invoke(prepare_app, ["t2i", str(tmp_path / "raw"), str(tmp_path / "out")])
     assert again.exit_code == 2 and "already holds" in " ".join(again.output.split())
+
+
+def test_edit_list_mismatch_counts_agree_with_their_nouns(tmp_path):
+    for name in ("a.png", "b.png"):
+        _image(tmp_path / name, 16, 16, fmt="PNG")
+    row = {"images": ["a.png", "b.png"], "instructions": [["one"], ["two"]]}
+    (tmp_path / "e.jsonl").write_text(json.dumps(row) + "\n")
+    report = prepare_edit(tmp_path / "e.jsonl", tmp_path / "out")
+    assert [note.detail for note in report.dropped] == ["2 images need 1 step, got 2"]

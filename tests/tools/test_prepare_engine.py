@@ -126,6 +126,23 @@ def test_a_webdataset_member_given_twice_drops_its_key_by_name(tmp_path, second)
     ]
 
 
+def test_img2dataset_files_folder_gives_the_rows_of_its_tar(tmp_path):
+    tar = prepare_inputs.t2i_tar(tmp_path / "shards" / "00000.tar", 9, folder="00000")
+    files = prepare_inputs.img2dataset_files(tar, tmp_path / "files")
+    from_tar = prepare_sharded("t2i", tar, tmp_path / "from_tar", rows_per_shard=4)
+    from_folder = prepare_sharded("t2i", files, tmp_path / "from_folder", rows_per_shard=4)
+    assert len(rows_of(from_folder.files_written)) == 7
+    assert rows_of(from_folder.files_written) == rows_of(from_tar.files_written)
+    # The same drops; the shard's _stats.json and .parquet are not rows.
+    assert notes(from_folder) == [
+        ("00000/0003.jpg", "no_caption"),
+        ("00000/0004.jpg", "image_unreadable"),
+        ("00000/lonely.txt", "caption_file_without_image"),
+    ]
+    assert [reason for _, reason in notes(from_tar)] == [reason for _, reason in notes(from_folder)]
+    assert from_folder.sources == from_tar.sources == {".txt": 4, ".json caption": 3}
+
+
 def test_a_crashed_run_resumes_and_skips_finished_shards(tmp_path):
     raw = prepare_inputs.t2i_folder(tmp_path / "raw", 30)
     out = tmp_path / "out"
@@ -148,6 +165,7 @@ def test_a_crashed_run_resumes_and_skips_finished_shards(tmp_path):
     assert (out / "part-00000.parquet").stat().st_mtime_ns == first_mtime
     assert {path.name: path.read_bytes() for path in resumed.files_written} == before
     assert resumed.dropped == full.dropped and resumed.rows_written == full.rows_written
+    assert resumed.sources == full.sources == {".txt": 23}, "a finished shard's marker keeps its caption sources"
     fresh = prepare_sharded("t2i", raw, out, rows_per_shard=7, overwrite=True)
     assert [path.name for path in fresh.files_written] == [f"part-{k:05d}.parquet" for k in range(5)]
     assert fresh.rows_written == 23 and not (out / ".prepare-state" / "part-00005.done").exists()
@@ -184,7 +202,7 @@ def test_engine_ray_without_ray_names_the_extra(tmp_path, no_ray):
 
 
 def test_cli_resume_option(tmp_path):
-    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 12)
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 12, bad=False)
     out = tmp_path / "out"
     args = ["t2i", str(raw), str(out), "--rows-per-shard", "5"]
     assert CliRunner().invoke(prepare_app, args).exit_code == 0

@@ -68,6 +68,8 @@ def test_round_trip_keeps_every_segment_and_names_every_drop(prepared):
     info = json.loads((out / "parquet_info.json").read_text())
     assert sum(entry["num_rows"] for entry in info.values()) == len(good)
     assert sum(entry["num_row_groups"] for entry in info.values()) == 3
+    written = [path.name for path in report.files_written]
+    assert written[-3:] == ["parquet_info.json", "dataset_info.yaml", "run.yaml"], "every file written is named"
 
 
 def test_run_validate_and_inspect_take_the_run_config_as_is(prepared, tmp_path):
@@ -91,9 +93,10 @@ def test_cli_prepare_interleaved_writes_the_run_config(prepared, tmp_path):
     root, _, _, _ = prepared
     out = tmp_path / "cli_out"
     args = ["prepare", "interleaved", str(root / "docs.jsonl"), str(out), "--image-root", str(root / "imgs")]
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, [*args, "--allow-drops"])  # 4 of its 10 documents are bad on purpose
     assert result.exit_code == 0, result.output
     assert (out / "run.yaml").is_file() and (out / "dataset_info.yaml").is_file()
+    assert "dataset_info.yaml" in result.output and "run.yaml" in result.output, "the summary names both"
 
 
 @pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])

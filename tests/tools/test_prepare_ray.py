@@ -84,6 +84,7 @@ def test_cli_engine_ray(tmp_path):
     raw = prepare_inputs.t2i_folder(tmp_path / "raw", 8)
     report = tmp_path / "report.json"
     args = ["t2i", str(raw), str(tmp_path / "out"), "--engine", "ray", "--rows-per-shard", "3", "--report", str(report)]
+    args.append("--allow-drops")  # 3 of 9 rows are bad on purpose
     result = CliRunner().invoke(prepare_app, args)
     assert result.exit_code == 0, result.output
     saved = json.loads(report.read_text())

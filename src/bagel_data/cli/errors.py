@@ -4,7 +4,8 @@ unless `--debug` is given.
 Exit codes: 2 for a library error (`BagelDataError`: a config mistake, a bad row in strict
 mode, a checkpoint that cannot resume, ...), 3 for anything unexpected (a bug, or an
 environment problem the library did not foresee). Commands are wrapped with `guarded`; a
-progress display made with `ClearingProgress` erases itself when the command fails.
+progress display made with `ClearingProgress` erases itself when the command fails; a table
+printed with `print_whole` is never cut to 80 columns.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
+from rich.table import Table
 
 from ..errors import BagelDataError
 
@@ -80,3 +82,14 @@ class ClearingProgress(Progress):
         if exc_type is not None:
             self.live.transient = True
         super().__exit__(exc_type, exc_value, exc_traceback)
+
+
+def print_whole(console: Console, table: Table) -> None:
+    """`table` at full width when the output is not a terminal (a pipe, a file, CI): rich
+    would fit it into 80 columns and cut names, numbers and paths short (`t2i_pretr…`)."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    needed = console.measure(table, options=console.options.update(max_width=100_000)).maximum
+    # `print(width=...)` cannot exceed the console's width: a console of the table's width can.
+    Console(width=max(console.width, needed)).print(table)

@@ -14,17 +14,21 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..tools.drops import DEFAULT_MAX_DROP_FRACTION
 from . import options
-from .errors import ClearingProgress, guarded, set_debug
+from .errors import ClearingProgress, guarded, print_whole, set_debug
 from .options import (
     DEFAULT_NUM_WORKERS,
+    AllowDropsOption,
     ConfigArgument,
     DatasetInfoOption,
+    MaxDropFractionOption,
     NumWorkersOption,
     RankOption,
     TokenizerOption,
     WorkersAlias,
     WorldSizeOption,
+    fail_on_losses,
 )
 from .tools import inspect_command, prepare_app
 
@@ -76,7 +80,7 @@ def _print_summary(summary: RunSummary) -> None:
     if summary.skips:
         table.add_row("note", "skips count each read of a row (once per pass); `validate` counts a row once")
         table.add_row("where", "--verbose logs each skipped row with its file and row; `validate` names them too")
-    console.print(table)
+    print_whole(console, table)
 
 
 @app.callback()
@@ -133,8 +137,15 @@ def run(
     tokenizer: TokenizerOption = None,
     strict: bool = typer.Option(False, help="Stop at the first bad row, naming where it is."),
     max_consecutive_failures: int = typer.Option(100, min=0, help="Bad rows in a row before the run stops."),
+    max_drop_fraction: MaxDropFractionOption = DEFAULT_MAX_DROP_FRACTION,
+    allow_drops: AllowDropsOption = False,
 ) -> None:
-    """Run the packed pipeline on your config and print what it produced and skipped."""
+    """Run the packed pipeline on your config and print what it produced and skipped.
+
+    Exits 1 when a group lost more than --max-drop-fraction of its rows (skipped rows against
+    skipped plus packed ones), unless --allow-drops is given.
+    """
+    from ..tools.drops import group_losses
     from ..tools.run import load_run_config
 
     options.check_rank(rank, world_size)
@@ -145,6 +156,9 @@ def run(
         world_size=world_size, tokenizer=tokenizer,
     )  # fmt: skip
     _print_summary(summary)
+    losses = group_losses(summary.samples, summary.skips)
+    fail_on_losses(losses, max_drop_fraction, allow_drops, console,
+                   "fix the data or the config (`bagel-data validate` names every row), or pass --allow-drops")  # fmt: skip
 
 
 @app.command()
@@ -197,7 +211,7 @@ def _print_group_table(report) -> None:
             group.name, str(group.units), str(group.rows_checked), str(group.samples),
             str(sum(group.skips.values())), lengths, workers,
         )  # fmt: skip
-    console.print(table)
+    print_whole(console, table)
 
 
 @app.command()

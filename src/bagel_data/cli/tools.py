@@ -22,15 +22,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from .errors import ClearingProgress, guarded
+from ..tools.drops import DEFAULT_MAX_DROP_FRACTION, Loss
+from .errors import ClearingProgress, guarded, print_whole
 from .options import (
     DEFAULT_NUM_WORKERS,
+    AllowDropsOption,
     DatasetInfoOption,
+    MaxDropFractionOption,
     NumWorkersOption,
     RankOption,
     TokenizerOption,
     WorldSizeOption,
     check_rank,
+    fail_on_losses,
 )
 
 if TYPE_CHECKING:
@@ -51,6 +55,7 @@ EngineOption = Annotated[
 AddressOption = Annotated[str | None, typer.Option(help="With --engine ray: a running cluster (default: start one).")]
 ResumeOption = Annotated[bool, typer.Option(help="Finish an interrupted run into OUT: skip the shards it wrote.")]
 NumCpusOption = Annotated[int | None, typer.Option(help="With --engine ray: CPUs of the local cluster (default: all).")]
+_DROPS = DEFAULT_MAX_DROP_FRACTION
 
 
 def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], PrepareReport]) -> PrepareReport:
@@ -64,13 +69,21 @@ def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], 
         raise typer.Exit(2) from None
 
 
-def _prepare(kind: str, source: Path, out: Path, report: Path | None, **options) -> None:
+def _prepare(
+    kind: str, source: Path, out: Path, report: Path | None, max_drop_fraction: float, allow_drops: bool, **options
+) -> None:
     """Run one `prepare` kind shard by shard (`tools/prepare/sharded.py`) with a progress bar,
-    then print its summary (and write the full report when asked)."""
+    then print its summary (and write the full report when asked); exit 1 when nothing was
+    written or more than `max_drop_fraction` of the input rows was dropped (`tools/drops.py`)."""
+    from ..tools.prepare.report import likely_cause
     from ..tools.prepare.sharded import prepare_sharded
 
     result = _run_with_progress(kind, lambda progress: prepare_sharded(kind, source, out, progress=progress, **options))
     _print_report(result, report)
+    loss = Loss("input", result.rows_dropped, result.rows_dropped + result.rows_written, likely_cause(result))
+    again = "fix the cause and run it again" + ("" if kind == "vlm" else " with --overwrite")
+    fail_on_losses([loss], max_drop_fraction, allow_drops, console,
+                   f"the kept rows were written; {again}, or pass --allow-drops to keep them")  # fmt: skip
 
 
 def _print_report(report: PrepareReport, report_path: Path | None) -> None:
@@ -81,9 +94,11 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
         table.add_row(f"  dropped: {reason}", str(len(locations)))
     for reason, locations in sorted(report.fixed_by_reason.items()):
         table.add_row(f"  fixed: {reason}", str(len(locations)))
+    for source, count in sorted(report.sources.items()):
+        table.add_row(f"  captions from {source}", str(count))
     for path in report.files_written:
         table.add_row("file", str(path))
-    console.print(table)
+    print_whole(console, table)
     if report.dropped:
         rows = Table(title=f"dropped rows (first {min(_SHOWN_ROWS, report.rows_dropped)})")
         for column in ("location", "reason", "detail"):
@@ -117,6 +132,8 @@ def t2i_command(
     engine: EngineOption = "local",
     address: AddressOption = None,
     num_cpus: NumCpusOption = None,
+    max_drop_fraction: MaxDropFractionOption = _DROPS,
+    allow_drops: AllowDropsOption = False,
 ) -> None:
     """Text-to-image parquet shards: columns image (bytes) and captions (JSON object).
 
@@ -127,6 +144,8 @@ def t2i_command(
         source,
         out_dir,
         report,
+        max_drop_fraction,
+        allow_drops,
         rows_per_group=rows_per_group,
         rows_per_shard=rows_per_shard,
         reencode=reencode,
@@ -158,6 +177,8 @@ def edit_command(
     engine: EngineOption = "local",
     address: AddressOption = None,
     num_cpus: NumCpusOption = None,
+    max_drop_fraction: MaxDropFractionOption = _DROPS,
+    allow_drops: AllowDropsOption = False,
 ) -> None:
     """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
     _prepare(
@@ -165,6 +186,8 @@ def edit_command(
         manifest,
         out_dir,
         report,
+        max_drop_fraction,
+        allow_drops,
         rows_per_group=rows_per_group,
         rows_per_shard=rows_per_shard,
         image_root=image_root,
@@ -191,6 +214,8 @@ def vlm_command(
     engine: EngineOption = "local",
     address: AddressOption = None,
     num_cpus: NumCpusOption = None,
+    max_drop_fraction: MaxDropFractionOption = _DROPS,
+    allow_drops: AllowDropsOption = False,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
     _prepare(
@@ -198,6 +223,8 @@ def vlm_command(
         source,
         out_jsonl,
         report,
+        max_drop_fraction,
+        allow_drops,
         image_root=image_root,
         decode_check=decode_check,
         resume=resume,
@@ -221,6 +248,8 @@ def interleaved_command(
     engine: EngineOption = "local",
     address: AddressOption = None,
     num_cpus: NumCpusOption = None,
+    max_drop_fraction: MaxDropFractionOption = _DROPS,
+    allow_drops: AllowDropsOption = False,
 ) -> None:
     """Interleaved parquet shards (one `segments` column) plus parquet_info.json and run.yaml."""
     _prepare(
@@ -228,6 +257,8 @@ def interleaved_command(
         docs,
         out_dir,
         report,
+        max_drop_fraction,
+        allow_drops,
         image_root=image_root,
         rows_per_group=rows_per_group,
         rows_per_shard=rows_per_shard,

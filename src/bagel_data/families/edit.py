@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import BagelDataError, ConfigError, SkipReason
+from ..errors import BagelDataError, ConfigError, SkipReason, counted
 from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
@@ -35,7 +35,8 @@ def check_edit_row(images: object, instructions: object) -> tuple[SkipReason, st
     if len(instructions) != len(images) - 1:
         return (
             SkipReason.EDIT_LISTS_DISAGREE,
-            f"{len(images)} images need {len(images) - 1} instruction lists, got {len(instructions)}",
+            f"{counted(len(images), 'image')} need {counted(len(images) - 1, 'instruction list')}, "
+            f"got {len(instructions)}",
         )
     return None
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, SkipReason, VideoDecodeError
 from ..media.safe_read import check_video_path, read_media
+from ..schema.kinds import did_you_mean
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row
@@ -59,7 +60,8 @@ def check_segment_defaults(group: str, given: object) -> dict:
         raise ConfigError(key, given, f"must be a mapping with some of {sorted(DEFAULTS)}")
     unknown = set(given) - set(DEFAULTS)
     if unknown:
-        raise ConfigError(key, sorted(unknown), f"unknown key(s); allowed: {sorted(DEFAULTS)}")
+        shown = sorted(map(str, unknown))
+        raise ConfigError(key, shown, f"unknown key(s){did_you_mean(shown, DEFAULTS)}; allowed: {sorted(DEFAULTS)}")
     merged = {**DEFAULTS, **given}
     if merged["text_loss"] not in TEXT_LOSS_RULES:
         raise ConfigError(f"{key}.text_loss", merged["text_loss"], f"use one of {TEXT_LOSS_RULES}")

@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Mapping
 
 from ..errors import ConfigError
+from ..schema.kinds import did_you_mean
 from .base import DistributedIterableDataset
 from .edit import UnifiedEditIterableDataset
 from .interleaved import InterleavedIterableDataset
@@ -91,7 +92,8 @@ def resolve_family(group: str, args: object) -> type:
         raise ConfigError(
             "grouped_datasets",
             group,
-            f"unknown group; use one of {sorted(DATASET_REGISTRY)}, register your class "
+            f"unknown group{did_you_mean([str(group)], DATASET_REGISTRY)}; use one of {sorted(DATASET_REGISTRY)}, "
+            "register your class "
             f"(DATASET_REGISTRY[{group!r}] = MyFamily) or give the group a "
             'dataset_class: "package.module:MyFamily"',
         )

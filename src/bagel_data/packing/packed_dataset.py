@@ -28,6 +28,7 @@ from ..compat import CompatPolicy
 from ..sample import sample_length
 from ..schema.settings import SETTING_NAMES
 from ..sources import storage
+from ..torch_support import check_torch
 from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
@@ -150,6 +151,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
 
     # -- the mixing loop -------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
+        check_torch()  # a torch without the internals used below fails here, naming them
         storage.register_all(self.storage_options)
         state = self._start_state()
         self._live = state

@@ -18,7 +18,6 @@ than in greedy mode, and nothing is lost or duplicated.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -44,17 +43,21 @@ def choose_by_weight(cumulative: Sequence[float], u: float) -> int:
 
 
 def choose_by_deficit(weights: Sequence[float], tokens: Sequence[int], rng: np.random.Generator) -> int:
-    """The group furthest below its target share of `sum(tokens)`; zero-weight groups are
-    never drawn. Ties (every group at its target, as at the start) go to a random one among
-    them, weighted, so that the order within a run is not fixed by the config order."""
-    total_weight = sum(weights)
+    """The group furthest below its target share of `sum(tokens)`. Ties (every group at its
+    target, as at the start) go to a random one among them, weighted, so that the order
+    within a run is not fixed by the config order.
+
+    Only groups of positive weight are candidates at all. Giving a zero-weight group a
+    deficit (`0 * total - count`) would not do: at large counts the float rounding of the
+    others' targets can leave every positive group's deficit a little below 0 (e.g. -2.4e-4
+    at 1.8e12 tokens), and a zero-weight group never drawn (deficit exactly 0) would win.
+    """
+    candidates = [group for group, weight in enumerate(weights) if weight > 0]
+    total_weight = sum(weights[group] for group in candidates)
     total_tokens = sum(tokens)
-    deficits = [
-        (weight / total_weight) * total_tokens - count if weight > 0 else -math.inf
-        for weight, count in zip(weights, tokens)
-    ]
+    deficits = [(weights[group] / total_weight) * total_tokens - tokens[group] for group in candidates]
     best = max(deficits)
-    tied = [g for g, deficit in enumerate(deficits) if deficit >= best - 1e-9]
+    tied = [group for group, deficit in zip(candidates, deficits) if deficit >= best - 1e-9]
     if len(tied) == 1:
         return tied[0]
     return tied[choose_by_weight(cumulative_shares([weights[g] for g in tied]), rng.random())]

@@ -9,10 +9,11 @@ bool).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
@@ -222,6 +223,16 @@ def join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
+def did_you_mean(unknown: Iterable[str], allowed: Iterable[str]) -> str:
+    """` (did you mean 'shuffle_lines' for 'shufle_lines'?)` for each unknown name close to an
+    allowed one (difflib's ratio of at least 0.6), or '' when none is."""
+    names = sorted(map(str, allowed))
+    guesses = [
+        f"{close[0]!r} for {name!r}" for name in unknown if (close := difflib.get_close_matches(name, names, n=1))
+    ]
+    return f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+
+
 def check_section(where: str, values: object, fields: Mapping[str, Field], allowed=None) -> dict:
     """Check a mapping against `fields`: unknown keys, missing required keys, each value.
 
@@ -234,7 +245,9 @@ def check_section(where: str, values: object, fields: Mapping[str, Field], allow
     unknown = [key for key in values if key not in allowed]
     if unknown:
         shown = sorted(map(str, unknown))
-        raise ConfigError(where or "config", shown, f"unknown key(s); allowed: {sorted(allowed)}")
+        raise ConfigError(
+            where or "config", shown, f"unknown key(s){did_you_mean(shown, allowed)}; allowed: {sorted(allowed)}"
+        )
     for key in sorted(allowed):
         field = fields.get(key)
         if field is None:  # accepted, but not described here (a family's own key)

@@ -1,6 +1,7 @@
 """The row loop every prepare format shares: `manifest_rows` reads a manifest, `each_row`
 runs a row handler that raises `RowDropped` for a bad row and records it, and
-`caption_values` reads captions; with the names the formats share.
+`sidecar_captions` reads the `.txt`/`.json` captions beside an image (folder and tar alike);
+with the names the formats share.
 
 The report is `report.py`, the stored image bytes `stored_images.py`, the parquet shards
 `shards.py`.
@@ -15,13 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import ConfigError, SkipReason
-from .report import Notes, RowDropped, RowNote, report_name
+from .report import DropReason, Notes, RowDropped, RowNote, report_name
 
 Progress = Callable[[int, int], None]  # (rows done, rows in total)
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 ROLE_NAMES = {"user": "human", "assistant": "gpt"}
 CAPTION_COLUMN = re.compile(r"caption_(\d+)$")
+# The keys of a sidecar `.json` object that hold captions, in the order they are tried; the
+# first one holding text is used and every other key is ignored: img2dataset's `.json` also
+# holds `url`, `status`, `width`..., and a user's may hold tags or labels that are not
+# captions. `caption` takes its numbered siblings `caption_1`, `caption_2`, ... with it.
+CAPTION_KEYS = ("caption", "captions", "text", "prompt", "alt_text", "description")
+SOURCE_KEY = "_source"  # in an output row: where its text came from, counted in the report
 
 Rows = list[tuple[str, object]]  # (location, row); a row that already failed is a `RowDropped`
 
@@ -92,3 +99,60 @@ def caption_values(value: object) -> list[str]:
     if len(texts) != len(values):
         raise RowDropped(SkipReason.CAPTION_INVALID, "captions must be strings")
     return [text.strip() for text in texts if text.strip()]
+
+
+def numbered_caption_keys(row: dict) -> list[tuple[int, str]]:
+    """`(N, "caption_N")` for every `caption_N` key of `row`, by number."""
+    return sorted((int(m.group(1)), key) for key in row if (m := CAPTION_COLUMN.match(str(key))))
+
+
+def json_captions(meta: object) -> tuple[list[str], str]:
+    """Captions from a parsed sidecar `.json`, and the key they came from (`CAPTION_KEYS`).
+
+    A list or a string is captions as a whole; an object gives only its first caption key
+    that holds text. A caption key holding something other than text is an error.
+    """
+    if not isinstance(meta, dict):
+        return caption_values(meta), "list" if isinstance(meta, list) else "string"
+    for key in CAPTION_KEYS:
+        values = [meta.get(key)]
+        if key == "caption":
+            values += [meta[name] for _, name in numbered_caption_keys(meta)]
+        try:
+            texts = [text for value in values if value is not None for text in caption_values(value)]
+        except RowDropped:
+            raise RowDropped(SkipReason.CAPTION_INVALID, f"the .json's {key!r} is not text") from None
+        if texts:
+            return texts, key
+    return [], ""
+
+
+def sidecar_captions(txt: str | None, js: str | None) -> tuple[list[str], str]:
+    """An image's captions from the text of its `.txt` (one per non-empty line) and `.json`
+    sidecars (`json_captions`), and where they came from, e.g. `.txt + .json caption`.
+
+    The folder and the tar layouts both read their captions here. A `.json` object without a
+    caption key, and no `.txt` text, drops the row as `no_caption`, naming the keys it has.
+    """
+    captions: list[str] = []
+    sources: list[str] = []
+    if txt is not None:
+        lines = [line.strip() for line in txt.splitlines() if line.strip()]
+        if lines:
+            captions += lines
+            sources.append(".txt")
+    if js is not None:
+        try:
+            meta = json.loads(js)
+        except ValueError as exc:
+            raise RowDropped(SkipReason.CAPTION_INVALID, f"the .json is not JSON: {exc}") from None
+        texts, key = json_captions(meta)
+        if texts:
+            captions += texts
+            sources.append(f".json {key}")
+        elif not captions and isinstance(meta, dict):
+            keys = ", ".join(sorted(map(str, meta))[:8]) or "none"
+            raise RowDropped(
+                DropReason.NO_CAPTION, f"the .json has no caption key ({', '.join(CAPTION_KEYS)}); its keys: {keys}"
+            )
+    return captions, " + ".join(sources)

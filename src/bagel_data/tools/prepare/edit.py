@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import ConfigError, SkipReason
+from ...errors import ConfigError, SkipReason, counted
 from ...formats import EDIT_SCHEMA
 from ...sources.parquet import write_parquet_info
 from .common import Progress, each_row, manifest_rows
@@ -29,7 +29,8 @@ def edit_row(row: object, image_root: Path) -> dict:
         raise RowDropped(SkipReason.SCHEMA, "each instruction step must be a non-empty list of strings")
     if len(steps) != len(images) - 1:
         raise RowDropped(
-            SkipReason.EDIT_LISTS_DISAGREE, f"{len(images)} images need {len(images) - 1} steps, got {len(steps)}"
+            SkipReason.EDIT_LISTS_DISAGREE,
+            f"{counted(len(images), 'image')} need {counted(len(images) - 1, 'step')}, got {len(steps)}",
         )
     return {
         "image_list": [image_bytes(image_root / name, root=image_root) for name in images],

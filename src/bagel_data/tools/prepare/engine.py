@@ -12,6 +12,7 @@ input rows) and redoes the others.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
@@ -108,7 +109,8 @@ class ShardFolder:
             self.marker(index).unlink(missing_ok=True)
             self.path(index).unlink(missing_ok=True)
             return None
-        return ShardResult(index, None, rows_written, notes["dropped"], notes["fixed"])
+        sources = tuple((source, count) for source, count in saved.get("sources", []))  # older markers lack it
+        return ShardResult(index, None, rows_written, notes["dropped"], notes["fixed"], sources)
 
     def _file_matches(self, index: int, saved: dict) -> bool:
         path = self.path(index)
@@ -130,6 +132,7 @@ class ShardFolder:
             "file_size": None if result.data is None else len(result.data),
             "dropped": [dataclasses.asdict(note) for note in result.dropped],
             "fixed": [dataclasses.asdict(note) for note in result.fixed],
+            "sources": [list(pair) for pair in result.sources],
         }
         _write_atomic(self.marker(result.index), json.dumps(marker, ensure_ascii=False).encode("utf-8"))
 
@@ -202,11 +205,15 @@ def run_shards(
         if progress is not None:
             progress(rows_done, len(rows))
     ordered = [results[index] for index in range(len(batches))]
+    sources: collections.Counter[str] = collections.Counter()
+    for result in ordered:
+        sources.update(dict(result.sources))
     report = PrepareReport(
         sum(result.rows_written for result in ordered),
         shards.files(),
         tuple(note for result in ordered for note in result.dropped),
         tuple(note for result in ordered for note in result.fixed),
+        dict(sources),
     )
     if report.rows_written == 0:  # nothing to resume: a corrected rerun must not need --overwrite
         shutil.rmtree(shards.state, ignore_errors=True)

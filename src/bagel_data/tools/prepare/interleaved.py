@@ -59,8 +59,9 @@ def row_group_size(rows_per_group: int, num_rows: int) -> int:
     return max(1, min(rows_per_group, -(-num_rows // MIN_ROW_GROUPS)))
 
 
-def write_run_config(out_dir: Path, num_files: int, segment_defaults: dict) -> Path:
-    """`dataset_info.yaml` (paths relative to it) and `run.yaml` for the shards in `out_dir`."""
+def write_run_config(out_dir: Path, num_files: int, segment_defaults: dict) -> tuple[Path, Path]:
+    """`dataset_info.yaml` (paths relative to it) and `run.yaml` for the shards in `out_dir`;
+    both are returned, so that the summary names every file written."""
     info = {GROUP: {"docs": {"data_dir": ".", "parquet_info_path": "parquet_info.json"}}}
     (out_dir / "dataset_info.yaml").write_text(yaml.safe_dump(info, sort_keys=False), encoding="utf-8")
     group = {
@@ -74,7 +75,7 @@ def write_run_config(out_dir: Path, num_files: int, segment_defaults: dict) -> P
     run = {"grouped_datasets": {GROUP: group}, "dataset_info": "dataset_info.yaml", "packing": {}}
     target = out_dir / "run.yaml"
     target.write_text(yaml.safe_dump(run, sort_keys=False), encoding="utf-8")
-    return target
+    return out_dir / "dataset_info.yaml", target
 
 
 def prepare_interleaved(
@@ -109,4 +110,4 @@ def prepare_interleaved(
     if not files:
         return notes.report(written, ())
     info = write_parquet_info(out, files)
-    return notes.report(written, (*files, info, write_run_config(out, len(files), defaults)))
+    return notes.report(written, (*files, info, *write_run_config(out, len(files), defaults)))

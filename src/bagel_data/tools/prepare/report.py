@@ -1,9 +1,10 @@
 """What a prepare call reports: the rows written, and each row dropped or repaired with its
 location and reason (`PrepareReport`); `RowDropped`, which a row handler raises for a bad
-row; and `likely_cause`, the one line a prepare that wrote nothing prints."""
+row; and `likely_cause`, the one line a prepare that wrote nothing, or dropped too much, prints."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 from collections import defaultdict
@@ -66,6 +67,8 @@ class PrepareReport:
     files_written: tuple[Path, ...]
     dropped: tuple[RowNote, ...] = ()
     fixed: tuple[RowNote, ...] = ()
+    # Where the written rows' text came from -> rows (T2I from sidecars: ".txt", ".json caption").
+    sources: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def rows_dropped(self) -> int:
@@ -86,6 +89,7 @@ class PrepareReport:
             "files_written": [str(path) for path in self.files_written],
             "dropped": [dataclasses.asdict(note) for note in self.dropped],
             "fixed": [dataclasses.asdict(note) for note in self.fixed],
+            "sources": dict(self.sources),
         }
 
 
@@ -108,11 +112,11 @@ class RowDropped(BagelDataError):
 
 
 def likely_cause(report: PrepareReport) -> str:
-    """Why a prepare wrote no row, in one line that says what to change."""
+    """Why a prepare dropped rows (or wrote none), in one line that says what to change."""
     if not report.dropped:
         return "the source holds no rows: check the path and its format (docs/commands/prepare.md)"
     reason, locations = max(report.dropped_by_reason.items(), key=lambda item: len(item[1]))
-    share = f"{len(locations)} of {report.rows_dropped} rows"
+    share = f"{len(locations)} of the {report.rows_dropped} dropped rows"
     if reason in (report_name(SkipReason.IMAGE_MISSING), DropReason.VIDEO_MISSING.value):
         return f"{share} name media that do not exist: is --image-root right? (paths are resolved against it)"
     example = next(note for note in report.dropped if note.reason == reason)
@@ -125,6 +129,11 @@ class Notes:
 
     dropped: list[RowNote] = dataclasses.field(default_factory=list)
     fixed: list[RowNote] = dataclasses.field(default_factory=list)
+    sources: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+    def count_source(self, source: str | None) -> None:
+        if source is not None:
+            self.sources[source] += 1
 
     def report(self, written: int, files: tuple[Path, ...]) -> PrepareReport:
-        return PrepareReport(written, files, tuple(self.dropped), tuple(self.fixed))
+        return PrepareReport(written, files, tuple(self.dropped), tuple(self.fixed), dict(self.sources))

@@ -5,6 +5,7 @@ input rows into one file's bytes and its drop notes. The engines (`engine.py` lo
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import io
 import json
@@ -13,10 +14,11 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .common import Rows
+from .common import SOURCE_KEY, Rows
 from .report import RowDropped, RowNote, report_name
 
 # (location, row) -> (output row, repairs made to it); raises `RowDropped` for a row to leave out.
+# An output row may name where its text came from under `SOURCE_KEY` (taken out, counted).
 Convert = Callable[[str, object], tuple[dict, list[RowNote]]]
 
 
@@ -37,6 +39,7 @@ class ShardResult:
     rows_written: int
     dropped: tuple[RowNote, ...]
     fixed: tuple[RowNote, ...]
+    sources: tuple[tuple[str, int], ...] = ()  # (where the text came from, rows), first seen first
 
 
 def convert_shard(rows: Rows, index: int, job: ShardJob) -> ShardResult:
@@ -44,6 +47,7 @@ def convert_shard(rows: Rows, index: int, job: ShardJob) -> ShardResult:
     kept: list[dict] = []
     dropped: list[RowNote] = []
     fixed: list[RowNote] = []
+    sources: collections.Counter[str] = collections.Counter()
     for location, row in rows:
         try:
             if isinstance(row, RowDropped):
@@ -52,10 +56,12 @@ def convert_shard(rows: Rows, index: int, job: ShardJob) -> ShardResult:
         except RowDropped as bad:
             dropped.append(RowNote(location, report_name(bad.reason), bad.detail))
             continue
+        if (source := record.pop(SOURCE_KEY, None)) is not None:
+            sources[source] += 1
         kept.append(record)
         fixed.extend(fixes)
     data = job.encode(kept) if kept else None
-    return ShardResult(index, data, len(kept), tuple(dropped), tuple(fixed))
+    return ShardResult(index, data, len(kept), tuple(dropped), tuple(fixed), tuple(sources.items()))
 
 
 def parquet_bytes(schema: pa.Schema, rows_per_group: int, rows: list[dict]) -> bytes:

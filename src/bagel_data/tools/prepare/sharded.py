@@ -18,7 +18,7 @@ from pathlib import Path
 from ...errors import ConfigError
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
-from .common import Progress, Rows, manifest_rows
+from .common import SOURCE_KEY, Progress, Rows, manifest_rows
 from .edit import edit_row, write_parquet_info
 from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
@@ -87,8 +87,9 @@ def _t2i_convert(layout: str, root: Path, fmt: str | None, max_side: int | None,
     if layout != "tar":
         return t2i_row(row, layout == "folder", root, fmt, max_side), []
     assert isinstance(row, TarSample)
-    text = numbered_captions(tar_captions(row))
-    return {"image": tar_image(row, fmt, max_side), "captions": text}, []
+    captions, source = tar_captions(row)
+    text = numbered_captions(captions)
+    return {"image": tar_image(row, fmt, max_side), "captions": text, SOURCE_KEY: source}, []
 
 
 def _t2i(
@@ -161,7 +162,7 @@ def _interleaved(
             return report
         info = write_parquet_info(out_dir, files)
         return dataclasses.replace(
-            report, files_written=(*files, info, write_run_config(out_dir, len(files), defaults))
+            report, files_written=(*files, info, *write_run_config(out_dir, len(files), defaults))
         )
 
     return _Plan(rows, job, out_dir, rows_per_shard, finish)

@@ -8,45 +8,64 @@ from typing import cast
 
 from ...errors import ConfigError, SkipReason
 from ...formats import T2I_SCHEMA
-from .common import CAPTION_COLUMN, IMAGE_SUFFIXES, Progress, Rows, caption_values, each_row, manifest_rows
+from .common import (
+    IMAGE_SUFFIXES,
+    SOURCE_KEY,
+    Progress,
+    Rows,
+    caption_values,
+    each_row,
+    manifest_rows,
+    numbered_caption_keys,
+    sidecar_captions,
+)
 from .report import DropReason, Notes, PrepareReport, RowDropped
 from .shards import ShardWriter, prepare_out_dir
 from .stored_images import check_format, image_bytes
 
 
-def _sidecar_captions(image: Path) -> tuple[Path, list[str]] | RowDropped:
-    captions: list[str] = []
+def _sidecar_captions(image: Path) -> tuple[Path, list[str], str] | RowDropped:
     txt, js = image.with_suffix(".txt"), image.with_suffix(".json")
     try:
-        if txt.is_file():
-            captions += [line.strip() for line in txt.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if js.is_file():
-            captions += caption_values(json.loads(js.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as exc:  # unreadable, bad UTF-8 or bad JSON
+        texts = [path.read_text(encoding="utf-8") if path.is_file() else None for path in (txt, js)]
+        captions, source = sidecar_captions(*texts)
+    except (OSError, ValueError) as exc:  # unreadable or bad UTF-8
         return RowDropped(SkipReason.CAPTION_INVALID, str(exc)[:200])
     except RecursionError:
         return RowDropped(SkipReason.CAPTION_INVALID, f"{js.name}: JSON nested too deeply to read")
     except RowDropped as bad:
         return bad
-    return image, captions
+    return image, captions, source
+
+
+def _img2dataset_stats(path: Path) -> bool:
+    """img2dataset's `NNNNN_stats.json`, written beside the folder (or parquet) of shard NNNNN."""
+    shard = path.name.removesuffix("_stats.json")
+    if shard == path.name:
+        return False
+    return (path.parent / shard).is_dir() or (path.parent / f"{shard}.parquet").is_file()
 
 
 def folder_rows(root: Path) -> Rows:
+    """One row per image under `root` (recursively), with its sidecar captions; a caption
+    file without an image is a dropped row. This reads img2dataset's "files" output as is
+    (`00000/000000001.jpg` with `.txt`/`.json` beside it; its `_stats.json` and `.parquet`
+    files are not rows)."""
     files = sorted(path for path in root.rglob("*") if path.is_file())
     images = [path for path in files if path.suffix.lower() in IMAGE_SUFFIXES]
     stems = {path.with_suffix("") for path in images}
     orphan = RowDropped(DropReason.CAPTION_WITHOUT_IMAGE, "no image file with this name")
     rows: Rows = [(str(path.relative_to(root)), _sidecar_captions(path)) for path in images]
     rows += [(str(path.relative_to(root)), orphan) for path in files
-             if path.suffix.lower() in (".txt", ".json") and path.with_suffix("") not in stems]  # fmt: skip
+             if path.suffix.lower() in (".txt", ".json") and path.with_suffix("") not in stems
+             and not _img2dataset_stats(path)]  # fmt: skip
     return rows
 
 
 def _manifest_captions(row: object, image_root: Path) -> tuple[Path, list[str]]:
     if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"]:
         raise RowDropped(SkipReason.SCHEMA, "a row needs a non-empty string 'path'")
-    numbered = sorted((int(m.group(1)), key) for key in row if (m := CAPTION_COLUMN.match(key)))
-    values = [row.get("caption")] + [row[key] for _, key in numbered]
+    values = [row.get("caption")] + [row[key] for _, key in numbered_caption_keys(row)]
     captions = [text.strip() for text in values if isinstance(text, str) and text.strip()]
     if row.get("captions") is not None:
         captions += caption_values(row["captions"])
@@ -61,12 +80,15 @@ def numbered_captions(captions: list[str]) -> str:
 
 
 def t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_side: int | None) -> dict:
-    """One output row from a folder row `(image path, captions)` or a manifest row."""
-    pair = row if from_folder else _manifest_captions(row, root)
-    path, captions = cast("tuple[Path, list[str]]", pair)
+    """One output row from a folder row `(image path, captions, source)` or a manifest row;
+    a folder row names where its captions came from under `SOURCE_KEY`."""
+    if not from_folder:
+        path, captions = _manifest_captions(row, root)
+        # A manifest row names its image: it must lie under the image root (a folder row was found there).
+        return {"image": image_bytes(path, fmt, max_side, root=root), "captions": numbered_captions(captions)}
+    path, captions, source = cast("tuple[Path, list[str], str]", row)
     text = numbered_captions(captions)
-    # A manifest row names its image: it must lie under the image root (a folder row was found there).
-    return {"image": image_bytes(path, fmt, max_side, root=None if from_folder else root), "captions": text}
+    return {"image": image_bytes(path, fmt, max_side), "captions": text, SOURCE_KEY: source}
 
 
 def prepare_t2i(
@@ -83,8 +105,8 @@ def prepare_t2i(
 ) -> PrepareReport:
     """Write T2I parquet shards from a folder of images with caption sidecars or a manifest.
 
-    `source` is a folder (captions in `<stem>.txt`, one per line, and/or `<stem>.json`, a
-    list or an object of captions) or a `.csv`/`.jsonl` manifest with `path` and caption
+    `source` is a folder (captions in `<stem>.txt`, one per line, and/or `<stem>.json`: a
+    list of captions, or an object whose first caption key, `CAPTION_KEYS`, is used) or a `.csv`/`.jsonl` manifest with `path` and caption
     columns (`caption`, `caption_1`, ..., or a `captions` list/object); manifest paths are
     relative to `image_root`, by default the manifest's folder. Images keep their encoded
     bytes unless `reencode` (a Pillow format) or `max_side` (longest side, aspect kept) asks
@@ -102,7 +124,9 @@ def prepare_t2i(
     writer = ShardWriter(prepare_out_dir(Path(out_dir), overwrite), T2I_SCHEMA, rows_per_group, rows_per_shard)
 
     def handle(location: str, row: object) -> None:
-        writer.add(t2i_row(row, from_folder, root, fmt, max_side))
+        record = t2i_row(row, from_folder, root, fmt, max_side)
+        notes.count_source(record.pop(SOURCE_KEY, None))
+        writer.add(record)
 
     try:
         written = each_row(rows, handle, notes, progress)

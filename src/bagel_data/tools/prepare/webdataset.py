@@ -8,12 +8,11 @@ each row keeps the offset and size of its members, so a worker reads just its ow
 from __future__ import annotations
 
 import dataclasses
-import json
 import tarfile
 from pathlib import Path
 
 from ...errors import ConfigError, SkipReason
-from .common import CAPTION_COLUMN, IMAGE_SUFFIXES, Rows, caption_values
+from .common import IMAGE_SUFFIXES, Rows, sidecar_captions
 from .report import DropReason, RowDropped
 from .stored_images import stored_image
 
@@ -95,28 +94,15 @@ def _sample(members: dict[str, TarMember]) -> TarSample | RowDropped:
     return RowDropped(SkipReason.IMAGE_MISSING, f"no image among {sorted(m.name for m in members.values())}")
 
 
-def tar_captions(sample: TarSample) -> list[str]:
-    """Captions from `.txt` (one per line) and `.json` (`caption`, `caption_N`, `captions`)."""
-    captions: list[str] = []
+def tar_captions(sample: TarSample) -> tuple[list[str], str]:
+    """Captions from `.txt` and `.json`, read as a folder's sidecars are (`sidecar_captions`)."""
     try:
-        if sample.txt is not None:
-            text = sample.txt.read().decode("utf-8")
-            captions += [line.strip() for line in text.splitlines() if line.strip()]
-        if sample.json is not None:
-            meta = json.loads(sample.json.read().decode("utf-8"))
-            if not isinstance(meta, dict):
-                raise ValueError("the .json is not an object")
-            numbered = sorted((int(m.group(1)), key) for key in meta if (m := CAPTION_COLUMN.match(key)))
-            for key in ["caption"] + [key for _, key in numbered]:
-                if isinstance(meta.get(key), str) and meta[key].strip():
-                    captions.append(meta[key].strip())
-            if meta.get("captions") is not None:
-                captions += caption_values(meta["captions"])
+        texts = [None if member is None else member.read().decode("utf-8") for member in (sample.txt, sample.json)]
+        return sidecar_captions(*texts)
     except RecursionError:
         raise RowDropped(SkipReason.CAPTION_INVALID, "the .json is nested too deeply to read") from None
-    except (OSError, ValueError) as exc:  # unreadable, bad UTF-8 or bad JSON
+    except (OSError, ValueError) as exc:  # unreadable or bad UTF-8
         raise RowDropped(SkipReason.CAPTION_INVALID, str(exc)) from None
-    return captions
 
 
 def tar_image(sample: TarSample, reencode: str | None, max_side: int | None) -> bytes:
