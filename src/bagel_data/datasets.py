@@ -121,7 +121,7 @@ def _build(arguments: dict, strict: bool, max_consecutive_failures: int, compat,
 # sit in two runs, around `data_status` and `data_seed`.
 # The opt-in packing modes (packing/strategies.py) are keyword-only: they are no part of the
 # reference's positional order.
-OPT_IN_FIELDS = ("mix_by", "pack_strategy")
+OPT_IN_FIELDS = ("mix_by", "pack_strategy", "pixel_format")
 PACKING_FIELDS = tuple(field.name for field in dataclasses.fields(PackingConfig) if field.name not in OPT_IN_FIELDS)
 _SPLIT = PACKING_FIELDS.index("text_cond_dropout_prob")
 _P = inspect.Parameter

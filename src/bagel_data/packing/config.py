@@ -29,6 +29,9 @@ class PackingConfig:
     # Opt-in modes (packing/strategies.py); the defaults are the reference's behaviour.
     mix_by: str = "samples"  # or "tokens": weights are target shares of packed tokens
     pack_strategy: str = "greedy"  # or "best_fit": fill each pack from the buffer before it closes
+    # "uint8": `padded_images` / `packed_vit_tokens` leave as bytes plus their mean / std;
+    # `normalize_pixels` (media/pixels.py) gives the float32 tensors, bit for bit.
+    pixel_format: str = "float32"
 
     def __post_init__(self) -> None:
         # Each value by type and range (the schema's PACKING_FIELDS); pairs are in check().

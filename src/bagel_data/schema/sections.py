@@ -14,6 +14,7 @@ from .kinds import AnyMapping, Bool, Field, Int, ListOf, Number, OneOf, Str
 FILE_ORDERS = ("sorted", "filesystem")
 MIX_BY = ("samples", "tokens")  # packing/strategies.py
 PACK_STRATEGIES = ("greedy", "best_fit")
+PIXEL_FORMATS = ("float32", "uint8")  # media/pixels.py
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 
 TRANSFORM_FIELDS: dict[str, Field] = {
@@ -125,6 +126,12 @@ PACKING_FIELDS: dict[str, Field] = {
     "pack_strategy": Field(
         Str(PACK_STRATEGIES), "greedy (the reference) or best_fit: fill each pack from the buffer before it closes",
         "greedy",
+    ),
+    "pixel_format": Field(
+        Str(PIXEL_FORMATS),
+        "float32 (the reference) or uint8: pixels leave as bytes with their mean / std, 4x fewer bytes; "
+        "call batch.normalize_pixels() on the device (docs/formats/batch.md)",
+        "float32",
     ),
 }  # fmt: skip
 
