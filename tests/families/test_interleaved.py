@@ -183,3 +183,17 @@ def test_without_a_vit_transform_only_vae_roles_are_allowed(tokenizer, special_t
     assert len(plans) == len(DOCS) - 1 and all(item["type"] != "vit_image" for plan in plans for item in plan)
     assert log.as_dict() == {"parse_row_failed": 1}  # "bravo" asks for an understood image
     assert "vit_image_transform_args" in log.examples["parse_row_failed"]
+
+
+def test_uint8_pixels_of_images_and_video_frames_normalize_to_the_float_packs(tokenizer, special_tokens, parquet_info):
+    from bagel_data.media.pixels import normalize_pixels
+
+    floats = list(itertools.islice(iter(build(tokenizer, special_tokens, parquet_info)), 6))
+    dataset = build(tokenizer, special_tokens, parquet_info, pixel_format="uint8")
+    for index, (raw, want) in enumerate(zip(itertools.islice(iter(dataset), 6), floats)):
+        check_batch(raw, dataset.config, dataset.special_tokens)
+        assert all(raw[key].dtype.itemsize == 1 for key in ("padded_images", "packed_vit_tokens") if key in raw)
+        got = normalize_pixels(raw)
+        assert got.keys() == want.keys(), index
+        for key in ("padded_images", "packed_vit_tokens"):
+            assert (key in got) == (key in want) and (key not in got or got[key].equal(want[key])), (index, key)
