@@ -90,8 +90,9 @@ def pad_pixels(images: list, pool=None) -> dict[str, torch.Tensor]:
 
 def _write_patches(dest: np.ndarray, image: PendingImage, p: int) -> None:
     """The pixels of `image` into `(H/p * W/p, p*p*C)` uint8 rows in patch order (row,
-    column, then (i, j, channel) within the patch): `patchify`'s order."""
-    pixels = image.pixels
+    column, then (i, j, channel) within the patch): `patchify`'s order. From packed RGB
+    (`packed_pixels`): whole pixels are copied, several times faster than from RGBX."""
+    pixels = image.packed_pixels()
     height, width, c = pixels.shape
     rows_p, cols_p = height // p, width // p
     grid = dest.reshape(rows_p, cols_p, p, p, c)
