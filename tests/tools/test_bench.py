@@ -121,6 +121,7 @@ def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path):
     assert saved["config"]["run_config"] == str(run) and saved["images"] > 0
     for fmt in ("float32", "uint8"):
         assert saved["formats"][fmt]["tokens_per_second"] > 0 and saved["formats"][fmt]["pipeline_over_floor"] > 0
+        assert saved["formats"][fmt]["profiled_pipeline_over_decode_resize"] >= 1
         shares = saved["stages"][fmt]
         assert shares["decode"]["calls"] > 0 and abs(sum(v["share"] for v in shares.values()) - 1) < 1e-6
     pixels = saved["pixel_bytes"]

@@ -158,6 +158,10 @@ def measure_formats(build, tokenizer, batches: int, warmup: int, repeats: int, v
     res["write"] = write_costs(recorder, work, vit_patch, repeats)
     res["formats"] = summary(runs, min(floors), res["write"])
     res["formats"]["all_floor_seconds"] = floors
+    for fmt in FORMATS:  # within one run: steadier than two runs apart on a busy machine
+        stages = res["stages"][fmt]
+        shares = stages["decode"]["share"] + stages["resize"]["share"]
+        res["formats"][fmt]["profiled_pipeline_over_decode_resize"] = 1 / shares if shares else None
     res["pixel_bytes"] = {fmt: pixel_bytes(build(pixel_format=fmt)) for fmt in FORMATS}
     res["images"] = sum(len(calls) for calls in work.values())
     return res
