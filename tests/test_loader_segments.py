@@ -70,3 +70,24 @@ def test_held_batches_keep_their_content_and_equal_unrecycled_ones(case, tokeniz
     for index, view in views.items():
         assert view.equal(expected[index].packed_vit_tokens[1:, 5:]), f"view of batch {index}"
     assert tensors >= BATCHES and len(seen) <= 2 * segments.DEFAULT_CAPACITY + 4, (len(seen), tensors)
+
+
+def test_uint8_pixels_cross_workers_in_recycled_segments_and_normalize_to_the_float_stream(
+    case, tokenizer, special_tokens
+):
+    name, info = case
+    raw_case = (dict(name, packing=dict(name["packing"], pixel_format="uint8")), info)
+    expected = list(itertools.islice(loader(case, tokenizer, special_tokens), BATCHES))
+    pixels, reused = 0, set()
+    for index, batch in enumerate(itertools.islice(loader(raw_case, tokenizer, special_tokens), BATCHES)):
+        fields = batch.to_dict(raw=True)
+        assert len({v.untyped_storage().data_ptr() for v in fields.values() if hasattr(v, "untyped_storage")}) <= 3
+        for key in LARGE:
+            if key in fields:
+                pixels += 1
+                assert fields[key].dtype.itemsize == 1 and fields[key].is_shared()
+                assert fields[key].nbytes * 4 == getattr(expected[index], key).nbytes
+                reused.add(segment_id(fields[key]))
+        assert_same_batch(batch.cuda("cpu").normalize_pixels(), expected[index], f"batch {index}")
+        del batch, fields
+    assert pixels >= BATCHES and len(reused) <= 2 * segments.DEFAULT_CAPACITY + 4, (len(reused), pixels)

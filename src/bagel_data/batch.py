@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import torch
 
+from .media.pixels import has_raw_pixels, normalize_pixels
+
 
 def _map_tensors(value, move: Callable[[torch.Tensor], torch.Tensor]):
     if isinstance(value, torch.Tensor):
@@ -19,7 +21,9 @@ class SimpleCustomBatch:
     """A packed batch (`batch_size` is always 1) whose fields are attributes.
 
     `pin_memory()` makes the DataLoader pin it; `cuda(device)` moves every tensor;
-    `to_dict()` gives the batch dict back for the model's forward.
+    `normalize_pixels()` turns `pixel_format: uint8` pixels into the float32 tensors of the
+    default format (on the device, after `cuda`); `to_dict()` gives the batch dict back for
+    the model's forward.
     """
 
     # The fields every packed batch has (docs/formats/batch.md); the others depend on its content.
@@ -52,8 +56,30 @@ class SimpleCustomBatch:
     def to(self, device) -> SimpleCustomBatch:
         return self.cuda(device)
 
-    def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self._fields}
+    def normalize_pixels(self) -> SimpleCustomBatch:
+        """uint8 pixels and their mean / std -> the default format's float32 `padded_images`
+        and `packed_vit_tokens`, bit for bit, where they lie (media/pixels.py). A float32
+        batch is left as it is. Returns the batch: `batch.cuda(device).normalize_pixels()`."""
+        fields = normalize_pixels(self.to_dict(raw=True))
+        for name in set(self._fields) - set(fields):
+            delattr(self, name)
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self._fields = list(fields)
+        return self
+
+    def to_dict(self, raw: bool = False) -> dict:
+        """The batch dict. With `pixel_format: uint8` call `normalize_pixels()` first: the
+        model takes every key as an argument and expects float32 pixels, so a batch still
+        holding uint8 pixels raises here unless `raw=True` (e.g. to normalize it yourself)."""
+        fields = {name: getattr(self, name) for name in self._fields}
+        if not raw and has_raw_pixels(fields):
+            raise ValueError(
+                "this batch holds uint8 pixels (pixel_format: uint8): call batch.normalize_pixels() "
+                "after moving it to the device, e.g. batch.cuda(device).normalize_pixels().to_dict(), "
+                "or to_dict(raw=True) for the uint8 fields and their mean / std"
+            )
+        return fields
 
     def __repr__(self) -> str:
         return f"SimpleCustomBatch(sequence_length={self.sequence_length}, samples={len(self.batch_data_indexes)})"

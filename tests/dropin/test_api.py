@@ -123,6 +123,7 @@ def test_make_bagel_multimodal_dataset_keeps_the_spec_signature():
         "compat_seed": None,
         "mix_by": "samples",
         "pack_strategy": "greedy",
+        "pixel_format": "float32",
     }
 
 

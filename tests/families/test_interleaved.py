@@ -200,3 +200,17 @@ def test_a_video_path_without_frame_sampler_args_is_a_counted_skip(tmp_path, tok
     assert len(list(family.iter_pass(log))) == 1  # the run goes on past the video document
     assert log.as_dict() == {"video_decode_failed": 1}
     assert "il has no frame_sampler_args" in log.examples["video_decode_failed"]
+
+
+def test_uint8_pixels_of_images_and_video_frames_normalize_to_the_float_packs(tokenizer, special_tokens, parquet_info):
+    from bagel_data.media.pixels import normalize_pixels
+
+    floats = list(itertools.islice(iter(build(tokenizer, special_tokens, parquet_info)), 6))
+    dataset = build(tokenizer, special_tokens, parquet_info, pixel_format="uint8")
+    for index, (raw, want) in enumerate(zip(itertools.islice(iter(dataset), 6), floats)):
+        check_batch(raw, dataset.config, dataset.special_tokens)
+        assert all(raw[key].dtype.itemsize == 1 for key in ("padded_images", "packed_vit_tokens") if key in raw)
+        got = normalize_pixels(raw)
+        assert got.keys() == want.keys(), index
+        for key in ("padded_images", "packed_vit_tokens"):
+            assert (key in got) == (key in want) and (key not in got or got[key].equal(want[key])), (index, key)

@@ -68,6 +68,14 @@ def test_quick_benchmark_writes_every_section(tmp_path):
         assert all(w["VmHWM_mb"] > 0 for w in run["peak_rss"]["workers"])
         assert run["checkpoint_bytes"] < 2**20
 
+    formats, write = saved["pixel_format"], saved["float32_write"]  # uint8 beside float32, same rounds
+    for fmt in ("float32", "uint8"):
+        assert formats[fmt]["tokens_per_second"] > 0 and formats[fmt]["tokens_per_cpu_second"] > 0
+        assert 0 < formats[fmt]["pipeline_over_floor"] < 20
+    assert formats["float32"]["seconds"] == pipeline["seconds"]
+    assert write["float32_bytes"] == floor["float32_bytes"] and write["cast_write_seconds"] > 0
+    assert write["conversion_seconds"] > 0 and write["uint8_seconds"] > 0
+
     nested = saved["nested_mask"]
     assert nested["tokens_per_second"] > 0 and nested["mask_build_seconds"] > 0
     assert nested["by_group"]["all"]["samples"] > 0
@@ -91,3 +99,32 @@ def test_quick_defaults_to_a_temporary_folder_never_the_committed_results(tmp_pa
     assert default_paths(None, tmp_path / "x.json", quick=True)[1] == tmp_path / "x.json"
     assert default_paths(tmp_path, None, quick=False) == (tmp_path, Path("benchmarks/results.json"))
     out.parent.rmdir()
+
+
+def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path):
+    from typer.testing import CliRunner
+
+    from bagel_data.cli.main import app
+    from bagel_data.synthetic.dataset import write_demo_dataset
+
+    made = write_demo_dataset(tmp_path / "data")
+    run = tmp_path / "run.yaml"
+    run.write_text(
+        f"grouped_datasets: {made.grouped_datasets}\ndataset_info: {made.dataset_info}\n"
+        "packing: {expected_num_tokens: 4096, max_num_tokens: 4608, max_num_tokens_per_sample: 4096, "
+        "prefer_buffer_before: 2048, use_flex: true, max_latent_size: 64}\n"
+    )
+    out = tmp_path / "config.json"
+    result = CliRunner().invoke(app, ["bench", "--config", str(run), "--quick", "--batches", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads(out.read_text())
+    assert saved["config"]["run_config"] == str(run) and saved["images"] > 0
+    for fmt in ("float32", "uint8"):
+        assert saved["formats"][fmt]["tokens_per_second"] > 0 and saved["formats"][fmt]["pipeline_over_floor"] > 0
+        assert saved["formats"][fmt]["profiled_pipeline_over_decode_resize"] >= 1
+        shares = saved["stages"][fmt]
+        assert shares["decode"]["calls"] > 0 and abs(sum(v["share"] for v in shares.values()) - 1) < 1e-6
+    pixels = saved["pixel_bytes"]
+    assert pixels["uint8"]["pixel_bytes_per_pack"] * 4 == pixels["float32"]["pixel_bytes_per_pack"] > 0
+    assert saved["write"]["float32_bytes"] > 0 and saved["write"]["cast_write_seconds"] > 0
+    assert "pixel_format uint8" in result.output

@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 
 from ..batch import collate_wrapper
-from . import fast, physical
+from . import fast, formats, physical
 from . import runs as running
 from .floor import replay_floor
 from .mask_cost import mask_report
@@ -70,6 +70,7 @@ def _run_packs(dataset, batches: int, warmup: int = 0, window: Any = None) -> di
         "samples": samples, "tokens_per_second": timed_tokens / seconds, "samples_per_second": samples / seconds,
         "pack_seconds": list(np.diff([0.0, *window_stamps])), "packs": timed, "warmup_packs": warmup,
         "page_faults": after.ru_minflt - usage.ru_minflt, "system_seconds": after.ru_stime - usage.ru_stime,
+        "cpu_seconds": after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime,
         "fresh_seconds": stamps[batches - 1], "fresh_packs": packs[:batches],
     }  # fmt: skip
 
@@ -108,6 +109,7 @@ class _Rounds:
     fresh_floors: list = dataclasses.field(default_factory=list)  # of the first packs from a new iterator
     previous: list = dataclasses.field(default_factory=list)
     fast: list = dataclasses.field(default_factory=list)
+    uint8: list = dataclasses.field(default_factory=list)  # pixel_format: uint8 runs
     peak_rss_mb: float | None = None  # of this process, after the first round's pipeline run
 
 
@@ -137,6 +139,11 @@ def measure_in_process(paths: dict, packing: dict, batches: int, repeats: int, q
                            all_seconds=[r["seconds"] for r in rounds.runs], profiled_seconds=profiled["seconds"],
                            cold_first_batch_seconds=cold)  # fmt: skip
     res["floor"] = _floor_section(setup, rounds, best, work, fresh_work)
+    progress("float writes as the pipeline does them: cast copy, conversion, uint8")
+    vit_patch = setup.packing.get("vit_patch_size", 14)
+    res["float32_write"] = formats.write_costs(recorder, work, vit_patch, 1 if setup.quick else 2)
+    runs = {"float32": rounds.runs, "uint8": rounds.uint8}
+    res["pixel_format"] = formats.summary(runs, res["floor"]["seconds"], res["float32_write"])
     progress("moving batches to shared memory")
     res["transfer"] = physical.measure_transfer(setup.build, batches)
     res["fast_decode"] = _fast_decode_section(setup, recorder, work, rounds.fast, best, profiled)
@@ -152,7 +159,7 @@ def _interleaved_rounds(setup: _Setup, recorder: WorkRecorder, work: dict, fresh
     fast_paths = {**setup.paths, "grouped": _with_fast_decode(setup.paths["grouped"])}
     rounds = _Rounds()
     for round_index in range(setup.repeats):
-        progress(f"pipeline / floor / previous path / fast_decode, round {round_index + 1} of {setup.repeats}")
+        progress(f"pipeline / floor / previous path / fast_decode / uint8, round {round_index + 1} of {setup.repeats}")
         gc.collect()
         running.reset_peak()
         rounds.runs.append(_run_packs(setup.build(), setup.batches, setup.warmup))
@@ -163,6 +170,7 @@ def _interleaved_rounds(setup: _Setup, recorder: WorkRecorder, work: dict, fresh
         with physical.previous_path():  # baseline: the conversion as it was before media/convert.py
             rounds.previous.append(_run_packs(setup.build(), setup.batches, setup.warmup)["seconds"])
         rounds.fast.append(_run_packs(setup.build(fast_paths), setup.batches, setup.warmup))  # fast_decode: true
+        rounds.uint8.append(_run_packs(setup.build(pixel_format="uint8"), setup.batches, setup.warmup))
     return rounds
 
 

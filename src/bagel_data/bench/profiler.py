@@ -33,8 +33,9 @@ class StageProfiler:
             "resize": [(ImageTransform, "resize")],
             "to_uint8": [(ImageTransform, "pending")],
             "tensorize": [(ImageTransform, "to_tensor")],  # direct family iteration only
-            "convert_vae": [(pack_module, "pad_images")],  # floats written into padded_images
-            "convert_vit": [(pack_module, "stack_patches")],  # floats written into packed_vit_tokens
+            # floats (or, with pixel_format: uint8, bytes) written into the batch's pixel tensors
+            "convert_vae": [(pack_module, "pad_images"), (pack_module, "pad_pixels")],
+            "convert_vit": [(pack_module, "stack_patches"), (pack_module, "stack_pixel_patches")],
             "tokenize": [(type(tokenizer), "encode")],
             "pack": [(pack_module.PackBuilder, "add")],
             "mask": [(pack_module, "prepare_attention_mask_per_sample")],

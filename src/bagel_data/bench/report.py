@@ -49,6 +49,8 @@ def _pipeline_rows(res: dict) -> Rows:
                                      f"{flo['float32_write_seconds']:.3f} s; pipeline / (floor + that) "
                                      f"{flo['pipeline_over_floor_plus_write']:.3f}")),
     ]  # fmt: skip
+    if "pixel_format" in res:  # formats.py: uint8 beside float32, and the float write as the pipeline does it
+        rows += _format_rows(res)
     for mode, t in res["transfer"].items():
         rows.append((f"to shared memory, {mode}", f"build {t['build_seconds']:.2f} s + move {t['share_seconds']:.3f} s "
                                                   f"({t['bytes'] / 2**20:,.0f} MiB)"))  # fmt: skip
@@ -152,3 +154,25 @@ def _fast_decode_rows(fd: dict) -> Rows:
             ),
         )
     ]
+
+
+def _format_rows(res: dict) -> Rows:
+    formats, write = res["pixel_format"], res["float32_write"]
+    rows = [
+        (f"pixel_format {fmt}", (f"{formats[fmt]['tokens_per_second']:,.0f} tok/s, "
+                                 f"{formats[fmt]['tokens_per_cpu_second']:,.0f} tok per CPU s, "
+                                 f"pipeline / floor {formats[fmt]['pipeline_over_floor']:.3f}"))
+        for fmt in ("float32", "uint8")
+    ]  # fmt: skip
+    ratio = formats["uint8_over_float32"]
+    rows.append(
+        (
+            "  uint8 / float32",
+            f"x{ratio['tokens_per_second']:.2f} tok/s, x{ratio['tokens_per_cpu_second']:.2f} per CPU s",
+        )
+    )
+    rows.append(("float32 write as the pipeline does it", (
+        f"cast copy {write['cast_write_seconds']:.3f} s ({write['cast_write_bytes_per_second'] / 2**30:.2f} GiB/s), "
+        f"conversion {write['conversion_seconds']:.3f} s (x{write['conversion_over_cast_write']:.2f}); "
+        f"pipeline / (floor + cast copy) {formats['float32']['pipeline_over_floor_plus_cast_write']:.3f}")))  # fmt: skip
+    return rows

@@ -232,8 +232,22 @@ def bench(
     ),
     packs: int = typer.Option(1000, min=1, help="With --mixing: packs per mode."),
     plot: Path | None = typer.Option(None, help="With --mixing: write the fill and token-share plot (PNG) here."),
+    config: Path | None = typer.Option(
+        None,
+        help="Instead: on RUN.yaml's data, the stage shares, pixel_format float32 vs uint8 and the float write's cost.",
+    ),
+    dataset_info: Path | None = typer.Option(None, help="With --config: the dataset_info, if RUN.yaml lacks one."),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
+    if config is not None:
+        from ..bench.run_config import measure_run_config, print_run_config_report
+
+        results = measure_run_config(
+            str(config), batches=batches, repeats=1 if quick else 2, warmup=1 if quick else 2,
+            dataset_info=None if dataset_info is None else str(dataset_info),
+        )  # fmt: skip
+        print_run_config_report(results, out)
+        return
     if mixing is not None:
         import json
 

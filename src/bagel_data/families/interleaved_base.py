@@ -126,19 +126,21 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         self, data: dict, image, need_loss: bool, need_vae: bool, need_vit: bool, enable_cfg: bool = True
     ) -> dict:
         """Up to three items for one image (a PIL image, encoded bytes or a path), in the
-        reference's order: generated (VAE, loss), conditioned (VAE), understood (ViT)."""
+        reference's order: generated (VAE, loss), conditioned (VAE), understood (ViT). Each is
+        resized now and converted when packed (a `PendingImage`: float32, or bytes with
+        `pixel_format: uint8`); iterating the family directly gives float tensors."""
         if not (need_loss or need_vae or need_vit):
             raise ValueError("add_image needs at least one of need_loss, need_vae, need_vit")
         vae = self.transform
         transforms = (vae, self._vit()) if need_vit else (vae,)
         image = _as_image(image, transforms, self.media_roots(), self.allow_outside_root)
         if need_loss:
-            self._append_image(data, "vae_image", vae(image), vae.stride, enable_cfg=False, loss=True)
+            self._append_image(data, "vae_image", vae.prepare(image), vae.stride, enable_cfg=False, loss=True)
         if need_vae:
-            self._append_image(data, "vae_image", vae(image), vae.stride, enable_cfg=enable_cfg, loss=False)
+            self._append_image(data, "vae_image", vae.prepare(image), vae.stride, enable_cfg=enable_cfg, loss=False)
         if need_vit:
             vit = self._vit()
-            self._append_image(data, "vit_image", vit(image), vit.stride, enable_cfg=enable_cfg, loss=False)
+            self._append_image(data, "vit_image", vit.prepare(image), vit.stride, enable_cfg=enable_cfg, loss=False)
         return data
 
     def add_video(
@@ -158,7 +160,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             extra: dict[str, int | bool] = {"split_start": idx == 0, "split_end": idx == last}
             if idx < last:
                 extra["frame_delta"] = int(frame_indexes[idx + 1]) - int(frame_indexes[idx])
-            tensor = vae(_as_image(frame, (vae,), self.media_roots(), self.allow_outside_root))
+            tensor = vae.prepare(_as_image(frame, (vae,), self.media_roots(), self.allow_outside_root))
             cfg = False if need_loss else enable_cfg
             self._append_image(data, "vae_image", tensor, vae.stride, enable_cfg=cfg, loss=bool(need_loss), **extra)
         return data

@@ -59,38 +59,46 @@ def _huge_mapping(nbytes: int) -> mmap.mmap:
     return mapping
 
 
-def _view(mapping: mmap.mmap, shape: tuple[int, ...]) -> torch.Tensor:
+def _view(mapping: mmap.mmap, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
     # The tensor keeps the mapping alive; it is unmapped when the last view goes.
-    return torch.frombuffer(mapping, dtype=torch.float32, count=math.prod(shape)).view(shape)
+    return torch.frombuffer(mapping, dtype=dtype, count=math.prod(shape)).view(shape)
+
+
+def _nbytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+    return math.prod(shape) * dtype.itemsize
 
 
 def in_worker() -> bool:
     return torch.utils.data.get_worker_info() is not None
 
 
-def shared_float32(shape: tuple[int, ...]) -> torch.Tensor:
-    """A float32 tensor in a fresh shared-memory segment (zero-filled by the kernel)."""
-    nbytes = math.prod(shape) * 4
+# Every buffer here is float32 unless `dtype` says otherwise (uint8: `pixel_format: uint8`).
+
+
+def shared_float32(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A tensor in a fresh shared-memory segment (zero-filled by the kernel)."""
     new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
     if new_shared is None:  # not in this torch: share an empty buffer (one extra pass)
-        return torch.zeros(shape, dtype=torch.float32).share_memory_()
-    storage = new_shared(nbytes)
-    return torch.empty(0, dtype=torch.float32).set_(storage).view(shape)
+        return torch.zeros(shape, dtype=dtype).share_memory_()
+    storage = new_shared(_nbytes(shape, dtype))
+    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
 
 
-def empty_float32(shape: tuple[int, ...], shared: bool | None = None) -> torch.Tensor:
-    """A float32 tensor to be written in full: in shared memory when `shared` (None: when
-    running in a DataLoader worker)."""
+def empty_float32(
+    shape: tuple[int, ...], shared: bool | None = None, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """A tensor to be written in full: in shared memory when `shared` (None: when running in
+    a DataLoader worker)."""
     if in_worker() if shared is None else shared:
-        return shared_float32(shape)
-    return torch.empty(shape, dtype=torch.float32)
+        return shared_float32(shape, dtype)
+    return torch.empty(shape, dtype=dtype)
 
 
-def zeroed_float32(shape: tuple[int, ...]) -> torch.Tensor:
-    """A float32 tensor of zeros that owns its memory, backed by huge pages when large."""
-    if not _CAN_ADVISE or math.prod(shape) * 4 < HUGE_PAGE_MIN_BYTES:
-        return torch.zeros(shape, dtype=torch.float32)
-    return _view(_huge_mapping(math.prod(shape) * 4), shape)
+def zeroed_float32(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A tensor of zeros that owns its memory, backed by huge pages when large."""
+    if not _CAN_ADVISE or _nbytes(shape, dtype) < HUGE_PAGE_MIN_BYTES:
+        return torch.zeros(shape, dtype=dtype)
+    return _view(_huge_mapping(_nbytes(shape, dtype)), shape, dtype)
 
 
 class _MappingPool:
@@ -104,13 +112,13 @@ class _MappingPool:
     def _is_free(self, index: int) -> bool:
         return sys.getrefcount(self.mappings[index]) == self._idle_counts[index]
 
-    def lend(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
-        """(a float32 view of `shape` into a mapping, whether it is all zeros)."""
-        nbytes = math.prod(shape) * 4
+    def lend(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, bool]:
+        """(a view of `shape` into a mapping, whether it is all zeros)."""
+        nbytes = _nbytes(shape, dtype)
         free = [i for i in range(len(self.mappings)) if self._is_free(i)]
         for index in free:
             if len(self.mappings[index]) >= nbytes:
-                return _view(self.mappings[index], shape), False
+                return _view(self.mappings[index], shape, dtype), False
         # Twice the size asked for: packs vary, and untouched pages of a private anonymous
         # mapping cost address space only, so a later, larger pack can still reuse it.
         if len(self.mappings) < self.capacity:
@@ -121,10 +129,10 @@ class _MappingPool:
             index = free[0]
             self.mappings[index] = _huge_mapping(2 * nbytes)
         else:  # every pooled mapping is in use: this one is not pooled
-            return _view(_huge_mapping(2 * nbytes), shape), True
+            return _view(_huge_mapping(2 * nbytes), shape, dtype), True
         # Measured, not assumed, while only the list refers to it: what "free" looks like.
         self._idle_counts[index] = sys.getrefcount(self.mappings[index])
-        return _view(self.mappings[index], shape), True
+        return _view(self.mappings[index], shape, dtype), True
 
 
 class PadBufferPool:
@@ -159,14 +167,14 @@ class PadBufferPool:
             self.segments = SegmentPool(self.shared_capacity)
         return self.segments
 
-    def empty(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """A float32 buffer of `shape` to be written in full (its content is arbitrary), e.g.
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A buffer of `shape` to be written in full (its content is arbitrary), e.g.
         `packed_vit_tokens`: a fresh one would pay a page fault per 4 KiB on first write."""
         if self._in_shared_memory():
-            return self._segments().float32(shape)[0]
-        if not _CAN_ADVISE or math.prod(shape) * 4 < POOL_MIN_BYTES:
-            return torch.empty(shape, dtype=torch.float32)
-        return self._tokens.lend(shape)[0]
+            return self._segments().float32(shape, dtype)[0]
+        if not _CAN_ADVISE or _nbytes(shape, dtype) < POOL_MIN_BYTES:
+            return torch.empty(shape, dtype=dtype)
+        return self._tokens.lend(shape, dtype)[0]
 
     def gather_small(self, batch: dict) -> None:
         """In shared memory, moves the batch's tensors not yet there into one segment together
@@ -177,10 +185,11 @@ class PadBufferPool:
         if small:
             batch.update(self._segments().gather({k: v.contiguous() for k, v in small.items()}))
 
-    def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
-        """(a float32 buffer of `shape`, whether it is all zeros); a reused one is not."""
+    def float32(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, bool]:
+        """(a buffer of `shape`, float32 unless `dtype`, whether it is all zeros); a reused
+        one is not."""
         if self._in_shared_memory():
-            return self._segments().float32(shape)
-        if not _CAN_ADVISE or math.prod(shape) * 4 < POOL_MIN_BYTES:
-            return torch.zeros(shape, dtype=torch.float32), True
-        return self._padded.lend(shape)
+            return self._segments().float32(shape, dtype)
+        if not _CAN_ADVISE or _nbytes(shape, dtype) < POOL_MIN_BYTES:
+            return torch.zeros(shape, dtype=dtype), True
+        return self._padded.lend(shape, dtype)

@@ -14,6 +14,7 @@ import math
 import torch
 
 from ..errors import InvariantError
+from ..media.pixels import normalize_pixels, raw_pixel_problem
 from .config import PackingConfig, SpecialTokens
 
 INT_KEYS = (
@@ -57,6 +58,9 @@ def _list(batch: dict, key: str) -> list:
 
 def check_batch(batch: dict, config: PackingConfig, special_tokens: SpecialTokens) -> None:
     """Raise `InvariantError` on the first invariant that `batch` violates."""
+    if config.pixel_format == "uint8":  # the bytes' side tensors, then the float batch they make
+        _require(raw_pixel_problem(batch) is None, str(raw_pixel_problem(batch)))
+        batch = normalize_pixels(dict(batch))
     _check_keys(batch, config)
     _check_dtypes(batch)
     for key in INDEX_KEYS:

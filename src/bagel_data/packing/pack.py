@@ -17,6 +17,7 @@ import torch
 
 from ..errors import ConfigError
 from ..media.convert import PendingImage, PendingPatches
+from ..media.pixels import pad_pixels, stack_pixel_patches
 from .buffers import PadBufferPool, empty_float32, zeroed_float32
 from .config import PackingConfig, SpecialTokens
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
@@ -249,13 +250,20 @@ class PackBuilder:
             batch["sample_lens"] = batch["sample_lens"] + [pad]
         else:
             batch["nested_attention_masks"] = self.nested_attention_masks
+        raw = self.config.pixel_format == "uint8"  # bytes + mean / std (media/pixels.py)
         if self.vae_images:
-            batch["padded_images"] = pad_images(self.vae_images, self.pad_pool)
+            if raw:
+                batch.update(pad_pixels(self.vae_images, self.pad_pool))
+            else:
+                batch["padded_images"] = pad_images(self.vae_images, self.pad_pool)
             batch["patchified_vae_latent_shapes"] = list(self.latent_shapes)
             batch["packed_latent_position_ids"] = torch.cat(self.latent_position_ids)
             batch["packed_vae_token_indexes"] = self.vae_indexes.tensor()
         if self.vit_tokens:
-            batch["packed_vit_tokens"] = stack_patches(self.vit_tokens, self.pad_pool)
+            if raw:
+                batch.update(stack_pixel_patches(self.vit_tokens, self.pad_pool))
+            else:
+                batch["packed_vit_tokens"] = stack_patches(self.vit_tokens, self.pad_pool)
             batch["packed_vit_position_ids"] = torch.cat(self.vit_position_ids)
             batch["packed_vit_token_indexes"] = self.vit_indexes.tensor()
             batch["vit_token_seqlens"] = torch.tensor(self.vit_seqlens, dtype=torch.int64)

@@ -163,15 +163,16 @@ class SegmentPool:
             torch._C._storage_Use_Count(self.segments[slot]._cdata) == 1 and self.sent[slot] == self.counters[1][slot]
         )
 
-    def float32(self, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
-        """(a float32 tensor of `shape` in shared memory, whether it is all zeros)."""
+    def float32(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, bool]:
+        """(a tensor of `shape` in shared memory, float32 unless `dtype` (uint8 pixels), whether
+        it is all zeros)."""
         numel = math.prod(shape)
         if self.enabled:
-            storage, zeroed = self._lend(numel * 4)
+            storage, zeroed = self._lend(numel * dtype.itemsize)
         else:
             self.allocated += 1
-            storage, zeroed = torch.UntypedStorage._new_shared(numel * 4), True
-        return torch.empty(0, dtype=torch.float32).set_(storage)[:numel].view(shape), zeroed
+            storage, zeroed = torch.UntypedStorage._new_shared(numel * dtype.itemsize), True
+        return torch.empty(0, dtype=dtype).set_(storage)[:numel].view(shape), zeroed
 
     def gather(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Copies of `tensors` (a batch's small ones) as views into one segment of this pool.

@@ -28,6 +28,7 @@ from .kinds import Bool, Field, Int, Number, Str, check_section
 COMPAT_MODES = ("bagel",)  # besides None, the default mode (compat.py holds the policy)
 MIX_BY = ("samples", "tokens")  # packing/strategies.py
 PACK_STRATEGIES = ("greedy", "best_fit")
+PIXEL_FORMATS = ("float32", "uint8")  # media/pixels.py
 ROLES = ("budget", "seed", "data_config", "option")
 
 
@@ -114,6 +115,13 @@ class Settings:
         "greedy",
         Str(PACK_STRATEGIES),
         "greedy (the reference) or best_fit: fill each pack from the buffer before it closes",
+        "option",
+    )
+    pixel_format: str = _setting(
+        "float32",
+        Str(PIXEL_FORMATS),
+        "float32 (the reference) or uint8: pixels leave as bytes with their mean / std, 4x fewer bytes; "
+        "call batch.normalize_pixels() on the device (docs/formats/batch.md)",
         "option",
     )
 

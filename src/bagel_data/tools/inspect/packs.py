@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ...media.pixels import normalize_pixels
 from ...packing.layout import attention_allowed
 from ..run import RunConfig, build_from_run_config, load_run_config
 from .plots import (
@@ -48,7 +49,8 @@ class InspectReport:
 
 
 def _as_dict(batch) -> dict:
-    return batch.to_dict() if hasattr(batch, "to_dict") else dict(batch)
+    # uint8 pixels (pixel_format: uint8) are drawn as the float batch has them.
+    return normalize_pixels(batch.to_dict(raw=True) if hasattr(batch, "to_dict") else dict(batch))
 
 
 def _array(batch: dict, key: str) -> np.ndarray:
