@@ -110,9 +110,14 @@ EXCLUDED = ("cli/", "bench/", "synthetic/")
 _GOLDEN = ["tests/conformance/test_golden_stream.py", "tests/conformance/test_golden_packed.py"]
 MORE: dict[str, list[str]] = {
     "__init__.py": ["tests/dropin/test_api.py", "tests/test_compat.py"],
-    "assembly.py": ["tests/families", "tests/config", "tests/dropin", "tests/test_config.py"],
+    "assembly.py": ["tests/families", "tests/config", "tests/dropin", "tests/test_config.py", *_GOLDEN],
     "batch.py": ["tests/packing", "tests/dropin", "tests/test_loader_segments.py"],
-    "compat.py": ["tests/test_compat.py", "tests/conformance", "tests/checkpoint/test_compat_resume.py"],
+    "compat.py": [
+        "tests/test_compat.py",
+        "tests/conformance",
+        "tests/checkpoint/test_compat_resume.py",
+        "tests/dropin/test_entrances.py",
+    ],
     "config.py": ["tests/config", "tests/test_config.py", "tests/docs/test_example_configs.py"],
     "config_files.py": ["tests/config", "tests/test_config.py", "tests/cli"],
     "datasets.py": ["tests/dropin", "tests/test_config.py", *_GOLDEN],
@@ -136,12 +141,14 @@ MORE: dict[str, list[str]] = {
     "media/video.py": ["tests/media", "tests/families/test_vlm.py"],
     "packing/buffers.py": ["tests/packing", "tests/test_loader_segments.py", "tests/checkpoint"],
     "packing/config.py": ["tests/packing", "tests/config"],
+    "packing/parts.py": ["tests/packing", "tests/dropin/test_entrances.py"],
     "packing/invariants.py": ["tests/packing", *_GOLDEN],
     "packing/segments.py": ["tests/packing", "tests/test_loader_segments.py", "tests/checkpoint"],
     "sources/storage.py": ["tests/sources"],
 }
 _BY_FOLDER = {
-    "reference/": ["tests/dropin", "tests/conformance", "tests/test_config.py"],
+    "nemo/": ["tests/dropin", "tests/conformance/test_golden_packed.py", "tests/test_config.py"],
+    "schema/settings.py": ["tests/config", "tests/dropin/test_entrances.py", "tests/dropin/test_api.py"],
     "schema/": ["tests/config", "tests/test_config.py", "tests/docs/test_example_configs.py"],
     "sources/": ["tests/sources", "tests/families"],
     "tools/inspect/": ["tests/tools/test_inspect.py"],
