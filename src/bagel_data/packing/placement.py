@@ -17,8 +17,9 @@ from typing import Any
 from ..checkpoint.state import Buffered, PackState, ResumeError
 from ..errors import SkipReason
 from ..families.base import DistributedIterableDataset
-from ..sample import sample_length
+from ..sample import full_length, sample_length
 from .config import PackingConfig
+from .dropout import any_dropout, decide_dropout, dropout_rng
 from .pack import PackBuilder
 from .strategies import best_subset
 
@@ -31,6 +32,7 @@ class SamplePlacement:
     group_names: list[str]
     is_mandatory: list[bool]
     compat: str | None
+    data_seed: int
 
     def _drawer(self, state: PackState) -> Callable[[int], Buffered]:
         """`draw(group)`: the group's next sample, its cursor recorded and its tokens counted
@@ -43,10 +45,22 @@ class SamplePlacement:
         def draw(group: int) -> Buffered:
             cursor, sample = next(sources[group])
             state.cursors[group] = cursor
+            self._decide_dropout(group, cursor, sample)
             state.group_tokens[group] += sample_length(sample)
             return Buffered(group, cursor, sample, sample.get("compat_rng_state"))
 
         return draw
+
+    def _decide_dropout(self, group: int, cursor: tuple, sample: dict) -> None:
+        """Default mode: the sample's CFG dropout, decided now from its own generator, so
+        that every length the packer reads from here on is the one it packs
+        (`packing/dropout.py`). compat="bagel" draws it while packing, as the reference."""
+        if self.compat:
+            return
+        rng = None
+        if any_dropout(self.config):
+            rng = dropout_rng(self.grouped_datasets[group], self.group_names[group], self.data_seed, cursor, sample)
+        decide_dropout(sample, self.config, rng)
 
     def _open_pack(self, pack: PackBuilder, draw: Callable[[int], Buffered], state: PackState) -> None:
         """An empty pack starts with the next fitting sample of each mandatory group, then the
@@ -69,7 +83,7 @@ class SamplePlacement:
             item = state.buffer.popleft()
             return (item, True) if self._materialize(item, state) else None
         item = draw(choose())
-        if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+        if full_length(item.sample) > cfg.max_num_tokens_per_sample:
             self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
             return None
         state.logs[item.group].used()
@@ -106,7 +120,7 @@ class SamplePlacement:
         """The next sample of a mandatory group strictly under the per-sample budget."""
         while True:
             item = draw(group)
-            if sample_length(item.sample) < self.config.max_num_tokens_per_sample:
+            if full_length(item.sample) < self.config.max_num_tokens_per_sample:
                 state.logs[group].used()
                 return item
             self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
@@ -118,7 +132,7 @@ class SamplePlacement:
         cfg = self.config
         while len(state.buffer) < max(cfg.max_buffer_size, 1):
             item = draw_next()
-            if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+            if full_length(item.sample) > cfg.max_num_tokens_per_sample:
                 self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
             else:
                 state.buffer.append(item)
@@ -152,8 +166,11 @@ class SamplePlacement:
         where = (
             family.row_location(row_key) if row_key else f"{self.group_names[item.group]} cursor {list(item.cursor)}"
         )
+        # The per-sample budget is checked against the full length (what `validate` predicts,
+        # whatever the dropout); the room in a pack against the length packed.
+        length = full_length(item.sample) if reason == SkipReason.OVER_SAMPLE_BUDGET else sample_length(item.sample)
         # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
-        log.over_budget(where, f"{sample_length(item.sample)} tokens do not fit {budgets}", reason)
+        log.over_budget(where, f"{length} tokens do not fit {budgets}", reason)
 
     def _materialize(self, item: Buffered, state: PackState) -> bool:
         """Rebuild a sample restored from a checkpoint by reference; False when its row is
@@ -167,6 +184,8 @@ class SamplePlacement:
         item.sample = _pending_sample_at(dataset, item.cursor, rng_state, log)
         if item.sample is None and log.total() == before:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+        if item.sample is not None:
+            self._decide_dropout(item.group, item.cursor, item.sample)  # the same decision as when drawn
         return item.sample is not None
 
 
