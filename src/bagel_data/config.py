@@ -21,6 +21,7 @@ from .families.registry import COMMON_GROUP_KEYS, DATASET_REGISTRY, allowed_grou
 from .families.vlm import SftJSONLIterableDataset
 from .media.images import ImageTransform
 from .media.video import FrameSampler
+from .packing.schedule import WeightSchedule, parse_weight
 from .schema import (
     check_dataset_entry,
     check_dataset_info_group,
@@ -70,7 +71,7 @@ class GroupSpec:
 
     name: str
     family: type
-    weight: float
+    weight: float | WeightSchedule  # a number, or a schedule (packing/schedule.py)
     is_mandatory: bool
     resume_data_status: bool
     kwargs: dict[str, Any]
@@ -200,7 +201,7 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     return GroupSpec(
         name=name,
         family=family,
-        weight=float(args.get("weight", 0.0)),
+        weight=parse_weight(f"{name}.weight", args.get("weight", 0.0)),
         is_mandatory=args.get("is_mandatory", False),
         resume_data_status=args.get("resume_data_status", True),
         kwargs=kwargs,

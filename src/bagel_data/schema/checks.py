@@ -7,6 +7,7 @@ filesystem (paths exist, folders are folders, parquet_info parses).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from .kinds import check_section, join
@@ -50,9 +51,11 @@ def check_group_args(group: str, args: object, allowed) -> dict:
     return args
 
 
-def check_group_weights(weights: Mapping[str, float]) -> None:
-    if sum(weights.values()) <= 0:
-        raise ConfigError("weight", dict(weights), "the group weights must sum to more than 0")
+def check_group_weights(weights: Mapping[str, Any]) -> None:
+    """The weights (numbers or schedules) sum to more than 0 at every step."""
+    from ..packing.schedule import check_phases
+
+    check_phases(weights)
 
 
 def check_dataset_info_group(group: str, entries: object) -> dict:

@@ -164,6 +164,21 @@ class ListOf:
 
 
 @dataclasses.dataclass(frozen=True)
+class GroupWeight:
+    """A group's weight: a number >= 0, or a schedule of `[step, weight]` pairs
+    (`packing/schedule.py`, which holds the rules)."""
+
+    def check(self, key: str, value: object) -> object:
+        from ..packing.schedule import parse_weight
+
+        parse_weight(key, value)
+        return value
+
+    def describe(self) -> str:
+        return "number >= 0, or [[step, weight], ...]"
+
+
+@dataclasses.dataclass(frozen=True)
 class AnyMapping:
     """A mapping whose keys are not fixed here (filesystem options, a nested section)."""
 
