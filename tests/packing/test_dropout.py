@@ -155,18 +155,19 @@ def test_the_packed_sample_matches_its_decision():
             assert length == sample_length(sample)
 
 
+@pytest.mark.parametrize("cut", [1, 17, 33])
 @pytest.mark.parametrize("strategy", ["greedy", "best_fit"])
-def test_resume_is_exact_with_dropout(strategy):
+def test_resume_is_exact_with_dropout(strategy, cut):
     weights = {"t2i": 0.5, "edit": 0.3, "vlm": 0.2}
     cfg = _config(mix_by="tokens", pack_strategy=strategy)
     full = _take(packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights), 40)
     first = packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights)
     stream = iter(first)
-    head = list(itertools.islice(stream, 17))
+    head = list(itertools.islice(stream, cut))
     state = first.state_dict()
     resumed = packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights)
     resumed.load_state_dict(state)
-    tail = list(itertools.islice(iter(resumed), 23))
+    tail = list(itertools.islice(iter(resumed), 40 - cut))
     for want, got in zip(full, head + tail):
         assert want["sample_lens"] == got["sample_lens"]
         assert want["batch_data_indexes"] == got["batch_data_indexes"]
