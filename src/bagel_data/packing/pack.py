@@ -96,17 +96,12 @@ class PackBuilder:
         return self.curr == 0
 
     def _dropped(self, item: dict, probability: float, decided: bool | None) -> bool:
-        """Whether CFG drops `item`. `decided`: the decision made when the sample was drawn
-        (`packing/dropout.py`); None (compat mode, or a sample added by hand): drawn now
-        from the pack's generator, as the reference does."""
-        if decided is None:
-            return item["enable_cfg"] == 1 and self.rng.random() < probability
-        if item["enable_cfg"] == 1:
-            # One draw per CFG item all the same, left unused: the worker's generator then
-            # gives the same group choices and timesteps as before dropout moved to the
-            # draw, so with every dropout at 0 the default mode's output is unchanged.
-            self.rng.random()
-        return decided
+        """Whether CFG drops `item`: `decided` when the sample was drawn (`packing/dropout.py`),
+        else (compat, or a sample added by hand) drawn now from the pack's generator. A decided
+        CFG item still takes its (unused) draw, so the group choices and timesteps are those of
+        the reference's order: with every dropout at 0 the output is unchanged."""
+        drawn = item["enable_cfg"] == 1 and self.rng.random() < probability
+        return drawn if decided is None else decided
 
     def _special(self, token: int, item: dict) -> None:
         """An end token (`eos` / `end_of_image`) at `curr`, with its optional loss."""
