@@ -28,6 +28,7 @@ from .schema import (
     check_group_weights,
     check_transform_args,
 )
+from .schema.weights import WeightSchedule, parse_weight
 from .sources import storage
 
 # The registry lives with the families; re-exported here for existing imports.
@@ -70,7 +71,7 @@ class GroupSpec:
 
     name: str
     family: type
-    weight: float
+    weight: float | WeightSchedule  # a number, or a schedule (packing/schedule.py)
     is_mandatory: bool
     resume_data_status: bool
     kwargs: dict[str, Any]
@@ -203,7 +204,7 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     return GroupSpec(
         name=name,
         family=family,
-        weight=float(args.get("weight", 0.0)),
+        weight=parse_weight(f"{name}.weight", args.get("weight", 0.0)),
         is_mandatory=args.get("is_mandatory", False),
         resume_data_status=args.get("resume_data_status", True),
         kwargs=kwargs,

@@ -75,6 +75,13 @@ def with_tensors(sample: dict) -> dict:
     return sample
 
 
-def sample_length(sample: dict) -> int:
-    """Tokens a sample takes in a pack: its tokens plus a begin and end token per item."""
+def full_length(sample: dict) -> int:
+    """Tokens a sample takes in a pack with none of its CFG items dropped: its tokens plus a
+    begin and end token per item (what the per-sample budget is checked against)."""
     return sample["num_tokens"] + 2 * len(sample["sequence_plan"])
+
+
+def sample_length(sample: dict) -> int:
+    """Tokens a sample takes in a pack: `full_length` less the CFG items the packer already
+    decided to drop (`packing/dropout.py`; none decided yet: the full length)."""
+    return full_length(sample) - sample.get("cfg_dropped_tokens", 0)

@@ -35,6 +35,9 @@ def test_run_on_the_demo_config(demo_root):
     result = runner.invoke(app, ["run", str(root / "run.yaml"), "--batches", "2", "--workers", "0"])
     assert result.exit_code == 0, result.output
     assert "samples: vlm_sft" in result.output or "samples: t2i_pretrain" in result.output
+    # The DataMetrics figures a training loop would log, over this run.
+    for key in ("data/token_share/t2i_pretrain", "data/sample_share/vlm_sft", "data/fill", "data/wait_seconds"):
+        assert key in result.output, key
 
 
 def test_validate_passes_on_clean_data(demo_root):

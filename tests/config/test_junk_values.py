@@ -11,6 +11,7 @@ that conforms may still be refused for a rule across keys (e.g. a path that does
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -34,7 +35,7 @@ from bagel_data.schema import (
     check_settings,
     check_topology,
 )
-from bagel_data.schema.kinds import AnyMapping, Bool, Field, Int, ListOf, Number, OneOf, Str
+from bagel_data.schema.kinds import AnyMapping, Bool, Field, GroupWeight, Int, ListOf, Number, OneOf, Str
 from bagel_data.tools.run import load_run_config
 
 SCALARS = st.one_of(
@@ -60,6 +61,24 @@ GROUPS = ["t2i_pretrain", "unified_edit", "vlm_sft"]
 
 
 # -- the contract, from the tables -----------------------------------------------------------
+def _is_weight(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _is_schedule(value: object) -> bool:
+    """`[[step, weight], ...]`: integer steps from 0, strictly increasing, weights >= 0."""
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or not value:
+        return False
+    pairs = [pair for pair in value if isinstance(pair, Sequence) and not isinstance(pair, (str, bytes))]
+    if len(pairs) != len(value) or any(len(pair) != 2 for pair in pairs):
+        return False
+    steps = [step for step, _ in pairs]
+    if not all(isinstance(step, int) and not isinstance(step, bool) for step in steps):
+        return False
+    increasing = all(a < b for a, b in itertools.pairwise(steps))
+    return steps[0] == 0 and increasing and all(_is_weight(weight) for _, weight in pairs)
+
+
 def kind_accepts(kind, value: object) -> bool:
     """What a value of `kind` may be, written out from the kinds' documented rules."""
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -85,6 +104,8 @@ def kind_accepts(kind, value: object) -> bool:
         return isinstance(value, Mapping)
     if isinstance(kind, OneOf):
         return any(kind_accepts(option, value) for option in kind.kinds)
+    if isinstance(kind, GroupWeight):
+        return _is_weight(value) or _is_schedule(value)
     raise AssertionError(f"no rule for {kind!r}")
 
 
@@ -94,10 +115,15 @@ def conforms(field: Field, value: object) -> bool:
     return kind_accepts(field.kind, value)
 
 
+# A rule across two keys may name either: one num_used_data count per dataset name.
+PAIRED = {"dataset_names": "num_used_data", "num_used_data": "dataset_names"}
+
+
 def names_the_key(error: ConfigError, key: str) -> bool:
-    """The error blames `key`: in its dotted key (`group.key`, `key[2]`), or as the key listed
-    unknown, or in the message of a rule across keys."""
-    return key in str(error.key) or key in str(error.value) or key in str(error)
+    """The error blames `key` (or the key it is paired with by a rule across keys): in its
+    dotted key (`group.key`, `key[2]`), or as the key listed unknown, or in the message."""
+    keys = (key, PAIRED[key]) if key in PAIRED else (key,)
+    return any(k in str(error.key) or k in str(error.value) or k in str(error) for k in keys)
 
 
 def outcome(call):

@@ -133,11 +133,11 @@ def summary(runs: dict[str, list[dict]], floor_seconds: float, write: dict | Non
     return out
 
 
-def measure_formats(build, tokenizer, batches: int, warmup: int, repeats: int, vit_patch: int) -> dict:
+def measure_formats(build, tokenizer, batches: int, warmup: int, repeats: int, vit_patch: int, run_packs) -> dict:
     """Stage shares of each format (one profiled run each), then `repeats` interleaved rounds
-    of float32, uint8 and the floor; the write costs and the pixel bytes per pack."""
-    from .in_process import _run_packs  # in_process uses this module's other parts
-
+    of float32, uint8 and the floor; the write costs and the pixel bytes per pack.
+    `run_packs`: the in-process runner (`in_process._run_packs`), which uses this module too."""
+    _run_packs = run_packs
     res: dict = {"stages": {}}
     with WorkRecorder() as recorder:
         for fmt in FORMATS:

@@ -1,153 +1,157 @@
-"""Packing and mixing measured on a run config's real sample lengths, without decoding.
+"""Packing and mixing measured on real packs of a run config, once per mode.
 
-`measure_mixing` draws some samples of every group through the real families (decode,
-resize, tokenize) to learn their packed lengths, then replays those lengths through the
-real mixing loop for many packs with text-only stand-in samples, once per mode:
-`mix_by` samples / tokens x `pack_strategy` greedy / best_fit. It reports each mode's fill
-(sequence length / max_num_tokens), realized token shares against the weight targets, and
-the spread of attention cost (sum of sample_len**2) between the packs that `world_size`
-ranks would train on in one step.
+`measure_mixing` builds the run config's packed dataset once per mode (`mix_by` samples /
+tokens x `pack_strategy` greedy / best_fit) and takes `packs` packs from it: the real
+families (decode, resize, tokenize), the real mixing loop, and the CFG dropout the run
+config sets (BAGEL's 0.1 / 0.4 / 0.1 when it sets none), exactly what training sees. It
+reports each mode's fill (sequence length / max_num_tokens), realized token and sample
+shares against the weight targets, and the spread of attention cost (sum of sample_len**2)
+between the packs that `world_size` ranks would train on in one step.
 
-    python -m bagel_data.bench.mixing RUN.yaml [--packs 1000] [--per-group 150] [--out FILE] [--plot PNG]
+By default the resize itself is left out (`pixels=False`): each image is decoded (a bad one
+is still a counted skip) and given its exact target size, but as a blank image of that
+size, not a resampled one. Nothing this measures depends on pixel values, and the resize
+is most of the pipeline's time; `pixels=True` (`--pixels`) does the real resize, and
+`tests/tools/test_bench_mixing.py` checks that both give the same packs.
+
+    python -m bagel_data.bench.mixing RUN.yaml [--packs 1000] [--pixels] [--out FILE] [--plot PNG]
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import collections
 import itertools
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from ..packing.config import PackingConfig
-from ..packing.packed_dataset import PackedDataset
-from ..sample import sample_length
+from .patcher import Patcher
 
 MODES = [("samples", "greedy"), ("samples", "best_fit"), ("tokens", "greedy"), ("tokens", "best_fit")]
+DROPOUT_KEYS = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
 
 
-class LengthGroup(torch.utils.data.IterableDataset):
-    """A group that yields text-only samples with the packed lengths of a real group, in a
-    cycle: what the mixing loop sees of a family, without the pixels."""
-
-    def __init__(self, name: str, lengths: list[int]):
-        super().__init__()
-        self.name, self.lengths = name, lengths
-        self.strict, self.max_consecutive_failures, self.data_status = False, 100, None
-
-    def set_epoch(self, seed: int) -> None:
-        self.seed = seed
-
-    def resume_cursor(self, worker_id: int):
-        return None
-
-    def sample_at(self, cursor, rng_state=None, log=None) -> dict:
-        length = self.lengths[cursor[0] % len(self.lengths)]
-        return {
-            "text_ids_list": [[1000] * (length - 2)],
-            "image_tensor_list": [],
-            "sequence_plan": [
-                {"type": "text", "enable_cfg": 0, "loss": 1, "special_token_loss": 0, "special_token_label": None}
-            ],
-            "num_tokens": length - 2,
-            "data_indexes": {"data_indexes": cursor[0], "worker_id": 0, "dataset_name": self.name},
-        }
-
-    def iter_samples(self, after=None, log=None):
-        for i in itertools.count(0 if after is None else after[0] + 1):
-            yield (i,), self.sample_at((i,))
-
-    def __iter__(self):
-        return (sample for _, sample in self.iter_samples())
-
-
-def real_lengths(dataset, per_group: int) -> dict[str, list[int]]:
-    """Packed lengths of the first `per_group` good samples of each group of a built
-    packed dataset (`make_bagel_multimodal_dataset`)."""
-    out = {}
-    for name, family in zip(dataset.group_names, dataset.grouped_datasets):
-        samples = itertools.islice(family.iter_samples(), per_group)
-        out[name] = [max(2, sample_length(sample)) for _, sample in samples]
-    return out
-
-
-def simulate(lengths: dict, weights: dict, mandatory: dict, config: PackingConfig, packs: int, world_size: int) -> dict:
-    groups = {name: LengthGroup(name, values) for name, values in lengths.items()}
-    tokens = {"bos_token_id": 1, "eos_token_id": 2, "start_of_image": 3, "end_of_image": 4}
-    dataset = PackedDataset.from_groups(
-        groups,
-        config,
-        tokens,
-        weights=weights,
-        mandatory=mandatory,
-        local_rank=0,
-        world_size=1,
-        num_workers=1,
-        data_seed=0,
-    )
-    dataset.set_epoch(0)
-    fills, costs, shares = [], [], dict.fromkeys(lengths, 0)
-    for batch in itertools.islice(iter(dataset), packs):
-        real = batch["sample_lens"][:-1] if config.use_flex else batch["sample_lens"]
-        fills.append(sum(real) / config.max_num_tokens)
+def pack_figures(batches, weights: dict[str, float], max_num_tokens: int, use_flex: bool, world_size: int) -> dict:
+    """Fill, shares and attention-cost spread of `batches` (an iterable of batch dicts)."""
+    fills, costs = [], []
+    tokens: collections.Counter[str] = collections.Counter()
+    samples: collections.Counter[str] = collections.Counter()
+    for batch in batches:
+        real = batch["sample_lens"][:-1] if use_flex else batch["sample_lens"]
+        fills.append(sum(real) / max_num_tokens)
         costs.append(sum(length**2 for length in real))
         for where, length in zip(batch["batch_data_indexes"], real):
-            shares[where["dataset_name"]] += length
-    total = sum(shares.values())
+            tokens[where["dataset_name"]] += length
+            samples[where["dataset_name"]] += 1
     weight_total = sum(weights.values())
-    steps = np.asarray(costs[: len(costs) // world_size * world_size], dtype=float).reshape(-1, world_size)
-    spread = (steps.max(axis=1) - steps.min(axis=1)) / steps.mean(axis=1)
+    target = {name: weight / weight_total for name, weight in weights.items()}
+    token_total, sample_total = sum(tokens.values()) or 1, sum(samples.values()) or 1
+    token_share = {name: tokens[name] / token_total for name in weights}
+    usable = len(costs) // world_size * world_size
+    steps = np.asarray(costs[:usable], dtype=float).reshape(-1, world_size)
+    spread = float(np.mean((steps.max(axis=1) - steps.min(axis=1)) / steps.mean(axis=1))) if usable else 0.0
     return {
         "mean_fill": round(float(np.mean(fills)), 4),
         "p5_fill": round(float(np.percentile(fills, 5)), 4),
         "padding_fraction": round(1 - float(np.mean(fills)), 4),
-        "token_share": {name: round(count / total, 4) for name, count in shares.items()},
-        "target_share": {name: round(w / weight_total, 4) for name, w in weights.items()},
-        "attention_cost_spread_per_step": round(float(np.mean(spread)), 4),
+        "token_share": {name: round(share, 4) for name, share in token_share.items()},
+        "sample_share": {name: round(samples[name] / sample_total, 4) for name in weights},
+        "target_share": {name: round(share, 4) for name, share in target.items()},
+        "max_token_share_error_points": round(100 * max(abs(token_share[n] - target[n]) for n in weights), 2),
+        "attention_cost_spread_per_step": round(spread, 4),
         "fills": [round(f, 4) for f in fills],
     }
 
 
-def measure_mixing(run_config: str, packs: int = 1000, per_group: int = 150, world_size: int = 8) -> dict:
-    from ..tools.run import load_run_config
+def _blank_resize(resize):
+    """`ImageTransform.resize` giving the exact target size as a blank image (no resampling)."""
 
-    run = load_run_config(run_config)
+    def blank(self, image, img_num: int = 1):
+        from PIL import Image
+
+        original = image.info.get("bagel_original_size", image.size)
+        size = self.target_size(*original, img_num=img_num)
+        return image if size == image.size else Image.new("RGB", size)
+
+    return blank
+
+
+def measure_mixing(
+    run_config: str,
+    packs: int = 1000,
+    world_size: int = 8,
+    modes=MODES,
+    dataset_info: str | None = None,
+    progress=None,
+    pixels: bool = False,
+) -> dict:
+    """Real packs of every mode of `modes`; the dropouts are the run config's."""
+    from ..media.images import ImageTransform
+
+    with Patcher() as patch:
+        if not pixels:
+            patch.wrap(ImageTransform, "resize", _blank_resize)
+        return _measure(run_config, packs, world_size, modes, dataset_info, progress, pixels)
+
+
+def _measure(run_config, packs, world_size, modes, dataset_info, progress, pixels) -> dict:
     from ..datasets import make_bagel_multimodal_dataset
     from ..tokenizer import add_special_tokens, load_tokenizer
+    from ..tools.run import load_run_config
 
+    run = load_run_config(run_config, dataset_info)
     tokenizer, special_tokens, _ = add_special_tokens(load_tokenizer("qwen2"))
-    dataset = make_bagel_multimodal_dataset(
-        tokenizer=tokenizer,
-        special_tokens=special_tokens,
-        grouped_datasets=run.grouped_datasets,
-        dataset_info=run.dataset_info,
-        num_workers=1,
-        **run.packing,
-    )
-    lengths = real_lengths(dataset, per_group)
-    weights = dict(zip(dataset.group_names, dataset.grouped_weights))
-    mandatory = dict(zip(dataset.group_names, dataset.is_mandatory))
-    modes = {}
-    for mix_by, strategy in MODES:
-        config = dataclasses.replace(dataset.config, mix_by=mix_by, pack_strategy=strategy)
-        modes[f"{mix_by}/{strategy}"] = simulate(lengths, weights, mandatory, config, packs, world_size)
-    return {"packs": packs, "world_size": world_size, "samples_per_group": per_group, "modes": modes}
+    results: dict = {"packs": packs, "world_size": world_size, "compat": run.compat, "pixels": pixels, "modes": {}}
+    for mix_by, strategy in modes:
+        packing = {**run.packing, "mix_by": mix_by, "pack_strategy": strategy}
+        dataset = make_bagel_multimodal_dataset(
+            tokenizer=tokenizer,
+            special_tokens=special_tokens,
+            grouped_datasets=run.grouped_datasets,
+            dataset_info=run.dataset_info,
+            local_rank=0,
+            world_size=1,
+            num_workers=1,
+            compat=run.compat,
+            **packing,
+        )
+        cfg = dataset.config
+        results["dropouts"] = {key: getattr(cfg, key) for key in DROPOUT_KEYS}
+        results["budgets"] = {"expected_num_tokens": cfg.expected_num_tokens, "max_num_tokens": cfg.max_num_tokens}
+        weights = dict(zip(dataset.group_names, dataset.grouped_weights))
+        started = time.perf_counter()
+        figures = pack_figures(
+            itertools.islice(iter(dataset), packs), weights, cfg.max_num_tokens, cfg.use_flex, world_size
+        )
+        figures["seconds"] = round(time.perf_counter() - started, 1)
+        results["modes"][f"{mix_by}/{strategy}"] = figures
+        if progress is not None:
+            progress(f"{mix_by}/{strategy}: {packs} packs in {figures['seconds']} s")
+    return results
 
 
 def print_mixing(results: dict) -> None:
-    print(f"{results['packs']} packs per mode; attention-cost spread over {results['world_size']} ranks per step")
-    print(f"{'mode':<20} {'mean fill':>9} {'p5 fill':>8} {'padding':>8} {'cost spread':>11}  token share (target)")
+    drops = results.get("dropouts", {})
+    print(
+        f"{results['packs']} real packs per mode; CFG dropout text {drops.get('text_cond_dropout_prob')}, "
+        f"vit {drops.get('vit_cond_dropout_prob')}, vae {drops.get('vae_cond_dropout_prob')}; "
+        f"attention-cost spread over {results['world_size']} ranks per step"
+    )
+    print(
+        f"{'mode':<20} {'mean fill':>9} {'p5 fill':>8} {'padding':>8} {'cost spread':>11} {'share err':>9}"
+        "  token share (target)"
+    )
     for mode, res in results["modes"].items():
         shares = ", ".join(
             f"{g} {res['token_share'][g]:.3f} ({res['target_share'][g]:.3f})" for g in res["token_share"]
         )
         print(
             f"{mode:<20} {res['mean_fill']:>9.4f} {res['p5_fill']:>8.4f} {res['padding_fraction']:>8.4f} "
-            f"{res['attention_cost_spread_per_step']:>11.3f}  {shares}"
+            f"{res['attention_cost_spread_per_step']:>11.3f} {res['max_token_share_error_points']:>8.2f}p  {shares}"
         )
 
 
@@ -185,12 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_config")
     parser.add_argument("--packs", type=int, default=1000)
-    parser.add_argument("--per-group", type=int, default=150)
     parser.add_argument("--world-size", type=int, default=8)
+    parser.add_argument("--modes", default=",".join(f"{m}/{s}" for m, s in MODES), help="e.g. tokens/best_fit")
+    parser.add_argument("--pixels", action="store_true", help="resize the images too (same packs, slower)")
     parser.add_argument("--out", help="write the JSON here too")
     parser.add_argument("--plot", help="write the fill and share plot (PNG) here")
     args = parser.parse_args(argv)
-    results = measure_mixing(args.run_config, args.packs, args.per_group, args.world_size)
+    modes = [tuple(mode.split("/")) for mode in args.modes.split(",")]
+    results = measure_mixing(args.run_config, args.packs, args.world_size, modes, progress=print, pixels=args.pixels)
     print_mixing(results)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))

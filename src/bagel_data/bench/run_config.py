@@ -12,6 +12,7 @@ import torch
 
 from ..tools.run import build_from_run_config, load_run_config
 from .formats import FORMATS, measure_formats
+from .in_process import _run_packs
 from .runs import load_tokenizer_once
 
 
@@ -29,7 +30,7 @@ def measure_run_config(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        res = measure_formats(build, tok, batches, warmup, repeats, vit_patch)
+        res = measure_formats(build, tok, batches, warmup, repeats, vit_patch, run_packs=_run_packs)
     finally:
         torch.set_num_threads(threads)
     res["config"] = {"run_config": str(path), "batches": batches, "warmup_packs": warmup, "repeats": repeats,

@@ -64,7 +64,20 @@ def _totals(states: list[dict]) -> dict:
         samples.update(part.get("samples", {}))
         for group, counts in part.get("skips", {}).items():
             skips[group].update(counts)
-    return {"packs": packs, "tokens": tokens, "samples": dict(samples), "skips": {g: dict(c) for g, c in skips.items()}}
+    # The step each rank reached: where a mixture schedule goes on (packing/schedule.py).
+    # A rank's loader takes one pack per step from its workers in turn, so its step count
+    # is its workers' packs since the last restart, after the steps before that.
+    per_rank: collections.Counter = collections.Counter()
+    for state in states:
+        per_rank[state["topology"]["rank"]] += state.get("packs", 0)
+    steps = int((states[0]["history"] or {}).get("steps", 0)) + max(per_rank.values(), default=0)
+    return {
+        "packs": packs,
+        "tokens": tokens,
+        "samples": dict(samples),
+        "skips": {g: dict(c) for g, c in skips.items()},
+        "steps": steps,
+    }
 
 
 def apply_restart(packed, restart: dict | None) -> None:

@@ -87,6 +87,12 @@ class PackState:
         if not self.group_tokens:
             self.group_tokens = [0] * len(self.units)
 
+    @property
+    def step_base(self) -> int:
+        """The rank's step this stream's first pack follows (after an elastic restart, the
+        step the old run reached; `checkpoint/merge.py`); 0 for a fresh run."""
+        return int((self.history or {}).get("steps", 0))
+
     def to_dict(self, group_names: list[str]) -> dict:
         return {
             "version": STATE_VERSION,

@@ -81,6 +81,19 @@ def _print_summary(summary: RunSummary) -> None:
         table.add_row("note", "skips count each read of a row (once per pass); `validate` counts a row once")
         table.add_row("where", "--verbose logs each skipped row with its file and row; `validate` names them too")
     print_whole(console, table)
+    _print_metrics(summary.metrics)
+
+
+def _print_metrics(metrics: dict) -> None:
+    """The figures `bagel_data.metrics.DataMetrics` gives a training loop, over this run."""
+    if not metrics:
+        return
+    table = Table(title="data metrics (DataMetrics.as_dict(), as a training loop logs them)", show_header=False)
+    for key, value in metrics.items():
+        if "/since_start" in key and key.replace("/since_start", "") in metrics and "wait" not in key:
+            continue  # one window covering the whole run: the same figure twice
+        table.add_row(key, f"{value:,.0f}" if key.endswith(("steps", "total")) or "/skips/" in key else f"{value:.4f}")
+    print_whole(console, table)
 
 
 @app.callback()
@@ -193,11 +206,24 @@ def validate(
 def _print_validation(report) -> None:
     if report.groups:  # a configuration error leaves no group to show
         _print_group_table(report)
+    if len(report.phases) > 1:
+        _print_phases(report.phases)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     for error in report.errors:
         console.print(f"[red]problem:[/red] {error}")
     console.print("[green]OK: the run would neither fail nor drop data[/green]" if report.ok else "[red]NOT OK[/red]")
+
+
+def _print_phases(phases: list[dict]) -> None:
+    """The mixture schedule: each phase's first step (the pack index on a rank) and weights."""
+    table = Table(title="mixture schedule (weights from each step on; a step is a pack on a rank)")
+    groups = list(phases[0]["weights"])
+    for column in ("from step", *groups):
+        table.add_column(column)
+    for phase in phases:
+        table.add_row(f"{phase['from_step']:,}", *(f"{phase['weights'][g]:g}" for g in groups))
+    console.print(table)
 
 
 def _print_group_table(report) -> None:
@@ -228,7 +254,7 @@ def bench(
     quick: bool = typer.Option(False, help="Tiny sizes, one round: a smoke test in about 15 s on a free machine."),
     warm_mb: int = typer.Option(None, help="MiB touched and freed before measuring (default 3072, 256 with --quick)."),
     mixing: Path | None = typer.Option(
-        None, help="Instead: replay RUN.yaml's sample lengths through every packing/mixing mode (docs/packing.md)."
+        None, help="Instead: real packs of RUN.yaml in every packing/mixing mode, its dropouts on (docs/packing.md)."
     ),
     packs: int = typer.Option(1000, min=1, help="With --mixing: packs per mode."),
     plot: Path | None = typer.Option(None, help="With --mixing: write the fill and token-share plot (PNG) here."),

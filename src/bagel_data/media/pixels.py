@@ -56,9 +56,8 @@ def _write_chw(dest: np.ndarray, image: PendingImage) -> None:
 
 
 def pad_pixels(images: list, pool=None) -> dict[str, torch.Tensor]:
-    """`padded_images` as bytes (zero-padded bottom/right) with its side tensors."""
-    from ..packing.buffers import zeroed_float32  # the packer's buffers; packing imports media
-
+    """`padded_images` as bytes (zero-padded bottom/right) with its side tensors, in a buffer
+    of the packer's `pool` (`packing/buffers.py`) when given, else in a fresh tensor."""
     for image in images:
         if not isinstance(image, PendingImage):
             raise _not_pending("VAE image", image)
@@ -72,7 +71,7 @@ def pad_pixels(images: list, pool=None) -> dict[str, torch.Tensor]:
     if pool is not None:
         padded, zeroed = pool.float32(shape, dtype=torch.uint8)
     else:
-        padded, zeroed = zeroed_float32(shape, dtype=torch.uint8), True
+        padded, zeroed = torch.zeros(shape, dtype=torch.uint8), True
     array = padded.numpy()
     for index, image in enumerate(images):
         _, h, w = image.shape
@@ -100,14 +99,13 @@ def _write_patches(dest: np.ndarray, image: PendingImage, p: int) -> None:
 
 
 def stack_pixel_patches(parts: list, pool=None) -> dict[str, torch.Tensor]:
-    """`packed_vit_tokens` as bytes with its side tensors (`parts`: `PendingPatches`)."""
-    from ..packing.buffers import empty_float32
-
+    """`packed_vit_tokens` as bytes with its side tensors (`parts`: `PendingPatches`), in a
+    buffer of the packer's `pool` when given, else in a fresh tensor."""
     for part in parts:
         if not isinstance(part, PendingPatches):
             raise _not_pending("ViT image", part)
     shape = (sum(len(part) for part in parts), parts[0].width)
-    out = pool.empty(shape, dtype=torch.uint8) if pool is not None else empty_float32(shape, dtype=torch.uint8)
+    out = pool.empty(shape, dtype=torch.uint8) if pool is not None else torch.empty(shape, dtype=torch.uint8)
     array, row = out.numpy(), 0
     for part in parts:
         _write_patches(array[row : row + len(part)], part.image, part.patch)

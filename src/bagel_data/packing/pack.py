@@ -96,8 +96,13 @@ class PackBuilder:
     def is_empty(self) -> bool:
         return self.curr == 0
 
-    def _dropped(self, item: dict, probability: float) -> bool:
-        return item["enable_cfg"] == 1 and self.rng.random() < probability
+    def _dropped(self, item: dict, probability: float, decided: bool | None) -> bool:
+        """Whether CFG drops `item`: `decided` when the sample was drawn (`packing/dropout.py`),
+        else (compat, or a sample added by hand) drawn now from the pack's generator. A decided
+        CFG item still takes its (unused) draw, so the group choices and timesteps are those of
+        the reference's order: with every dropout at 0 the output is unchanged."""
+        drawn = item["enable_cfg"] == 1 and self.rng.random() < probability
+        return drawn if decided is None else decided
 
     def _special(self, token: int, item: dict) -> None:
         """An end token (`eos` / `end_of_image`) at `curr`, with its optional loss."""
@@ -117,17 +122,19 @@ class PackBuilder:
         images = iter(sample["image_tensor_list"])
         start_of_sample = self.curr
         walk = _SampleWalk()
-        for item in sample["sequence_plan"]:
+        decided = sample.get("cfg_dropped")  # set when the sample was drawn (default mode)
+        for index, item in enumerate(sample["sequence_plan"]):
             split_start = item.get("split_start", True)
             if split_start:
                 walk.split_len = 0
             kind = item["type"]
+            drop = None if decided is None else index in decided
             if kind == "text":
-                added = self._add_text(item, next(texts), walk)
+                added = self._add_text(item, next(texts), walk, drop)
             elif kind == "vit_image":
-                added = self._add_vit_image(item, next(images), walk)
+                added = self._add_vit_image(item, next(images), walk, drop)
             elif kind == "vae_image":
-                added = self._add_vae_image(item, next(images), walk, split_start)
+                added = self._add_vae_image(item, next(images), walk, split_start, drop)
             else:
                 raise ValueError(f"unknown plan item type {kind!r}")
             if added and item.get("split_end", True):
@@ -143,9 +150,9 @@ class PackBuilder:
         self.data_indexes.append(sample["data_indexes"])
         return True
 
-    def _add_text(self, item: dict, ids: list[int], walk: _SampleWalk) -> bool:
+    def _add_text(self, item: dict, ids: list[int], walk: _SampleWalk, drop: bool | None) -> bool:
         """`[bos] + ids + [eos]`, causal; False when classifier-free guidance dropped it."""
-        if self._dropped(item, self.config.text_cond_dropout_prob):
+        if self._dropped(item, self.config.text_cond_dropout_prob, drop):
             return False
         first = self.curr
         shifted = [self.tokens.bos_token_id, *ids]
@@ -167,10 +174,10 @@ class PackBuilder:
         walk.rope += count
         return True
 
-    def _add_vit_image(self, item: dict, image: torch.Tensor, walk: _SampleWalk) -> bool:
+    def _add_vit_image(self, item: dict, image: torch.Tensor, walk: _SampleWalk, drop: bool | None) -> bool:
         """`start_of_image + patches + end_of_image`, full attention, one rotary id."""
         cfg = self.config
-        if self._dropped(item, cfg.vit_cond_dropout_prob):
+        if self._dropped(item, cfg.vit_cond_dropout_prob, drop):
             walk.rope += 1
             return False
         first = self.curr
@@ -190,14 +197,16 @@ class PackBuilder:
         walk.rope += 1
         return True
 
-    def _add_vae_image(self, item: dict, image: torch.Tensor, walk: _SampleWalk, split_start: bool) -> bool:
+    def _add_vae_image(
+        self, item: dict, image: torch.Tensor, walk: _SampleWalk, split_start: bool, drop: bool | None
+    ) -> bool:
         """`start_of_image + latent tokens + end_of_image`; a generation target is a noised split."""
         cfg = self.config
         # Dropping one frame of a multi-frame split would break the split; the reference
         # keeps such frames, and so do we. compat: the reference draws for every CFG item
         # and may drop such a frame.
         whole_split = self.compat or (split_start and item.get("split_end", True))
-        if whole_split and self._dropped(item, cfg.vae_cond_dropout_prob):
+        if whole_split and self._dropped(item, cfg.vae_cond_dropout_prob, drop):
             walk.rope += 1
             return False
         first = self.curr

@@ -35,6 +35,7 @@ from .layout import get_flattened_position_ids_extrapolate, get_flattened_positi
 from .pack import PackBuilder
 from .parts import Assembled
 from .placement import SamplePlacement
+from .schedule import StepClock, as_schedule
 from .strategies import group_chooser
 from .stream_state import StreamState
 
@@ -117,7 +118,10 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         self.special_tokens = SpecialTokens(**special_tokens)
         for name, value in special_tokens.items():
             setattr(self, name, value)  # the reference exposes them as attributes
-        self.grouped_weights = [float(parts.weights[name]) for name in self.group_names]
+        # A weight may be a schedule (schema/weights.py); `grouped_weights`, the reference's
+        # attribute, holds the weights at step 0.
+        self.weight_schedules = [as_schedule(parts.weights[name]) for name in self.group_names]
+        self.grouped_weights = [schedule.at(0) for schedule in self.weight_schedules]
         self.is_mandatory = [bool(parts.mandatory[name]) for name in self.group_names]
         self.local_rank, self.world_size, self.num_workers = parts.local_rank, parts.world_size, num_workers
         self.data_seed = parts.config.data_seed
@@ -156,7 +160,9 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         state = self._start_state()
         self._live = state
         cfg = self.config
-        choose = group_chooser(cfg.mix_by, self.grouped_weights, state.group_tokens, state.rng)
+        clock = StepClock(self.weight_schedules, state.topology.worker_id, state.topology.num_workers, state.step_base)
+        weights = clock.weights(clock.step(state.packs))  # updated in place as each pack opens
+        choose = group_chooser(cfg.mix_by, weights, state.group_tokens, state.rng)
         draw = self._drawer(state)
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
@@ -170,6 +176,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         pack = new_pack()
         while True:
             if pack.is_empty():
+                self._enter_step(clock, weights, state)
                 self._open_pack(pack, draw, state)
             if cfg.pack_strategy == "best_fit":
                 self._fill_best(pack, state, lambda: draw(choose()))
@@ -199,6 +206,14 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
                 batch = self._emit(pack, state)
                 pack = new_pack()
                 yield batch
+
+    @staticmethod
+    def _enter_step(clock: StepClock, weights: list[float], state: PackState) -> None:
+        """The group weights at the step of the pack being opened. The first pack of a new
+        phase starts the token counts that `mix_by="tokens"` steers by afresh."""
+        if clock.phase_changed(state.packs):
+            state.group_tokens[:] = [0] * len(state.group_tokens)
+        weights[:] = clock.weights(clock.step(state.packs))
 
 
 def _check_global_seed(global_seed):

@@ -18,8 +18,9 @@ from ..checkpoint.state import Buffered, PackState, ResumeError
 from ..compat import CompatPolicy
 from ..errors import EmptyWorkerError, SkipReason
 from ..families.base import DistributedIterableDataset
-from ..sample import sample_length
+from ..sample import full_length, sample_length
 from .config import PackingConfig
+from .dropout import any_dropout, decide_dropout, dropout_rng
 from .pack import PackBuilder
 from .strategies import best_subset
 
@@ -36,6 +37,7 @@ class SamplePlacement:
     group_names: list[str]
     is_mandatory: list[bool]
     policy: CompatPolicy
+    data_seed: int
 
     def _drawer(self, state: PackState) -> Callable[[int], Buffered]:
         """`draw(group)`: the group's next sample, its cursor recorded and its tokens counted
@@ -53,10 +55,22 @@ class SamplePlacement:
                 state.logs[group].skip(SkipReason.SAMPLE_INVALID, where, "the sample has no items (zero length)")
                 cursor, sample = next(sources[group])
             state.cursors[group] = cursor
+            self._decide_dropout(group, cursor, sample)
             state.group_tokens[group] += sample_length(sample)
             return Buffered(group, cursor, sample, sample.get("compat_rng_state"))
 
         return draw
+
+    def _decide_dropout(self, group: int, cursor: tuple, sample: dict) -> None:
+        """Default mode: the sample's CFG dropout, decided now from its own generator, so
+        that every length the packer reads from here on is the one it packs
+        (`packing/dropout.py`). compat="bagel" draws it while packing, as the reference."""
+        if self.policy.reference:
+            return
+        rng = None
+        if any_dropout(self.config):
+            rng = dropout_rng(self.grouped_datasets[group], self.group_names[group], self.data_seed, cursor, sample)
+        decide_dropout(sample, self.config, rng)
 
     def _open_pack(self, pack: PackBuilder, draw: Callable[[int], Buffered], state: PackState) -> None:
         """An empty pack starts with the next fitting sample of each mandatory group, then the
@@ -79,7 +93,7 @@ class SamplePlacement:
             item = state.buffer.popleft()
             return (item, True) if self._materialize(item, state) else None
         item = draw(choose())
-        if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+        if full_length(item.sample) > cfg.max_num_tokens_per_sample:
             self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
             return None
         state.logs[item.group].used()
@@ -116,7 +130,7 @@ class SamplePlacement:
         """The next sample of a mandatory group strictly under the per-sample budget."""
         while True:
             item = draw(group)
-            if sample_length(item.sample) < self.config.max_num_tokens_per_sample:
+            if full_length(item.sample) < self.config.max_num_tokens_per_sample:
                 state.logs[group].used()
                 return item
             self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
@@ -159,7 +173,7 @@ class SamplePlacement:
         cfg = self.config
         while len(state.buffer) < max(cfg.max_buffer_size, 1):
             item = draw_next()
-            if sample_length(item.sample) > cfg.max_num_tokens_per_sample:
+            if full_length(item.sample) > cfg.max_num_tokens_per_sample:
                 self._skip(item, state, SkipReason.OVER_SAMPLE_BUDGET)
             else:
                 state.buffer.append(item)
@@ -201,8 +215,11 @@ class SamplePlacement:
         }.get(reason, f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples")
         log = state.logs[item.group]
         where = self._where(item.group, item.sample.get("row_key"), item.cursor)
+        # The per-sample budget is checked against the full length (what `validate` predicts,
+        # whatever the dropout); the room in a pack against the length packed.
+        length = full_length(item.sample) if reason == SkipReason.OVER_SAMPLE_BUDGET else sample_length(item.sample)
         # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
-        log.over_budget(where, f"{sample_length(item.sample)} tokens do not fit {budgets}", reason)
+        log.over_budget(where, f"{length} tokens do not fit {budgets}", reason)
 
     def _materialize(self, item: Buffered, state: PackState) -> bool:
         """Rebuild a sample restored from a checkpoint by reference; False when its row is
@@ -216,6 +233,8 @@ class SamplePlacement:
         item.sample = _pending_sample_at(dataset, item.cursor, rng_state, log)
         if item.sample is None and log.total() == before:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
+        if item.sample is not None:
+            self._decide_dropout(item.group, item.cursor, item.sample)  # the same decision as when drawn
         return item.sample is not None
 
 

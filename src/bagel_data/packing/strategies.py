@@ -66,12 +66,21 @@ def choose_by_deficit(weights: Sequence[float], tokens: Sequence[int], rng: np.r
 def group_chooser(
     mix_by: str, weights: Sequence[float], tokens: list[int], rng: np.random.Generator
 ) -> Callable[[], int]:
-    """A function drawing the next group. `tokens` is the live per-group count of packed
-    tokens (read, never written, here)."""
+    """A function drawing the next group. `weights` (the current weights: a mixture
+    schedule changes them in place) and `tokens` (the live per-group count of packed
+    tokens) are read, never written, here."""
     if mix_by == "tokens":
         return lambda: choose_by_deficit(weights, tokens, rng)
-    cumulative = cumulative_shares(weights)
-    return lambda: choose_by_weight(cumulative, rng.random())
+    cached: dict[tuple, list[float]] = {}
+
+    def choose() -> int:
+        key = tuple(weights)
+        if key not in cached:
+            cached.clear()
+            cached[key] = cumulative_shares(key)
+        return choose_by_weight(cached[key], rng.random())
+
+    return choose
 
 
 def best_subset(lengths: Sequence[int], room: int) -> list[int]:

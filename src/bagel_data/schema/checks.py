@@ -6,8 +6,8 @@ filesystem (paths exist, folders are folders, parquet_info parses).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from .kinds import check_section, join
@@ -22,6 +22,7 @@ from .sections import (
     TRANSFORM_FIELDS,
 )
 from .settings import SETTING_TABLE
+from .weights import check_phases
 
 RUN_PACKING_FIELDS = {**PACKING_FIELDS, **DATASET_FIELDS}
 
@@ -52,12 +53,9 @@ def check_group_args(group: str, args: object, allowed) -> dict:
     return args
 
 
-def check_group_weights(weights: Mapping[str, float]) -> None:
-    total = sum(weights.values())
-    if not math.isfinite(total):  # 1e308 + 1e308: the mixing draw would divide by infinity
-        raise ConfigError("weight", dict(weights), "the group weights must sum to a finite number")
-    if total <= 0:
-        raise ConfigError("weight", dict(weights), "the group weights must sum to more than 0")
+def check_group_weights(weights: Mapping[str, Any]) -> None:
+    """The weights (numbers or schedules) sum to a finite number more than 0 at every step."""
+    check_phases(weights)
 
 
 def check_dataset_info_group(group: str, entries: object) -> dict:

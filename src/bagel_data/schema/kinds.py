@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from .weights import parse_weight
 
 _MISSING = object()
 
@@ -162,6 +163,19 @@ class ListOf:
     def describe(self) -> str:
         size = f"[{self.length}]" if self.length is not None else ""
         return f"list{size} of {self.item.describe()}"
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupWeight:
+    """A group's weight: a number >= 0, or a schedule of `[step, weight]` pairs
+    (`schema/weights.py`, which holds the rules)."""
+
+    def check(self, key: str, value: object) -> object:
+        parse_weight(key, value)
+        return value
+
+    def describe(self) -> str:
+        return "number >= 0, or [[step, weight], ...]"
 
 
 @dataclasses.dataclass(frozen=True)

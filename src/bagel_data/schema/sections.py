@@ -9,7 +9,7 @@ generated from them.
 
 from __future__ import annotations
 
-from .kinds import AnyMapping, Bool, Field, Int, ListOf, Number, OneOf, Str
+from .kinds import AnyMapping, Bool, Field, GroupWeight, Int, ListOf, Number, OneOf, Str
 from .settings import RUN_PACKING_NAMES, SETTING_TABLE, names_of
 
 # Mirrors of constants that live in heavier modules (kept equal by tests/test_config_schema.py).
@@ -52,7 +52,11 @@ GROUP_FIELDS: dict[str, Field] = {
         scope="all",
     ),
     "weight": Field(
-        Number(min=0), "relative chance that the next sample comes from this group (sum over groups > 0)", 0.0, scope="all"
+        GroupWeight(),
+        "relative chance that the next sample comes from this group (sum over groups > 0); a list of "
+        "[step, weight] pairs changes it from each step on (docs/packing.md)",
+        0.0,
+        scope="all",
     ),
     "is_mandatory": Field(Bool(), "every pack starts with one sample of this group", False, scope="all"),
     "image_transform_args": Field(

@@ -25,6 +25,7 @@ from ..config import load_mapping
 from ..distributed import RANK_UNSET, WORLD_UNSET
 from ..errors import ConfigError
 from ..loader import build_dataloader
+from ..metrics import DataMetrics
 from ..packing.packed_dataset import PackedDataset
 from ..schema import RUN_PACKING_FIELDS, Settings, check_run_config
 from ..tokenizer import TokenizerLike, add_special_tokens, load_tokenizer
@@ -80,6 +81,7 @@ class RunSummary:
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     skips: dict = dataclasses.field(default_factory=dict)
     state_bytes: int = 0
+    metrics: dict = dataclasses.field(default_factory=dict)  # DataMetrics.as_dict() after the last batch
 
     @property
     def fill_ratio(self) -> float:
@@ -145,10 +147,12 @@ def run_pipeline(
     ).dataset
     loader = build_dataloader(dataset, num_workers=num_workers)
     summary = RunSummary(max_num_tokens=dataset.config.max_num_tokens)
+    metrics = DataMetrics(loader, window=max(num_batches, 1))  # what a training loop would log
     start = time.perf_counter()
-    for index, batch in enumerate(loader):
+    for index, batch in enumerate(metrics.timed(loader)):
         if index == 0:
             summary.first_batch_seconds = time.perf_counter() - start
+        metrics.update(batch)
         summary.batches += 1
         summary.tokens += batch.sequence_length
         summary.samples.update(where["dataset_name"] for where in batch.batch_data_indexes)
@@ -158,6 +162,7 @@ def run_pipeline(
             break
     summary.seconds = time.perf_counter() - start
     summary.skips, summary.state_bytes = _gather_worker_state(loader.state_dict())
+    summary.metrics = metrics.as_dict()
     return summary
 
 

@@ -10,11 +10,13 @@ wrong and where; `ok` is False when the run would fail or drop data.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import warnings
 
 import numpy as np
 
 from ..errors import BagelDataError, SkipLog, SkipReason
+from ..schema.weights import phases
 from ..sharding import shard_unit_ids, split_evenly
 from .fixes import fix_for
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
@@ -40,6 +42,7 @@ class ValidationReport:
     errors: list = dataclasses.field(default_factory=list)
     warnings: list = dataclasses.field(default_factory=list)
     groups: dict = dataclasses.field(default_factory=dict)
+    phases: list = dataclasses.field(default_factory=list)  # the mixture schedule's, from step 0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -139,8 +142,54 @@ def validate_config(
     for name, family in zip(dataset.group_names, dataset.grouped_datasets):
         group = report.groups[name] = GroupReport(name, units=len(family.epoch_units))
         _check_group(report, group, family, world_size, num_workers, sample, budget)
+        report.warnings.extend(cfg_warnings(name, family, dataset.config))
+    report.phases = schedule_phases(dataset)
     report.ok = not report.errors
     return report
+
+
+_DROPOUT = {
+    "text": "text_cond_dropout_prob",
+    "vit_image": "vit_cond_dropout_prob",
+    "vae_image": "vae_cond_dropout_prob",
+}
+
+
+def cfg_warnings(name: str, family, config, samples: int = 32) -> list[str]:
+    """A warning when a group that only understands (no generated image in its first
+    `samples` samples) lets CFG dropout drop what its supervised texts depend on, or those
+    texts themselves: the answers then train without their image or question. BAGEL's VLM
+    family turns CFG off there; CFG dropout is for generation."""
+    counts: dict[str, int] = {}
+    seen = 0
+    try:
+        for _, sample in itertools.islice(family.iter_pass(SkipLog(name, False, 10**12)), samples):
+            seen += 1
+            plan = sample["sequence_plan"]
+            if any(item["type"] == "vae_image" and item["loss"] for item in plan):
+                return []  # it generates: CFG dropout is what trains guidance
+            last_loss = max((i for i, item in enumerate(plan) if item["loss"]), default=-1)
+            for item in plan[: last_loss + 1]:
+                if item["enable_cfg"] and getattr(config, _DROPOUT[item["type"]]) > 0:
+                    counts[item["type"]] = counts.get(item["type"], 0) + 1
+    except BagelDataError:
+        return []  # the walk reports it
+    if not counts:
+        return []
+    items = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
+    rates = ", ".join(f"{_DROPOUT[kind]}={getattr(config, _DROPOUT[kind])}" for kind in sorted(counts))
+    return [
+        f"{name}: understanding only (no generated image in its first {seen} samples), but CFG dropout may "
+        f"drop items its supervised texts depend on ({items}; {rates}), so those answers train without "
+        "them. Turn CFG off for them: enable_cfg=False in add_image / add_text, or cfg: false in the "
+        "interleaved family's segment_defaults (docs/formats/interleaved.md)"
+    ]
+
+
+def schedule_phases(dataset) -> list[dict]:
+    """The mixture schedule's phases (`packing/schedule.py`): from which step, which weights."""
+    weights = dict(zip(dataset.group_names, dataset.weight_schedules))
+    return [{"from_step": start, "weights": phase} for start, phase in phases(weights)]
 
 
 def _check_group(

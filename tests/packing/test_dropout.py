@@ -1,0 +1,188 @@
+"""CFG dropout decided when a sample is drawn (packing/dropout.py), in the default mode.
+
+What must hold: every length the packer steers by is the length it packs (so best-fit packs
+fill as with no dropout, and token shares meet their targets), each decision is the
+sample's own (the same when rebuilt, the configured rate over many samples), resume stays
+exact, and compat="bagel" keeps drawing at pack time, as the reference does.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from bagel_data.packing.config import PackingConfig
+from bagel_data.packing.dropout import decide_dropout, dropout_rng
+from bagel_data.packing.invariants import check_batch
+from bagel_data.sample import full_length, sample_length
+from helpers.fake_groups import FakeGroup, packed_groups
+from helpers.plans import TOKENS, TOKENS_DICT, make_sample, text_item, vae_item, vit_item
+
+DROPOUTS = dict(text_cond_dropout_prob=0.1, vit_cond_dropout_prob=0.4, vae_cond_dropout_prob=0.1)
+
+
+def _config(**changes) -> PackingConfig:
+    base = dict(
+        expected_num_tokens=380,
+        max_num_tokens=400,
+        max_num_tokens_per_sample=200,
+        prefer_buffer_before=200,
+        max_buffer_size=20,
+        use_flex=True,
+        vae_image_downsample=2,
+        vit_patch_size=2,
+        max_latent_size=16,
+        max_num_patch_per_side=16,
+        **DROPOUTS,
+    )
+    return PackingConfig(**{**base, **changes})
+
+
+def _sample_maker(cfg: PackingConfig, name: str, kind: str):
+    """Samples of three shapes, as T2I, edit and VLM give them: each with CFG items."""
+    rng = np.random.default_rng(hash(kind) % 2**32)
+    sizes = rng.integers(2, 7, size=(10_000, 3))
+
+    def make(i: int) -> dict:
+        a, b, c = (int(v) for v in sizes[i])
+        if kind == "t2i":
+            items = [text_item(list(range(3 * a)), cfg=True), vae_item(b, c, loss=True)]
+        elif kind == "edit":
+            items = [
+                vae_item(a, b, loss=False, cfg=True),
+                vit_item(a, b, cfg=True),
+                text_item(list(range(2 * c)), cfg=True),
+                vae_item(a, b, loss=True),
+            ]
+        else:
+            items = [vit_item(b, c, cfg=True), text_item(list(range(a)), cfg=True), text_item([7] * 4 * c, loss=True)]
+        return make_sample(items, cfg, index=i, dataset_name=name)
+
+    return make
+
+
+def _groups(cfg):
+    return {name: FakeGroup(name, _sample_maker(cfg, name, name)) for name in ("t2i", "edit", "vlm")}
+
+
+def _take(dataset, count: int) -> list[dict]:
+    batches = list(itertools.islice(iter(dataset), count))
+    for batch in batches:
+        check_batch(batch, dataset.config, TOKENS)
+    return batches
+
+
+def _fill(batches, cfg) -> float:
+    return float(np.mean([sum(b["sample_lens"][:-1]) / cfg.max_num_tokens for b in batches]))
+
+
+def _token_shares(batches) -> dict:
+    tokens: collections.Counter = collections.Counter()
+    for batch in batches:
+        for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
+            tokens[where["dataset_name"]] += length
+    total = sum(tokens.values())
+    return {name: count / total for name, count in tokens.items()}
+
+
+def test_best_fit_fills_packs_as_well_with_dropout_as_without():
+    """The reference's order (count, place, then drop) leaves best-fit packs short by the
+    dropped items; deciding first fills them as with no dropout."""
+    weights = {"t2i": 0.5, "edit": 0.3, "vlm": 0.2}
+    fills = {}
+    for label, dropouts in (("dropout", DROPOUTS), ("none", dict.fromkeys(DROPOUTS, 0.0))):
+        cfg = _config(pack_strategy="best_fit", **dropouts)
+        dataset = packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights)
+        fills[label] = _fill(_take(dataset, 150), cfg)
+    assert fills["none"] >= 0.99
+    assert fills["dropout"] >= 0.99, fills
+
+
+def test_token_shares_meet_their_targets_with_dropout():
+    weights = {"t2i": 0.5, "edit": 0.3, "vlm": 0.2}
+    cfg = _config(mix_by="tokens", pack_strategy="best_fit")
+    shares = _token_shares(_take(packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights), 200))
+    for name, weight in weights.items():
+        assert abs(shares[name] - weight) < 0.01, shares
+
+
+def test_every_sample_packs_at_the_length_the_packer_counted():
+    """The mixer's per-group token counts are the packed tokens, samples waiting included."""
+    weights = {"t2i": 0.5, "edit": 0.3, "vlm": 0.2}
+    cfg = _config(mix_by="tokens")
+    dataset = packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights)
+    batches = _take(dataset, 60)
+    state = dataset._live
+    packed = collections.Counter()
+    for batch in batches:
+        for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
+            packed[where["dataset_name"]] += length
+    for item in [*state.buffer, *([state.carry] if state.carry else [])]:
+        packed[dataset.group_names[item.group]] += sample_length(item.sample)
+    assert {name: state.group_tokens[g] for g, name in enumerate(dataset.group_names)} == dict(packed)
+
+
+def test_a_decision_is_the_samples_own_and_has_the_configured_rate():
+    cfg = _config(text_cond_dropout_prob=0.3, vit_cond_dropout_prob=0.3, vae_cond_dropout_prob=0.3)
+    make = _sample_maker(cfg, "edit", "edit")
+    group = FakeGroup("edit", make)
+    dropped, trials = 0, 2000
+    for i in range(trials):
+        sample, again = make(i), make(i)
+        decide_dropout(sample, cfg, dropout_rng(group, "edit", 7, (i,), sample))
+        decide_dropout(again, cfg, dropout_rng(group, "edit", 7, (i,), again))
+        assert sample["cfg_dropped"] == again["cfg_dropped"]
+        assert full_length(sample) - sample_length(sample) == sample["cfg_dropped_tokens"]
+        dropped += 0 in sample["cfg_dropped"]  # the cfg VAE condition
+    sigma = math.sqrt(0.3 * 0.7 / trials)
+    assert abs(dropped / trials - 0.3) < 5 * sigma
+
+
+def test_the_packed_sample_matches_its_decision():
+    cfg = _config(text_cond_dropout_prob=0.5, vit_cond_dropout_prob=0.5, vae_cond_dropout_prob=0.5)
+    dataset = packed_groups({"edit": FakeGroup("edit", _sample_maker(cfg, "edit", "edit"))}, cfg, TOKENS_DICT)
+    make = _sample_maker(cfg, "edit", "edit")
+    for batch in _take(dataset, 30):
+        for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
+            sample, cursor = make(where["data_indexes"]), (where["data_indexes"],)
+            decide_dropout(
+                sample, cfg, dropout_rng(dataset.grouped_datasets[0], "edit", dataset.data_seed, cursor, sample)
+            )
+            assert length == sample_length(sample)
+
+
+@pytest.mark.parametrize("cut", [1, 17, 33])
+@pytest.mark.parametrize("strategy", ["greedy", "best_fit"])
+def test_resume_is_exact_with_dropout(strategy, cut):
+    weights = {"t2i": 0.5, "edit": 0.3, "vlm": 0.2}
+    cfg = _config(mix_by="tokens", pack_strategy=strategy)
+    full = _take(packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights), 40)
+    first = packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights)
+    stream = iter(first)
+    head = list(itertools.islice(stream, cut))
+    state = first.state_dict()
+    resumed = packed_groups(_groups(cfg), cfg, TOKENS_DICT, weights=weights)
+    resumed.load_state_dict(state)
+    tail = list(itertools.islice(iter(resumed), 40 - cut))
+    for want, got in zip(full, head + tail):
+        assert want["sample_lens"] == got["sample_lens"]
+        assert want["batch_data_indexes"] == got["batch_data_indexes"]
+        assert want["packed_text_ids"].tolist() == got["packed_text_ids"].tolist()
+
+
+def test_compat_keeps_the_reference_draw_at_pack_time():
+    """compat="bagel": no decision at draw time; the pack's own generator drops items as
+    they are laid, so the pack holds fewer tokens than the lengths counted."""
+    cfg = _config(text_cond_dropout_prob=1.0, vit_cond_dropout_prob=0.0, vae_cond_dropout_prob=0.0)
+    group = FakeGroup("t2i", _sample_maker(cfg, "t2i", "t2i"))
+    dataset = packed_groups({"t2i": group}, cfg, TOKENS_DICT)
+    dataset.compat = "bagel"
+    dataset.compat_seed = 0
+    batch = next(iter(dataset))
+    counted = dataset._live.group_tokens[0]
+    assert all("cfg_dropped" not in item.sample for item in dataset._live.buffer)
+    assert batch["sequence_length"] < counted
