@@ -42,9 +42,11 @@ class FakeGroup(torch.utils.data.IterableDataset):
             yield sample
 
 
-def packed_groups(groups: dict, config, special_tokens: dict, *, weights=None, mandatory=None, seed=0, num_workers=1):
+def packed_groups(
+    groups: dict, config, special_tokens: dict, *, weights=None, mandatory=None, seed=0, num_workers=1, policy=None
+):
     """A packed dataset over `groups`, rank 0 of 1; every group weighs 1 and none is
-    mandatory unless `weights` / `mandatory` say otherwise."""
+    mandatory unless `weights` / `mandatory` say otherwise; `policy`: a CompatPolicy."""
     from bagel_data.packing.packed_dataset import PackedDataset
 
     return PackedDataset.from_groups(
@@ -57,6 +59,7 @@ def packed_groups(groups: dict, config, special_tokens: dict, *, weights=None, m
         world_size=1,
         num_workers=num_workers,
         data_seed=seed,
+        policy=policy,
     )
 
 

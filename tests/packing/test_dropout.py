@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 
+from bagel_data.compat import CompatPolicy
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.dropout import decide_dropout, dropout_rng
 from bagel_data.packing.invariants import check_batch
@@ -179,9 +180,7 @@ def test_compat_keeps_the_reference_draw_at_pack_time():
     they are laid, so the pack holds fewer tokens than the lengths counted."""
     cfg = _config(text_cond_dropout_prob=1.0, vit_cond_dropout_prob=0.0, vae_cond_dropout_prob=0.0)
     group = FakeGroup("t2i", _sample_maker(cfg, "t2i", "t2i"))
-    dataset = packed_groups({"t2i": group}, cfg, TOKENS_DICT)
-    dataset.compat = "bagel"
-    dataset.compat_seed = 0
+    dataset = packed_groups({"t2i": group}, cfg, TOKENS_DICT, policy=CompatPolicy("bagel", seed=0))
     batch = next(iter(dataset))
     counted = dataset._live.group_tokens[0]
     assert all("cfg_dropped" not in item.sample for item in dataset._live.buffer)

@@ -90,9 +90,11 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         data_seed: int,
         tokenizer=None,
         global_seed: int | None = None,
+        policy: CompatPolicy | None = None,
     ) -> PackedDataset:
         """A packed dataset over family datasets built elsewhere (`groups`: name -> dataset),
-        in the default mode: for tests and tools that build their own groups."""
+        for tests and tools that build their own groups; `policy` (default: the default
+        mode) must be the one those groups were built with."""
         parts = Assembled(
             groups,
             weights,
@@ -100,7 +102,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
             dataclasses.replace(config, data_seed=data_seed),
             local_rank,
             world_size,
-            CompatPolicy(),
+            CompatPolicy() if policy is None else policy,
         )
         return cls.from_parts(
             parts, special_tokens, num_workers=num_workers, tokenizer=tokenizer, global_seed=global_seed
