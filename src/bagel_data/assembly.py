@@ -108,6 +108,9 @@ def assemble(
         "num_workers": num_workers,
         "strict": settings.strict,
         "max_consecutive_failures": settings.max_consecutive_failures,
+        # Only compat mode needs the families to share the packer's policy (its stream); in
+        # the default mode each family's own default policy says the same, and a user's
+        # family written before `compat` existed keeps working.
         **({"compat": policy} if policy.reference else {}),
     }
     datasets = {group.name: _family_dataset(group, status_of_rank, shared) for group in groups}
