@@ -1,4 +1,4 @@
-"""compat="bagel": the switches of SPEC section 8, the clear errors it keeps, and its random
+"""compat="bagel": the switches of docs/compat.md, the clear errors it keeps, its one policy object, and its random
 draws pinned to the reference's order (expected draws computed here, by hand, from a
 `random.Random` / `numpy.random.RandomState` seeded as the reference's globals)."""
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bagel_data import ConfigError, make_bagel_multimodal_dataset
-from bagel_data.compat import CompatRandom
+from bagel_data.compat import CompatPolicy, CompatRandom
 from bagel_data.errors import SkipReason
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.families.vlm import SftJSONLIterableDataset
@@ -253,3 +253,46 @@ def test_compat_vlm_row_needing_more_images_than_it_has_is_a_named_skip(tmp_path
     samples = [sample for _, sample in itertools.islice(dataset.iter_samples(), 3)]
     assert all(item["type"] == "text" for sample in samples for item in sample["sequence_plan"])
     assert dataset.skip_log.counts[SkipReason.IMAGE_ITEMS_EXCEED_IMAGES.value] >= 1
+
+
+# -- the policy: what compat decides, asked in one place -------------------------------------
+def test_the_policy_answers_each_switch_for_both_modes():
+    default, bagel = CompatPolicy(), CompatPolicy("bagel")
+    assert (default.reference, bagel.reference) == (False, True)
+    assert (default.drops_sample_at_emit, bagel.drops_sample_at_emit) == (False, True)
+    assert (default.takes_rows_as_they_are, bagel.takes_rows_as_they_are) == (False, True)
+    # 7 units over 2 ranks: the default mode reads the remainder, the reference drops it.
+    assert [list(default.rank_unit_ids(7, 2, rank)) for rank in (0, 1)] == [[0, 1, 2, 3], [4, 5, 6]]
+    assert [list(bagel.rank_unit_ids(7, 2, rank)) for rank in (0, 1)] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_the_policy_decides_the_file_order_and_refuses_a_contradiction():
+    assert CompatPolicy().file_order(None) == "sorted"
+    assert CompatPolicy().file_order("sorted") == "sorted"  # an explicit order is kept
+    assert CompatPolicy().file_order("filesystem") == "filesystem"
+    assert CompatPolicy("bagel").file_order(None) == "filesystem"
+    with pytest.raises(ConfigError, match="file_order"):
+        CompatPolicy("bagel").file_order("sorted")
+
+
+def test_policies_of_the_same_settings_are_equal_and_a_bad_mode_is_refused():
+    """Equality is the decision (mode, seed), not the stream object each one carries."""
+    assert CompatPolicy("bagel", seed=3) == CompatPolicy("bagel", seed=3)
+    assert CompatPolicy("bagel", seed=3) != CompatPolicy("bagel", seed=4)
+    assert CompatPolicy.of(None) == CompatPolicy()
+    policy = CompatPolicy("bagel")
+    assert CompatPolicy.of(policy) is policy  # handed down, not copied
+    with pytest.raises(ConfigError, match="compat"):
+        CompatPolicy("BAGEL")
+
+
+def test_the_stream_starts_from_compat_seed_else_the_data_seed_and_replays_a_row():
+    seeded, unseeded = CompatPolicy("bagel", seed=9), CompatPolicy("bagel")
+    assert seeded.start_stream(data_seed=1).random() == random.Random(9).random()
+    assert unseeded.start_stream(data_seed=1).random() == random.Random(1).random()
+    live = seeded.stream.live()
+    state = live.get_state()
+    first = live.random()
+    with seeded.stream.replaying(state) as replay:
+        assert replay.random() == first and replay is not live
+    assert seeded.stream.live() is live  # the live stream is back, where it was
