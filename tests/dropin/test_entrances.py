@@ -195,3 +195,38 @@ def test_every_door_gives_the_same_packs_in_the_default_mode_with_dropout(tokeni
     reference = firsts[DOORS[0]]
     for door, batches in firsts.items():
         assert batches == reference, door
+
+
+def test_a_budget_equal_to_max_num_tokens_is_allowed_and_one_above_is_not():
+    Settings(max_num_tokens=4096, max_num_tokens_per_sample=4096, expected_num_tokens=4096).check()
+    with pytest.raises(ConfigError, match="max_num_tokens_per_sample"):
+        Settings(max_num_tokens=4096, max_num_tokens_per_sample=4097).check()
+
+
+@pytest.mark.filterwarnings("ignore::bagel_data.errors.ConfigWarning")
+def test_a_dataset_info_file_keeps_its_relative_paths_through_build(tmp_path, monkeypatch, tokenizer, special_tokens):
+    """NeMo's recipe names files: relative paths inside `dataset_info_path` are taken
+    relative to that file, at the door as everywhere else (not to the working directory)."""
+    import os
+    import shutil
+
+    case, _, _ = load_case("packed_three_groups_flex")
+    info = absolute_dataset_info(case)
+    data = CONFORMANCE / "data"
+    shutil.copytree(data, tmp_path / "recipe" / "data")
+    for datasets in info.values():
+        for entry in datasets.values():
+            for key in ("data_dir", "jsonl_path", "parquet_info_path"):
+                if key in entry:
+                    entry[key] = os.path.relpath(entry[key], data.parent)  # "data/..."
+    (tmp_path / "recipe" / "info.json").write_text(json.dumps(info))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    config = BagelDatasetConfig(
+        grouped_datasets=case["grouped_datasets"], dataset_info_path=str(tmp_path / "recipe" / "info.json"),
+        **case["packing"],
+    )  # fmt: skip
+    dataset = config.build(tokenizer=tokenizer, special_tokens=special_tokens, rank=0, world_size=1, num_workers=1,
+                           global_seed=None)  # fmt: skip
+    assert dataset.group_names == list(case["grouped_datasets"])
+    assert next(iter(dataset))["sequence_length"] > 0
