@@ -10,12 +10,10 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 import itertools
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -24,7 +22,7 @@ from bagel_data.errors import ConfigError
 from bagel_data.schema.settings import DEFAULTS, SETTING_NAMES, Settings, names_of
 from bagel_data.tools.run import PACKING_KEYS
 from helpers.doors import DOORS, build_through
-from helpers.golden import CONFORMANCE, absolute_dataset_info, load_case
+from helpers.golden import CONFORMANCE, absolute_dataset_info, digest, load_case
 
 WORKERS_CASE = CONFORMANCE / "workers" / "t2i_edit_interpolate_seed11.json"
 DROPOUTS = {"text_cond_dropout_prob": 0.1, "vit_cond_dropout_prob": 0.4, "vae_cond_dropout_prob": 0.1}
@@ -122,14 +120,9 @@ def test_an_explicit_argument_wins_over_the_data_config(tokenizer, special_token
 
 
 # -- the reference under 2 DataLoader workers, through every door -----------------------------
-def _digest(tensor: torch.Tensor) -> str:
-    array = tensor.detach().cpu().numpy().astype("<f4", copy=False)
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
-
-
 def _summary(value):
     if isinstance(value, torch.Tensor):
-        return [list(value.shape), _digest(value)]
+        return [list(value.shape), digest(value)]
     if isinstance(value, list) and value and isinstance(value[0], (torch.Tensor, tuple)):
         return [_summary(item) for item in value]
     if isinstance(value, tuple):  # a latent shape: JSON has lists
