@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bagel_data import make_bagel_multimodal_dataset
 from bagel_data.config import ALLOWED_GROUP_KEYS, DATASET_REGISTRY
-from bagel_data.media.images import DEFAULT_MAX_PIXELS, ImageTransform
+from bagel_data.media.images import DEFAULT_MAX_PIXELS, RESAMPLE_FILTERS, ImageTransform
 from bagel_data.media.video import FrameSampler
 from bagel_data.packing.config import PackingConfig
 from bagel_data.schema import (
@@ -71,6 +71,7 @@ def test_transform_and_sampler_defaults_are_the_code_defaults():
                 assert list(default) == field.default if isinstance(default, tuple) else default == field.default
     assert schema_sections.DEFAULT_MAX_PIXELS == DEFAULT_MAX_PIXELS
     assert schema_sections.FILE_ORDERS == FILE_ORDERS
+    assert schema_sections.RESAMPLE_FILTERS == tuple(RESAMPLE_FILTERS)
 
 
 def test_every_key_a_family_accepts_is_described():

@@ -377,3 +377,25 @@ print(before == after, before, after)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("True"), result.stdout
+
+
+# -- the opt-in resize filter -----------------------------------------------------------------
+def test_bilinear_resample_is_pillows_bilinear_resize_and_bicubic_stays_the_default():
+    image = _random_image(90, 70, seed=5)
+    target = ImageTransform(48, 16, 16).target_size(90, 70)
+    bilinear = ImageTransform(48, 16, 16, resample="bilinear")
+    assert bilinear.target_size(90, 70) == target  # shapes and token counts do not change
+    assert np.array_equal(
+        np.asarray(bilinear.resize(image)), np.asarray(image.resize(target, Image.Resampling.BILINEAR))
+    )
+    exact = ImageTransform(48, 16, 16)
+    assert np.array_equal(np.asarray(exact.resize(image)), np.asarray(image.resize(target, Image.Resampling.BICUBIC)))
+    assert not np.array_equal(np.asarray(bilinear.resize(image)), np.asarray(exact.resize(image)))
+    assert "resample='bilinear'" in repr(bilinear) and "resample" not in repr(exact)
+
+
+def test_an_unknown_resample_filter_is_a_config_error_naming_the_choices():
+    from bagel_data.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"resample.*lanczos.*bicubic.*bilinear"):
+        ImageTransform(48, 16, 16, resample="lanczos")

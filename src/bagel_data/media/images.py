@@ -22,11 +22,13 @@ import pyarrow
 import torch
 from PIL import Image
 
-from ..errors import ImageDecodeError, ImageTooLargeError
+from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
 from .convert import PendingImage
 from .safe_read import ALLOWED_IMAGE_FORMATS
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
+# `resample` of a transform -> Pillow's filter; bicubic is the reference's (and the default).
+RESAMPLE_FILTERS = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 # The reference raises Pillow's global bomb limit to 200 MP for the whole process; we apply
 # the same bound ourselves, per decode call.
 DEFAULT_MAX_IMAGE_PIXELS = 200_000_000
@@ -177,9 +179,16 @@ class ImageTransform:
         image_mean: tuple[float, ...] = (0.5, 0.5, 0.5),
         image_std: tuple[float, ...] = (0.5, 0.5, 0.5),
         fast_decode: bool = False,
+        resample: str = "bicubic",
     ):
         self.rule = ResizeRule(max_image_size, min_image_size, image_stride, max_pixels)
         self.fast_decode = bool(fast_decode)  # opt-in; see draft_size and fast_decode.py
+        if resample not in RESAMPLE_FILTERS:
+            raise ConfigError("resample", resample, f"use one of {list(RESAMPLE_FILTERS)}")
+        # Opt-in: bilinear has half of bicubic's taps, so it resizes in about half the time
+        # and is no longer the reference's pixels (docs/performance.md gives its PSNR).
+        self.resample = resample
+        self._filter = RESAMPLE_FILTERS[resample]
         self.stride = image_stride
         self.image_mean = tuple(image_mean)
         self.image_std = tuple(image_std)
@@ -198,7 +207,7 @@ class ImageTransform:
         size = self.target_size(*original, img_num=img_num)
         if size == image.size:
             return image
-        return image.resize(size, Image.Resampling.BICUBIC)
+        return image.resize(size, self._filter)
 
     def pending(self, image: Image.Image) -> PendingImage:
         """An (already resized) image's pixels, with this transform's mean / std, to convert."""
@@ -224,7 +233,9 @@ class ImageTransform:
         r = self.rule
         return (
             f"ImageTransform(max_image_size={r.max_size}, min_image_size={r.min_size}, "
-            f"image_stride={r.stride}, max_pixels={r.max_pixels}" + (", fast_decode=True)" if self.fast_decode else ")")
+            f"image_stride={r.stride}, max_pixels={r.max_pixels}"
+            + (", fast_decode=True" if self.fast_decode else "")
+            + (f", resample={self.resample!r})" if self.resample != "bicubic" else ")")
         )
 
 

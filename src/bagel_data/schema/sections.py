@@ -15,6 +15,7 @@ from .settings import RUN_PACKING_NAMES, SETTING_TABLE, names_of
 # Mirrors of constants that live in heavier modules (kept equal by tests/test_config_schema.py).
 FILE_ORDERS = ("sorted", "filesystem")
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
+RESAMPLE_FILTERS = ("bicubic", "bilinear")
 
 TRANSFORM_FIELDS: dict[str, Field] = {
     "max_image_size": Field(Int(1), "longest side after resizing, in pixels", required=True),
@@ -30,6 +31,11 @@ TRANSFORM_FIELDS: dict[str, Field] = {
     ),
     "image_std": Field(ListOf(Number(1e-3, 1e3), length=3), "per-channel divisor (RGB), never 0", [0.5, 0.5, 0.5]),
     "fast_decode": Field(Bool(), "decode JPEGs at a reduced size when the resize allows (opt-in)", default=False),
+    "resample": Field(
+        Str(choices=RESAMPLE_FILTERS),
+        "resize filter: `bicubic` (exact, the reference's) or `bilinear` (opt-in, faster, approximate)",
+        default="bicubic",
+    ),
 }
 
 FRAME_SAMPLER_FIELDS: dict[str, Field] = {
