@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import torch
+import yaml
 
 from bagel_data.bench.main import SECTIONS, default_paths, run_benchmark
 from bagel_data.families import edit, t2i, vlm
@@ -128,3 +129,30 @@ def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path):
     assert pixels["uint8"]["pixel_bytes_per_pack"] * 4 == pixels["float32"]["pixel_bytes_per_pack"] > 0
     assert saved["write"]["float32_bytes"] > 0 and saved["write"]["cast_write_seconds"] > 0
     assert "pixel_format uint8" in result.output
+    approx = saved["approximate"]
+    groups = set(yaml.safe_load(made.grouped_datasets.read_text()))
+    assert set(approx["pixel_error"]) == groups  # every group's images are compared
+    for error in approx["pixel_error"].values():
+        assert error["images"] > 0 and 0 < error["worst_image_psnr_db"] <= error["psnr_db"]
+        assert error["max_abs_levels"] > 0  # bilinear is not bicubic: some pixel moved
+    assert approx["floor"]["speedup"] > 0 and approx["same_packs_shape"]
+    assert "faster floor" in result.output
+
+
+def test_approximate_grouped_sets_both_options_in_every_transform_and_leaves_the_input_alone():
+    from bagel_data.bench.approximate import approximate, approximate_grouped
+    from bagel_data.media.images import ImageTransform
+
+    grouped = {
+        "t2i": {"image_transform_args": {"max_image_size": 64}},
+        "vlm": {"vit_image_transform_args": {}},
+        "x": {},
+    }
+    out = approximate_grouped(grouped)
+    assert out["t2i"]["image_transform_args"] == {"max_image_size": 64, "resample": "bilinear", "fast_decode": True}
+    assert out["vlm"]["vit_image_transform_args"] == {"resample": "bilinear", "fast_decode": True}
+    assert out["x"] == {} and grouped["t2i"]["image_transform_args"] == {"max_image_size": 64}
+    exact = ImageTransform(96, 32, 16, 5000, (0.1, 0.2, 0.3), (0.4, 0.5, 0.6))
+    fast = approximate(exact)
+    assert (fast.rule, fast.image_mean, fast.image_std) == (exact.rule, exact.image_mean, exact.image_std)
+    assert (fast.resample, fast.fast_decode) == ("bilinear", True)

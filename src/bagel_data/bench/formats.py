@@ -22,6 +22,7 @@ import torch
 
 from ..media.convert import PendingPatches
 from ..media.pixels import _write_chw, _write_patches
+from . import approximate
 from .floor import _decode, replay_floor
 from .profiler import StageProfiler
 from .progress import progress
@@ -133,27 +134,34 @@ def summary(runs: dict[str, list[dict]], floor_seconds: float, write: dict | Non
     return out
 
 
-def measure_formats(build, tokenizer, batches: int, warmup: int, repeats: int, vit_patch: int, run_packs) -> dict:
+def measure_formats(
+    build, tokenizer, batches: int, warmup: int, repeats: int, vit_patch: int, run_packs, build_approximate=None
+) -> dict:
     """Stage shares of each format (one profiled run each), then `repeats` interleaved rounds
     of float32, uint8 and the floor; the write costs and the pixel bytes per pack.
-    `run_packs`: the in-process runner (`in_process._run_packs`), which uses this module too."""
+    `run_packs`: the in-process runner (`in_process._run_packs`), which uses this module too.
+    `build_approximate`: a builder of the same data with the opt-in faster floor
+    (approximate.py); its uint8 runs join the rounds, and its floor and PSNR are measured."""
     _run_packs = run_packs
     res: dict = {"stages": {}}
     with WorkRecorder() as recorder:
         for fmt in FORMATS:
             progress(f"profiled run, pixel_format {fmt}")
             profiler = StageProfiler(tokenizer)
-            run = _run_packs(build(pixel_format=fmt), batches, warmup, window=profiler)
+            dataset = build(pixel_format=fmt)
+            run = _run_packs(dataset, batches, warmup, window=profiler)
             res["stages"][fmt] = profiler.breakdown(run["seconds"])
-            if fmt == "float32":
-                work = recorder.work_of(run["packs"])
+            if fmt == "float32":  # the recorded transforms are this dataset's objects
+                work, owners = recorder.work_of(run["packs"]), approximate.group_of_transforms(dataset)
     runs: dict[str, list[dict]] = {fmt: [] for fmt in FORMATS}
-    floors = []
+    floors, approximate_runs = [], []
     for index in range(repeats):
         progress(f"float32 / uint8 / floor, round {index + 1} of {repeats}")
         for fmt in FORMATS:
             runs[fmt].append(_run_packs(build(pixel_format=fmt), batches, warmup))
         floors.append(replay_floor(recorder, work)["seconds"])
+        if build_approximate is not None:
+            approximate_runs.append(_run_packs(build_approximate(pixel_format="uint8"), batches, warmup))
     progress("float writes: cast copy, conversion, uint8")
     res["write"] = write_costs(recorder, work, vit_patch, repeats)
     res["formats"] = summary(runs, min(floors), res["write"])
@@ -163,5 +171,23 @@ def measure_formats(build, tokenizer, batches: int, warmup: int, repeats: int, v
         shares = stages["decode"]["share"] + stages["resize"]["share"]
         res["formats"][fmt]["profiled_pipeline_over_decode_resize"] = 1 / shares if shares else None
     res["pixel_bytes"] = {fmt: pixel_bytes(build(pixel_format=fmt)) for fmt in FORMATS}
+    if build_approximate is not None:
+        progress("the faster floor: bilinear + fast_decode, speed and PSNR per group")
+        res["approximate"] = approximate_section(owners, recorder, work, repeats, approximate_runs, runs["uint8"])
     res["images"] = sum(len(calls) for calls in work.values())
     return res
+
+
+def approximate_section(
+    owners: dict, recorder: WorkRecorder, work: dict, repeats: int, runs: list, exact_runs: list
+) -> dict:
+    """The opt-in faster floor against the exact uint8 pipeline of the same rounds."""
+    cpu = [max(r["tokens"] / max(r["cpu_seconds"], 1e-9) for r in group) for group in (runs, exact_runs)]
+    return {
+        "options": approximate.OPTIONS,
+        "floor": approximate.floor_seconds(recorder, work, repeats),
+        "pixel_error": approximate.pixel_error(recorder, work, owners),
+        "uint8_tokens_per_cpu_second": cpu[0],
+        "over_exact_uint8_per_cpu_second": cpu[0] / cpu[1],
+        "same_packs_shape": [len(p) for p in runs[0]["packs"]] == [len(p) for p in exact_runs[0]["packs"]],
+    }

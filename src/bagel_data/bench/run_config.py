@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from ..tools.run import build_from_run_config, load_run_config
+from .approximate import approximate_grouped
 from .formats import FORMATS, measure_formats
 from .in_process import _run_packs
 from .runs import load_tokenizer_once
@@ -22,15 +23,22 @@ def measure_run_config(
     run = load_run_config(path, dataset_info)
     tok, _ = load_tokenizer_once()
 
-    def build(**override):
-        config = dataclasses.replace(run, packing={**run.packing, **override})
+    def build(grouped: dict | None = None, **override):
+        config = dataclasses.replace(
+            run, packing={**run.packing, **override}, grouped_datasets=grouped or run.grouped_datasets
+        )
         return build_from_run_config(config, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
+
+    def build_approximate(**override):
+        return build(approximate_grouped(run.grouped_datasets), **override)
 
     vit_patch = build().config.vit_patch_size
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        res = measure_formats(build, tok, batches, warmup, repeats, vit_patch, run_packs=_run_packs)
+        res = measure_formats(
+            build, tok, batches, warmup, repeats, vit_patch, run_packs=_run_packs, build_approximate=build_approximate
+        )
     finally:
         torch.set_num_threads(threads)
     res["config"] = {"run_config": str(path), "batches": batches, "warmup_packs": warmup, "repeats": repeats,
@@ -58,6 +66,16 @@ def format_rows(res: dict) -> list[tuple[str, str]]:
         f"({write['conversion_over_cast_write']:.2f}x the cast copy); uint8 bytes {write['uint8_seconds']:.2f} s")))  # fmt: skip
     rows.append(("float32 pipeline / (decode + resize + cast write)",
                  f"{formats['float32']['pipeline_over_floor_plus_cast_write']:.2f}"))  # fmt: skip
+    if "approximate" in res:
+        approx = res["approximate"]
+        psnr = ", ".join(
+            f"{name} {e['psnr_db']:.1f} dB (worst image {e['worst_image_psnr_db']:.1f})"
+            for name, e in approx["pixel_error"].items()
+        )
+        rows.append(("faster floor: bilinear + fast_decode (opt-in)", (
+            f"decode + resize x{approx['floor']['speedup']:.2f}; uint8 pipeline "
+            f"{approx['uint8_tokens_per_cpu_second']:,.0f} tok per CPU s (x{approx['over_exact_uint8_per_cpu_second']:.2f} "
+            f"the exact uint8); PSNR {psnr}")))  # fmt: skip
     for fmt in FORMATS:
         stages = res["stages"][fmt]
         shares = sorted(((s, v["share"]) for s, v in stages.items() if v["share"] >= 0.01), key=lambda x: -x[1])
