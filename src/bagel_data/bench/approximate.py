@@ -26,7 +26,7 @@ from .floor import _decode
 from .recorder import WorkRecorder, load_source
 
 _now = time.perf_counter
-OPTIONS = {"resample": "bilinear", "fast_decode": True}
+OPTIONS: dict = {"resample": "bilinear", "fast_decode": True}
 
 
 def approximate_grouped(grouped: dict) -> dict:
@@ -42,7 +42,14 @@ def approximate_grouped(grouped: dict) -> dict:
 def approximate(transform: ImageTransform) -> ImageTransform:
     rule = transform.rule
     return ImageTransform(
-        rule.max_size, rule.min_size, rule.stride, rule.max_pixels, transform.image_mean, transform.image_std, **OPTIONS
+        rule.max_size,
+        rule.min_size,
+        rule.stride,
+        rule.max_pixels,
+        transform.image_mean,
+        transform.image_std,
+        fast_decode=OPTIONS["fast_decode"],
+        resample=OPTIONS["resample"],
     )
 
 
