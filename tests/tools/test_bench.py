@@ -46,7 +46,7 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert fresh["images"] > 0 and fresh["floor_seconds"] > 0 and 0 < fresh["pipeline_over_floor"] < 20
     assert fresh["pipeline_over_floor"] == fresh["pipeline_seconds"] / fresh["floor_seconds"]
     assert pipeline["page_faults"] >= 0 and pipeline["system_seconds"] >= 0
-    assert floor["float32_bytes"] >= 12 * floor["images"] and floor["write_bandwidth"]["bytes_per_second"] > 0
+    assert floor["float32_bytes"] >= 12 * floor["images"] and "write_bandwidth" not in floor  # no memset figure
     assert set(saved["transfer"]) == {"copied_at_send", "shared_at_birth", "recycled"}
     for mode in saved["transfer"].values():  # the same packs each way
         assert mode["bytes"] == saved["transfer"]["copied_at_send"]["bytes"] > 0 and mode["share_seconds"] >= 0

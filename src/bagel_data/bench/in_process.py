@@ -179,13 +179,10 @@ def _floor_section(setup: _Setup, rounds: _Rounds, best: dict, work: dict, fresh
     beside it, and the same ratio for the first packs of a new iterator."""
     floors, previous = rounds.floors, rounds.previous
     floor_s = min(f["seconds"] for f in floors)
-    bandwidth = physical.write_bandwidth(128 if setup.quick else 512)
-    write_s = floors[0]["float32_bytes"] / bandwidth["bytes_per_second"]
     section = {
         "seconds": floor_s, "all_seconds": [f["seconds"] for f in floors], "images": len(work),
         "transform_calls": sum(len(c) for c in work.values()), "pipeline_over_floor": best["seconds"] / floor_s,
-        "float32_bytes": floors[0]["float32_bytes"], "write_bandwidth": bandwidth, "float32_write_seconds": write_s,
-        "pipeline_over_floor_plus_write": best["seconds"] / (floor_s + write_s),
+        "float32_bytes": floors[0]["float32_bytes"],
         "pipeline_seconds_previous_path": min(previous), "all_seconds_previous_path": previous,
         "previous_path_over_floor": min(previous) / floor_s, "speedup_over_previous_path": min(previous) / best["seconds"],
     }  # fmt: skip

@@ -1,7 +1,5 @@
 """Physical reference points of the benchmark, and the same-run baseline of the old path.
 
-* `write_bandwidth`: this machine's single-thread memory write bandwidth (a `fill_` of a
-  buffer far larger than the caches), to price writing the floor's float32 bytes once;
 * `measure_transfer`: what moving each batch to shared memory costs (torch's pickler does
   it for every storage not already shared when a DataLoader worker sends a batch), with the
   batch tensors allocated as in the main process (pooled, copied at send time), in a fresh
@@ -59,19 +57,6 @@ def parallel_ceiling(counts, rounds: int = 40) -> dict[int, float]:
         for proc in procs:
             proc.join()
     return {k: seconds[1] / seconds[k] for k in counts}
-
-
-def write_bandwidth(megabytes: int = 512, rounds: int = 5) -> dict:
-    """Bytes per second of one thread writing float32 into already-touched memory, best of `rounds`."""
-    block = torch.empty(megabytes << 18, dtype=torch.float32)
-    block.fill_(0.0)  # touch every page first: the fill below measures writes, not page faults
-    best = float("inf")
-    for _ in range(rounds):
-        start = _now()
-        block.fill_(1.0)
-        best = min(best, _now() - start)
-    del block
-    return {"megabytes": megabytes, "seconds": best, "bytes_per_second": (megabytes << 20) / best}
 
 
 def _tensors(value):

@@ -44,10 +44,6 @@ def _pipeline_rows(res: dict) -> Rows:
         ("  from a new iterator", (f"{fresh['pipeline_over_floor']:.3f}: first {len(pipe['pack_seconds'])} packs "
                                    f"{fresh['pipeline_seconds']:.2f} s, their floor {fresh['floor_seconds']:.2f} s")),
         ("  page faults in the timed packs", f"{pipe['page_faults']:,} ({pipe['system_seconds']:.2f} s system time)"),
-        ("writing the floats once", (f"{flo['float32_bytes'] / 2**20:,.0f} MiB at "
-                                     f"{flo['write_bandwidth']['bytes_per_second'] / 2**30:.1f} GiB/s = "
-                                     f"{flo['float32_write_seconds']:.3f} s; pipeline / (floor + that) "
-                                     f"{flo['pipeline_over_floor_plus_write']:.3f}")),
     ]  # fmt: skip
     if "pixel_format" in res:  # formats.py: uint8 beside float32, and the float write as the pipeline does it
         rows += _format_rows(res)
