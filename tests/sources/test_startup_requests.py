@@ -108,3 +108,41 @@ def test_the_listed_input_record_is_the_one_each_file_gives(proxied, family, tok
     asked = input_record(group.input_paths())  # a HEAD per file
     assert listed == asked and listed["count"] == 10
     assert all(size > 0 and stamp for _, size, stamp in listed["files"])
+
+
+def test_through_the_config_each_folder_costs_a_probe_and_one_listing(proxied, tokenizer, special_tokens):
+    """Built from dataset_info (its storage_options send the client through the proxy): the
+    config's existence check of data_dir (a HEAD and a one-key listing) and the listing."""
+    from bagel_data import make_bagel_multimodal_dataset
+
+    seen = []
+    for count in SHARDS:
+        entry = {"data_dir": f"{BUCKET}/t2i_{count}", "storage_options": proxied.proxy.storage_options()}
+        group = {"dataset_names": ["t2i"], "num_used_data": [count], "weight": 1.0, "is_mandatory": True,
+                 "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32}}  # fmt: skip
+        proxied.proxy.counter.reset()
+        dataset = make_bagel_multimodal_dataset(
+            tokenizer=tokenizer, special_tokens=special_tokens, grouped_datasets={"t2i_pretrain": group},
+            dataset_info={"t2i_pretrain": {"t2i": entry}}, num_workers=1,
+            expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, prefer_buffer_before=10,
+        )  # fmt: skip
+        assert proxied.proxy.counter.reset() == {"HEAD object": 1, "GET list": 2}, count
+        next(iter(dataset))
+        seen.append(proxied.proxy.counter.reset())
+        assert "GET list" not in seen[-1] and objects(seen[-1]) <= PER_WORKER
+    assert seen[0] == seen[-1]
+
+
+def test_a_stale_row_group_count_of_a_remote_file_is_named_when_a_worker_opens_it(proxied, tokenizer):
+    """The footer is not read at construction on an object store; the worker that opens the
+    file reports the stale parquet_info entry, naming the file and both counts."""
+    from bagel_data import ConfigError
+
+    info = {f"part-{i:05d}.parquet": {"num_row_groups": 3} for i in range(10)}  # the files have 2
+    group = UnifiedEditIterableDataset(
+        "edit", ImageTransform(32, 16, 16), tokenizer, ImageTransform(28, 14, 14),
+        [f"{BUCKET}/edit_10"], [10], info, num_workers=1,
+    )  # fmt: skip
+    assert proxied.proxy.counter.reset() == {"GET list": 1}
+    with pytest.raises(ConfigError, match=r"part-000\d\d.parquet: num_row_groups=3.*the file has 2 row groups"):
+        next(iter(group))
