@@ -146,3 +146,20 @@ def test_a_stale_row_group_count_of_a_remote_file_is_named_when_a_worker_opens_i
     assert proxied.proxy.counter.reset() == {"GET list": 1}
     with pytest.raises(ConfigError, match=r"part-000\d\d.parquet: num_row_groups=3.*the file has 2 row groups"):
         next(iter(group))
+
+
+def test_a_missing_bucket_is_a_config_error_naming_the_folder(proxied):
+    from bagel_data import ConfigError
+    from bagel_data.sources.parquet import parquet_data_files
+
+    proxied.register("s3://no-such-bucket")
+    with pytest.raises(ConfigError, match=r"data_dir = 's3://no-such-bucket/t2i'.*cannot be listed"):
+        parquet_data_files(["s3://no-such-bucket/t2i"], [1])
+
+
+def test_a_folder_named_twice_is_listed_once(proxied):
+    from bagel_data.sources.parquet import parquet_data_files
+
+    paths, listed = parquet_data_files([f"{BUCKET}/t2i_10"] * 3, [10, 5, 12])
+    assert len(paths) == 27 and len(listed) == 10
+    assert proxied.proxy.counter.reset() == {"GET list": 1}

@@ -37,6 +37,8 @@ def list_parquet_entries(data_dir: str, file_order: str = "sorted") -> list[tupl
         entries = storage.list_entries(data_dir, sort=file_order == "sorted")
     except FileNotFoundError:
         raise ConfigError("data_dir", data_dir, "the folder does not exist; fix dataset_info") from None
+    except OSError as exc:  # e.g. no such bucket, or no access to it
+        raise ConfigError("data_dir", data_dir, f"the folder cannot be listed ({exc}); fix dataset_info") from None
     return [
         (storage.join(data_dir, entry.name), (entry.size, entry.mtime_ns))
         for entry in entries
@@ -52,10 +54,13 @@ def parquet_data_files(
     its inputs (checkpoint/inputs.py), known without asking the store for each file."""
     paths: list[str] = []
     stats: dict[str, FileStat] = {}
+    listed: dict[str, list[str]] = {}  # a folder named twice is listed once
     for data_dir, num_sampled in zip(data_dir_list, num_sampled_data_paths):
-        entries = list_parquet_entries(data_dir, file_order)
-        stats.update(entries)
-        paths.extend(_repeated(data_dir, [path for path, _ in entries], num_sampled))
+        if data_dir not in listed:
+            entries = list_parquet_entries(data_dir, file_order)
+            stats.update(entries)
+            listed[data_dir] = [path for path, _ in entries]
+        paths.extend(_repeated(data_dir, listed[data_dir], num_sampled))
     return paths, stats
 
 
