@@ -12,6 +12,7 @@ reported with the counts.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 import pyarrow.fs as pafs
 
@@ -53,19 +54,24 @@ def _head_tail_hash(path: str, size: int) -> str:
     return digest.hexdigest()[:16]
 
 
-def file_entry(path: str) -> list:
+def file_entry(path: str, listed: tuple[int, int | None] | None = None) -> list:
     """`[path, size, stamp]`: the stamp is the modification time (ns), and for JSONL (any
-    input that is not parquet) a hash of its head and tail, so a same-size edit shows."""
-    size, mtime = _file_info(path)
+    input that is not parquet) a hash of its head and tail, so a same-size edit shows.
+
+    `listed`: the (size, mtime_ns) its folder's listing gave, the same as a stat of the
+    file would; without it the file is asked for its own (a request on an object store)."""
+    size, mtime = _file_info(path) if listed is None else listed
     stamp = "" if mtime is None else str(mtime)
     if size >= 0 and not path.endswith(".parquet"):
         stamp += ":" + _head_tail_hash(path, size)
     return [path, size, stamp]
 
 
-def input_record(paths: list[str]) -> dict:
-    """The record of one group's distinct input files (sorted, with sizes and stamps)."""
-    files = [file_entry(path) for path in sorted(set(paths))]
+def input_record(paths: list[str], listed: Mapping[str, tuple[int, int | None]] | None = None) -> dict:
+    """The record of one group's distinct input files (sorted, with sizes and stamps);
+    `listed`: sizes and mtimes already known from listing their folders (see `file_entry`)."""
+    listed = listed or {}
+    files = [file_entry(path, listed.get(path)) for path in sorted(set(paths))]
     digest = hashlib.sha256(repr(files).encode()).hexdigest()[:32]
     record = {"count": len(files), "digest": digest}
     if len(files) <= MAX_LISTED:

@@ -263,8 +263,16 @@ def bench(
         help="Instead: on RUN.yaml's data, the stage shares, pixel_format float32 vs uint8 and the float write's cost.",
     ),
     dataset_info: Path | None = typer.Option(None, help="With --config: the dataset_info, if RUN.yaml lacks one."),
+    remote: bool = typer.Option(
+        False, help="Instead: the T2I shards from S3 on loopback (moto) at +0/20/100 ms per round trip vs local disk."
+    ),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
+    if remote:
+        from ..bench.remote import print_remote_report, run_remote_benchmark
+
+        print_remote_report(run_remote_benchmark(root, out, batches=batches, quick=quick))
+        return
     if config is not None:
         from ..bench.run_config import measure_run_config, print_run_config_report
 

@@ -15,7 +15,7 @@ from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from ..sources.parquet import ParquetReader, parquet_data_files
 from .base import DistributedIterableDataset
 from .worst_case import edit_worst_length, measured
 
@@ -50,11 +50,15 @@ def check_row_groups(path: str, declared: int) -> None:
     except Exception:  # an unreadable file is a counted skip when it is read
         return
     if actual != declared:
-        raise ConfigError(
-            "parquet_info",
-            f"{path}: num_row_groups={declared}",
-            f"the file has {actual} row groups; regenerate parquet_info (`bagel-data prepare edit`)",
-        )
+        raise stale_row_groups(path, declared, actual)
+
+
+def stale_row_groups(path: str, declared: int, actual: int) -> ConfigError:
+    return ConfigError(
+        "parquet_info",
+        f"{path}: num_row_groups={declared}",
+        f"the file has {actual} row groups; regenerate parquet_info (`bagel-data prepare edit`)",
+    )
 
 
 def choose_steps(rng, num_images: int) -> tuple[int, int, bool]:
@@ -122,8 +126,19 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         units: list[tuple[str, int]] = []  # (parquet file, row group)
+        # Each distinct file's declared row groups: num_used_data repeats files, and each is
+        # looked up and checked once. A local file's footer is checked here (cheap, and the
+        # mistake is named before the run); a remote one's when a worker opens it (`_rows`),
+        # since reading every footer here costs two requests per file on every rank.
+        self.declared_row_groups: dict[str, int] = {}
+        self.footer_unchecked: set[str] = set()
         for data_dir, num_used in zip(data_dir_list, num_used_data):
-            for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
+            paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
+            self.listed_files.update(listed)
+            for path in paths:
+                if path in self.declared_row_groups:
+                    units.extend((path, group) for group in range(self.declared_row_groups[path]))
+                    continue
                 info = parquet_info_entry(parquet_info, path, data_dir)
                 if info is None and self.policy.reference:  # the reference leaves such a file out, silently
                     self.skip_log.skip(SkipReason.PARQUET_INFO_MISSING, path, "no parquet_info entry; not read")
@@ -136,8 +151,11 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                         "relative to data_dir) with its num_row_groups, e.g. with "
                         "bagel_data.tools.prepare.write_parquet_info",
                     )
-                declared = int(info["num_row_groups"])
-                check_row_groups(path, declared)
+                declared = self.declared_row_groups[path] = int(info["num_row_groups"])
+                if storage.is_uri(path):
+                    self.footer_unchecked.add(path)
+                else:
+                    check_row_groups(path, declared)
                 units.extend((path, group) for group in range(declared))
         return units
 
@@ -173,6 +191,12 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         path, row_group = self.epoch_units[unit_id]
         try:
             with ParquetReader(path) as reader:
+                # Only files not checked at construction: a local file rewritten since is a
+                # counted skip of the rows it lost, as before.
+                if path in getattr(self, "footer_unchecked", ()):
+                    declared = self.declared_row_groups[path]
+                    if declared != reader.num_row_groups:
+                        raise stale_row_groups(path, declared, reader.num_row_groups)
                 missing = [name for name in COLUMNS if name not in reader.schema.names]
                 if missing:
                     detail = f"missing column(s) {missing}; edit needs {list(COLUMNS)}"

@@ -34,7 +34,7 @@ from ..errors import (
 from ..media.images import decode_image, fast_draft_size
 from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
 from ..sample import SampleBuilder, plan_item
-from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from ..sources.parquet import ParquetReader, parquet_data_files
 from .base import DistributedIterableDataset
 from .sample_checks import SampleInvalid, check_frame_indexes, check_sample
 
@@ -254,12 +254,15 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         units: list[tuple] = []
+        counted: dict[str, int] = {}  # num_used_data repeats files: each is opened at most once
         for data_dir, num_used in zip(data_dir_list, num_used_data):
-            for path in get_parquet_data_paths([data_dir], [num_used], file_order=self.file_order):
-                info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
-                if info is None:
-                    info = {"num_row_groups": self._count_row_groups(path)}
-                units.extend((path, group) for group in range(int(info["num_row_groups"])))
+            paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
+            self.listed_files.update(listed)
+            for path in paths:
+                if path not in counted:
+                    info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
+                    counted[path] = self._count_row_groups(path) if info is None else int(info["num_row_groups"])
+                units.extend((path, group) for group in range(counted[path]))
         return units
 
     @staticmethod

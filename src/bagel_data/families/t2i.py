@@ -14,7 +14,7 @@ from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
-from ..sources.parquet import ParquetReader, get_parquet_data_paths
+from ..sources.parquet import ParquetReader, parquet_data_files
 from .base import DistributedIterableDataset
 from .worst_case import RowSkip, measured, t2i_worst_length
 
@@ -64,7 +64,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         self.set_epoch()
 
     def get_data_paths(self, data_dir_list, num_used_data):
-        return get_parquet_data_paths(data_dir_list, num_used_data, file_order=self.file_order)
+        paths, self.listed_files = parquet_data_files(data_dir_list, num_used_data, file_order=self.file_order)
+        return paths
 
     def row_depth(self):
         return 2  # (row group, row)

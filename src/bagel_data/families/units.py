@@ -55,6 +55,9 @@ class UnitDataset(torch.utils.data.IterableDataset):
         self.num_workers = num_workers
         self.rng = random.Random()  # only ever re-seeded by set_epoch
         self.data_paths: Any = None  # the family's units: a list, or the VLM family's JsonlIndex
+        # (size, mtime_ns) of input files from their folders' listings, set by the parquet
+        # families: travels to the workers, so none of them asks the store for each file.
+        self.listed_files: dict[str, tuple[int, int | None]] = {}
         self.epoch_seed = 42
         self.strict = bool(strict)  # raise on the first bad row instead of skipping it
         # Rows may name media outside the dataset's folders only when the config opts in.
@@ -134,7 +137,9 @@ class UnitDataset(torch.utils.data.IterableDataset):
         if getattr(self, "_input_record", None) is None:
             from ..checkpoint.inputs import input_record
 
-            self._input_record = input_record([str(path) for path in self.input_paths()])
+            self._input_record = input_record(
+                [str(path) for path in self.input_paths()], getattr(self, "listed_files", None)
+            )
         return self._input_record
 
     def unit_label(self, unit_id: int) -> str:
