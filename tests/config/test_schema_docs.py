@@ -71,7 +71,7 @@ def test_transform_and_sampler_defaults_are_the_code_defaults():
                 assert list(default) == field.default if isinstance(default, tuple) else default == field.default
     assert schema_sections.DEFAULT_MAX_PIXELS == DEFAULT_MAX_PIXELS
     assert schema_sections.FILE_ORDERS == FILE_ORDERS
-    assert schema_sections.RESAMPLE_FILTERS == tuple(RESAMPLE_FILTERS)
+    assert tuple(RESAMPLE_FILTERS) == schema_sections.RESAMPLE_FILTERS
 
 
 def test_every_key_a_family_accepts_is_described():
