@@ -144,6 +144,13 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
     def row_depth(self):
         return 1  # (row,)
 
+    def parquet_span(self, unit_id, row_start):
+        path, row_group = self.epoch_units[unit_id]
+        return path, row_group, row_group + 1
+
+    def parquet_columns(self, names):
+        return COLUMNS if all(name in names for name in COLUMNS) else None
+
     def describe_row(self, unit, row):
         return f"{unit[0]}, row group {unit[1]}, row {row[0]}"
 
@@ -172,7 +179,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]
         try:
-            with ParquetReader(path) as reader:
+            with self.open_parquet(path) as reader:
                 missing = [name for name in COLUMNS if name not in reader.schema.names]
                 if missing:
                     detail = f"missing column(s) {missing}; edit needs {list(COLUMNS)}"
