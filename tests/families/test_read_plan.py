@@ -157,7 +157,7 @@ def test_a_resumed_buffer_is_fetched_one_open_per_file(tmp_path, tokenizer):
     with delayed_storage(opens=opens):
         rebuilt.prefetch_rows(cursors, ON)
         got = [rebuilt.sample_at(cursor) for cursor in cursors]
-    rebuilt.stop_read_ahead(rebuilt.active_read_ahead())
+    rebuilt.stop_read_ahead()
     assert dict(opens.counts) == {path: 1 for path in paths}
     assert rebuilt.read_ahead_stats()["misses"] == 0
     for cursor, want, have in zip(cursors, expected, got):
@@ -177,3 +177,18 @@ def assert_same_value(a, b, where: str) -> None:
             assert_same_value(x, y, f"{where}[{index}]")
     else:
         assert a == b, where
+
+
+def test_an_older_stream_ending_leaves_the_newer_one_reading_ahead(tmp_path, tokenizer):
+    _t2i_files(tmp_path)
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+    inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 12)]
+    first = family.iter_samples(read_ahead=ON)
+    next(first)
+    second = family.iter_samples(read_ahead=ON)
+    got = [next(second)[0]]
+    first.close()  # e.g. an abandoned iterator collected late
+    got += [cursor for cursor, _ in itertools.islice(second, 11)]
+    assert got == inline
+    assert family.read_ahead_stats()["misses"] == 0 and family.read_ahead_stats()["hits"] > 0
+    second.close()

@@ -202,7 +202,7 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
         phase, start = self._first_phase(), None
         if after is not None:
             phase, start = after[0], self._position_after(list(after[1:]))
-        ahead = self.follow_stream(read_ahead, shard, phase, start)
+        stop_reading_ahead = self.follow_stream(read_ahead, shard, phase, start)
         try:
             while True:
                 produced, skipped = 0, log.total()
@@ -215,7 +215,7 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
                 start = None
                 phase = self._next_phase(phase)
         finally:
-            self.stop_read_ahead(ahead)  # its threads stop with the stream
+            stop_reading_ahead()  # its threads stop with the stream
 
     def _empty_pass_error(self, shard: WorkerShard) -> BagelDataError:
         """A whole pass over this worker's units gave neither a row nor a skip: looping

@@ -16,7 +16,7 @@ import collections
 import os
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..sharding import INHERITED_PHASE, WorkerShard, phase_work
@@ -94,7 +94,7 @@ class ReadsAhead:
             return None
         ahead = self.active_read_ahead()
         if ahead is None or ahead.closed or ahead.budget != budget_bytes:
-            self.stop_read_ahead(ahead)
+            self.stop_read_ahead()
             self.io_lock()  # made here, before any read-ahead thread can race to make it
             ahead = ReadAhead(budget_bytes)
             files = self._opened_files()
@@ -102,16 +102,27 @@ class ReadsAhead:
             self.__dict__["_read_ahead"] = ahead
         return ahead
 
-    def stop_read_ahead(self, ahead: ReadAhead | None) -> None:
+    def stop_read_ahead(self) -> None:
+        """Stop this process's read-ahead (its threads end; its stats stay readable)."""
+        ahead = self.active_read_ahead()
         if ahead is not None:
-            ahead.close()  # kept: `read_ahead_stats` still reports what it did
+            ahead.close()
 
-    def follow_stream(self, budget_bytes: int, shard: WorkerShard, phase: int, start) -> ReadAhead | None:
-        """Read ahead of the stream `iter_samples` is about to walk from (phase, start)."""
+    def follow_stream(self, budget_bytes: int, shard: WorkerShard, phase: int, start) -> Callable[[], None]:
+        """Read ahead of the stream `iter_samples` is about to walk from (phase, start);
+        returns what stops it when that stream ends. A newer stream of the same family (a
+        second `iter()`) takes the read-ahead over: the older one's end leaves it running."""
         ahead = self.start_read_ahead(budget_bytes)
-        if ahead is not None:
-            ahead.follow(self._read_plan(shard, phase, start))
-        return ahead
+        if ahead is None:
+            return lambda: None
+        plan = self._read_plan(shard, phase, start)
+        ahead.follow(plan)
+
+        def stop() -> None:
+            if ahead.following is plan:
+                ahead.close()  # kept: `read_ahead_stats` still reports what it did
+
+        return stop
 
     def prefetch_rows(self, cursors: list[tuple], budget_bytes: int) -> None:
         """Resume: fetch the rows at `cursors` (a checkpoint's buffer) at once, grouped by

@@ -80,6 +80,7 @@ class ReadAhead:
         self._queue: collections.deque[Task] = collections.deque()  # in the stream's order
         self._pinned: dict[Hashable, list] = {}  # key -> [task, extract, takes left]
         self._plan: Iterator | None = None
+        self.following: Iterator | None = None  # the plan last given to `follow`, even once run out
         self._next: Task | None = None  # pulled from the plan, waiting for room
         self._planning = False
         self._pool: ThreadPoolExecutor | None = None
@@ -92,7 +93,7 @@ class ReadAhead:
         """Fetch `plan`'s tasks ahead from now on (replacing any earlier plan)."""
         with self._lock:
             self._drop_queue()
-            self._plan, self._next = plan, None
+            self._plan, self._next, self.following = plan, None, plan
             self._top_up()
 
     def take(self, key: Hashable, fallback: Callable[[], Any], stream: bool = True) -> Any:
