@@ -32,10 +32,16 @@ PACKING: dict = {"expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num
 ON = Settings().read_ahead_bytes  # the default budget
 
 
+# The benchmark's VAE transform (BAGEL's). `--max-image-size 256` makes decoding cheap (JPEG
+# draft decoding at 1/4 scale): a pack then reads ~8 row groups and waits on I/O, not the CPU.
+IMAGE_SIZE = [1024]
+
+
 def t2i_dataset(t2i_dir: str, read_ahead: int, files: int = 4):
+    size = IMAGE_SIZE[0]
     grouped = {"t2i_pretrain": {
         "dataset_names": ["t2i"], "num_used_data": [files], "weight": 1.0,
-        "image_transform_args": {"image_stride": 16, "max_image_size": 1024, "min_image_size": 512},
+        "image_transform_args": {"image_stride": 16, "max_image_size": size, "min_image_size": size // 2},
     }}  # fmt: skip
     info = {"t2i_pretrain": {"t2i": {"data_dir": t2i_dir, "num_files": files, "num_total_samples": files * 64}}}
     settings = Settings(**PACKING, read_ahead_bytes=read_ahead)
@@ -58,6 +64,28 @@ def steady(t2i_dir: str, delay: float, read_ahead: int, warmup: int, packs: int)
         stats = dataset.stats["read_ahead"].get("t2i_pretrain")
         stream.close()
     return {"packs_per_second": packs / seconds, "seconds": seconds, "read_ahead": stats}
+
+
+def read_path(t2i_dir: str, delay: float, read_ahead: int, row_groups: int) -> dict:
+    """Row groups per second through the T2I family's own reads (`open_parquet`, then each
+    row group, as `_rows` reads them) with no decoding: the I/O side alone, which the CPU
+    of a shared machine does not hide. A pack of the benchmark's images is ~half a row group."""
+    from ..families.t2i import COLUMNS
+
+    with delayed_storage(delay):
+        family = t2i_dataset(t2i_dir, read_ahead).grouped_datasets[0]
+        shard = family.worker_shard()
+        stop = family.follow_stream(read_ahead, shard, 0, None)
+        units = itertools.cycle([family.epoch_units[int(unit)] for unit in shard.unit_ids])
+        done, start = 0, time.perf_counter()
+        while done < row_groups:
+            with family.open_parquet(next(units)) as reader:
+                for group in range(reader.num_row_groups):
+                    reader.read_row_group(group, COLUMNS)
+                    done += 1
+        seconds = time.perf_counter() - start
+        stop()
+    return {"row_groups_per_second": done / seconds, "read_ahead": family.read_ahead_stats()}
 
 
 def _buffered_checkpoint(t2i_dir: str, size: int) -> tuple[dict, list[tuple]]:
@@ -101,19 +129,28 @@ def run(t2i_dir: str, delays: list[float], warmup: int, packs: int, buffer: int)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in a DataLoader worker
     try:
-        rows: dict = {"config": {"t2i_dir": t2i_dir, "warmup": warmup, "packs": packs, "budget": ON}}
+        rows: dict = {"config": {"t2i_dir": t2i_dir, "warmup": warmup, "packs": packs, "budget": ON,
+                                 "max_image_size": IMAGE_SIZE[0]}}  # fmt: skip
         for delay, budget in itertools.product(delays, (0, ON)):
             name = f"{int(delay * 1000)}ms/{'ahead' if budget else 'inline'}"
             rows[name] = steady(t2i_dir, delay, budget, warmup, packs)
             print(f"steady {name}: {rows[name]['packs_per_second']:.2f} packs/s", flush=True)
+        for delay, budget in itertools.product(delays, (0, ON)):
+            name = f"reads {int(delay * 1000)}ms/{'ahead' if budget else 'inline'}"
+            rows[name] = read_path(t2i_dir, delay, budget, 32)
+            print(f"{name}: {rows[name]['row_groups_per_second']:.1f} row groups/s", flush=True)
         local = rows["0ms/inline"]["packs_per_second"]
-        for name, row in list(rows.items()):
-            if name != "config":
+        local_reads = rows["reads 0ms/inline"]["row_groups_per_second"]
+        for row in rows.values():
+            if "packs_per_second" in row:
                 row["vs_local_inline"] = row["packs_per_second"] / local
+            elif "row_groups_per_second" in row:
+                row["vs_local_inline"] = row["row_groups_per_second"] / local_reads
         resume_delay = 0.02 if 0.02 in delays else delays[-1]
-        for budget in (0, ON):
-            name = f"resume {int(resume_delay * 1000)}ms/{'ahead' if budget else 'inline'}"
-            rows[name] = resume(t2i_dir, resume_delay, budget, buffer)
+        # 0 ms inline: the rebuild's own work (decoding `buffer` images), the floor.
+        for delay, budget in ((0.0, 0), (resume_delay, 0), (resume_delay, ON)):
+            name = f"resume {int(delay * 1000)}ms/{'ahead' if budget else 'inline'}"
+            rows[name] = resume(t2i_dir, delay, budget, buffer)
             print(f"{name}: {rows[name]}", flush=True)
         return rows
     finally:
@@ -127,8 +164,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--packs", type=int, default=16)
     parser.add_argument("--buffer", type=int, default=50)
+    parser.add_argument("--max-image-size", type=int, default=1024, help="the VAE transform's largest side")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    IMAGE_SIZE[0] = args.max_image_size
     delays = [float(value) for value in args.delays.split(",")]
     results = run(str(Path(args.t2i).resolve()), delays, args.warmup, args.packs, args.buffer)
     if args.out is not None:
