@@ -71,11 +71,15 @@ def assert_same_stream(a: list, b: list, what: str) -> None:
 def test_the_packed_stream_is_the_same_with_and_without_read_ahead(
     dataset_info, tokenizer, special_tokens, num_workers
 ):
-    inline = packs(three_groups(dataset_info, tokenizer, special_tokens, OFF, num_workers), 10, num_workers)
+    inline_dataset = three_groups(dataset_info, tokenizer, special_tokens, OFF, num_workers)
+    inline = packs(inline_dataset, 10, num_workers)
     ahead_dataset = three_groups(dataset_info, tokenizer, special_tokens, ON, num_workers)
     ahead = packs(ahead_dataset, 10, num_workers)
     assert_same_stream(inline, ahead, f"{num_workers} workers")
-    if num_workers == 0:  # in this process: its read-ahead answered every read it foresaw
+    if num_workers == 0:  # in this process: the same skips; its read-ahead answered every read it foresaw
+        skips = inline_dataset.stats["skips"]
+        assert sum(sum(counts.values()) for counts in skips.values()) > 0, "the data has bad rows"
+        assert ahead_dataset.stats["skips"] == skips
         stats = ahead_dataset.stats["read_ahead"]
         assert set(stats) == set(GROUPS)
         assert all(group["hits"] > 0 and group["peak_bytes"] > 0 for group in stats.values())
@@ -192,3 +196,17 @@ def test_an_older_stream_ending_leaves_the_newer_one_reading_ahead(tmp_path, tok
     assert got == inline
     assert family.read_ahead_stats()["misses"] == 0 and family.read_ahead_stats()["hits"] > 0
     second.close()
+
+
+def test_a_family_that_plans_no_reads_reads_inline(tmp_path, tokenizer, monkeypatch):
+    """A family of one's own without read tasks: the plan stops at once (no walk over
+    every unit of a pass), and every read runs inline, as without read-ahead."""
+    _t2i_files(tmp_path)
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+    inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 10)]
+    monkeypatch.setattr(family, "parquet_span", lambda unit_id, row_start: None)
+    stream = family.iter_samples(read_ahead=ON)
+    assert [cursor for cursor, _ in itertools.islice(stream, 10)] == inline
+    stats = family.read_ahead_stats()
+    assert stats["hits"] == 0 and stats["misses"] > 0 and stats["fetched_bytes"] == 0
+    stream.close()

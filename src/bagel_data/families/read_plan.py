@@ -151,7 +151,12 @@ class ReadsAhead:
     # -- the walk ----------------------------------------------------------------------------
     def _read_plan(self, shard: WorkerShard, phase: int, start) -> Iterator:
         for unit_id, row_start, single in self._read_plan_units(shard, phase, start):
-            yield from self.read_tasks(unit_id, row_start, single)
+            tasks = 0
+            for task in self.read_tasks(unit_id, row_start, single):
+                tasks += 1
+                yield task
+            if not tasks:  # a family (or unit kind) that reads nothing ahead: stop walking
+                return
 
     def _read_plan_units(self, shard: WorkerShard, phase: int, start) -> Iterator[tuple[int, tuple, bool]]:
         """(unit id, first row, single row?) in the order `_iter_phase` reads them, phase

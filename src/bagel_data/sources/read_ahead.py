@@ -35,6 +35,7 @@ from typing import Any
 # Enough threads to keep several round trips in flight per worker (each waits on the
 # network, not the CPU); few enough that 8 workers x 8 ranks stay a few hundred threads.
 THREADS = 8
+POOL_NAME = "bagel-read-ahead"  # its threads' name prefix (seen in a stack dump, py-spy)
 # Most tasks queued ahead, whatever their size: bounds the plan's walk for tiny tasks.
 MAX_AHEAD = 64
 # A plan's "not yet": its next task depends on a result still in flight (a row group
@@ -175,7 +176,7 @@ class ReadAhead:
     # -- bookkeeping ----------------------------------------------------------------------
     def _submit(self, task: Task) -> None:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="bagel-read-ahead")
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=POOL_NAME)
         task.charged = max(int(task.estimate), 0)
         self.held += task.charged
         self.peak = max(self.peak, self.held)
@@ -224,7 +225,9 @@ class ReadAhead:
             self._pinned.clear()
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            # Closed from one of its own threads (a stream collected there): it cannot wait for itself.
+            own = threading.current_thread().name.startswith(POOL_NAME)
+            pool.shutdown(wait=not own, cancel_futures=True)
         for callback in self._on_close:
             callback()
         self._on_close.clear()
