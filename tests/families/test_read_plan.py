@@ -86,6 +86,17 @@ def test_the_packed_stream_is_the_same_with_and_without_read_ahead(
         assert all(group["misses"] == 0 for group in stats.values())
 
 
+def test_workers_forked_while_this_process_reads_ahead(dataset_info, tokenizer, special_tokens):
+    """Threads and locks do not survive a fork: each DataLoader worker starts its own."""
+    reference = packs(three_groups(dataset_info, tokenizer, special_tokens, OFF, 2), 6, 2)
+    dataset = three_groups(dataset_info, tokenizer, special_tokens, ON, 2)
+    stream = iter(dataset)
+    next(stream)  # this process now has read-ahead threads running
+    assert any(t.name.startswith("bagel-read-ahead") for t in threading.enumerate())
+    assert_same_stream(reference, packs(dataset, 6, 2), "forked beside running threads")
+    stream.close()
+
+
 def test_no_read_ahead_thread_outlives_its_stream(dataset_info, tokenizer, special_tokens):
     dataset = three_groups(dataset_info, tokenizer, special_tokens, ON)
     stream = iter(dataset)
