@@ -913,7 +913,7 @@ def test_stats_count_the_packs_and_tokens_emitted():
 
 def test_stats_before_any_iteration_are_zero():
     dataset = packed({"g": FakeGroup("g", text_of(lambda i: 5))}, config())
-    assert dataset.stats == {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None}
+    assert dataset.stats == {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None, "read_ahead": {}}
 
 
 def test_a_plan_that_opens_without_split_start_still_starts_a_fresh_split():

@@ -15,10 +15,11 @@ from typing import Any
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import sample_length, with_tensors
 from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, phase_work, row_key_at
+from .read_plan import ReadsAhead
 from .units import UnitDataset
 
 
-class DistributedIterableDataset(UnitDataset):
+class DistributedIterableDataset(ReadsAhead, UnitDataset):
     """Base of the families: their samples in order, from any cursor, rebuilt exactly."""
 
     # -- what families implement -----------------------------------------------------------
@@ -141,6 +142,13 @@ class DistributedIterableDataset(UnitDataset):
         return sample if sample is None or pending else with_tensors(sample)
 
     def _rebuild(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
+        self.__dict__["_rebuilding"] = True  # its reads are served by `prefetch_rows`, not the stream's
+        try:
+            return self._rebuild_row(cursor, rng_state, log)
+        finally:
+            self.__dict__["_rebuilding"] = False
+
+    def _rebuild_row(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
         if not self.policy.reference:
             return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
         if rng_state is None:
@@ -171,12 +179,19 @@ class DistributedIterableDataset(UnitDataset):
         """The first position to read when resuming just after `position`."""
         return [*position[:-1], position[-1] + 1]
 
-    def iter_samples(self, after: tuple[int, ...] | None = None, log: SkipLog | None = None, pending: bool = False):
+    def iter_samples(
+        self,
+        after: tuple[int, ...] | None = None,
+        log: SkipLog | None = None,
+        pending: bool = False,
+        read_ahead: int = 0,
+    ):
         """Yield `(cursor, sample)` forever, starting just after cursor `after`.
 
         Bad rows are counted in `log` (a fresh one when None). With `pending` (the packer's
         path) images stay `PendingImage`s, converted straight into the batch; otherwise
-        `image_tensor_list` holds float `(C, H, W)` tensors.
+        `image_tensor_list` holds float `(C, H, W)` tensors. `read_ahead`: bytes this
+        stream may fetch ahead on a few threads (`families/read_plan.py`); 0 reads inline.
         """
         shard = self.worker_shard()
         if log is None:
@@ -187,16 +202,20 @@ class DistributedIterableDataset(UnitDataset):
         phase, start = self._first_phase(), None
         if after is not None:
             phase, start = after[0], self._position_after(list(after[1:]))
-        while True:
-            produced, skipped = 0, log.total()
-            for position, sample in self._iter_phase(shard, phase, start, log):
-                log.ok()
-                produced += 1
-                yield (phase, *position), (sample if pending else with_tensors(sample))
-            if start is None and phase >= 0 and not produced and log.total() == skipped:
-                raise self._empty_pass_error(shard)
-            start = None
-            phase = self._next_phase(phase)
+        stop_reading_ahead = self.follow_stream(read_ahead, shard, phase, start)
+        try:
+            while True:
+                produced, skipped = 0, log.total()
+                for position, sample in self._iter_phase(shard, phase, start, log):
+                    log.ok()
+                    produced += 1
+                    yield (phase, *position), (sample if pending else with_tensors(sample))
+                if start is None and phase >= 0 and not produced and log.total() == skipped:
+                    raise self._empty_pass_error(shard)
+                start = None
+                phase = self._next_phase(phase)
+        finally:
+            stop_reading_ahead()  # its threads stop with the stream
 
     def _empty_pass_error(self, shard: WorkerShard) -> BagelDataError:
         """A whole pass over this worker's units gave neither a row nor a skip: looping

@@ -162,6 +162,13 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
     def row_depth(self):
         return 1  # (row,)
 
+    def parquet_span(self, unit_id, row_start):
+        path, row_group = self.epoch_units[unit_id]
+        return path, row_group, row_group + 1
+
+    def parquet_columns(self, names):
+        return COLUMNS if all(name in names for name in COLUMNS) else None
+
     def describe_row(self, unit, row):
         return f"{unit[0]}, row group {unit[1]}, row {row[0]}"
 
@@ -190,7 +197,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]
         try:
-            with ParquetReader(path) as reader:
+            with self.open_parquet(path) as reader:
                 # Only files not checked at construction: a local file rewritten since is a
                 # counted skip of the rows it lost, as before.
                 if path in getattr(self, "footer_unchecked", ()):

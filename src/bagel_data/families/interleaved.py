@@ -138,6 +138,9 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     def row_depth(self):
         return 1 if self.jsonl_path_list is None else 0
 
+    def parquet_span(self, unit_id, row_start):
+        return super().parquet_span(unit_id, row_start) if self.jsonl_path_list is None else None
+
     def sorted_units(self):
         if self.jsonl_path_list is None:
             return super().sorted_units()

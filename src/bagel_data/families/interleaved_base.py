@@ -252,6 +252,13 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
     def row_depth(self):
         return 1  # (row,) in its row group
 
+    def parquet_span(self, unit_id, row_start):
+        path, row_group = self.epoch_units[unit_id]
+        return path, row_group, row_group + 1
+
+    def parquet_columns(self, names):
+        return list(names) if self.columns is None else list(self.columns)
+
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         units: list[tuple] = []
         counted: dict[str, int] = {}  # num_used_data repeats files: each is opened at most once
@@ -304,7 +311,7 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]
         try:
-            with ParquetReader(path) as reader:
+            with self.open_parquet(path) as reader:
                 names = reader.schema.names if self.columns is None else list(self.columns)
                 table = reader.read_row_group(row_group, names)
         except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable

@@ -14,7 +14,7 @@ from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
-from ..sources.parquet import ParquetReader, parquet_data_files
+from ..sources.parquet import parquet_data_files
 from .base import DistributedIterableDataset
 from .worst_case import RowSkip, measured, t2i_worst_length
 
@@ -70,6 +70,12 @@ class T2IIterableDataset(DistributedIterableDataset):
     def row_depth(self):
         return 2  # (row group, row)
 
+    def parquet_span(self, unit_id, row_start):
+        return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
+
+    def parquet_columns(self, names):
+        return COLUMNS if all(name in names for name in COLUMNS) else None
+
     def describe_row(self, unit, row):
         return f"{unit}, row group {row[0]}, row {row[1]}"
 
@@ -102,7 +108,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         """(row group, row, {column: cell}) for every row from the start point on (the
         first one only when `single`)."""
         try:
-            reader = ParquetReader(path)
+            reader = self.open_parquet(path)
         except Exception as exc:  # any pyarrow or I/O failure makes the whole unit unreadable
             log.skip(SkipReason.UNIT_UNREADABLE, path, str(exc))
             return

@@ -8,6 +8,8 @@ an inconsistent plan. Position of a sample: the row's index in this worker's lis
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
 
 import numpy as np
@@ -19,6 +21,7 @@ from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
+from ..sources.read_ahead import Task
 from .base import DistributedIterableDataset
 from .conversation import (
     check_conversations,
@@ -28,6 +31,9 @@ from .conversation import (
     expand_video_tag_first_turn,
 )
 from .worst_case import vlm_worst_length
+
+# What the read-ahead counts for a row before it is read: its line and a few images.
+ROW_ESTIMATE = 1 << 20
 
 
 class _RowSkipped(Exception):
@@ -130,6 +136,60 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         for sample in self.unit_samples(shard, index, unit_id, log):
             yield self.row_location(sample["row_key"]), vlm_worst_length(self, sample)
 
+    # -- reads, ahead of the stream when a read-ahead runs (families/read_plan.py) ----------
+    # A row's line and its image files are one task: its reads run in order on one thread,
+    # rows in parallel. Its errors are kept and raised where the inline read would raise.
+    _row_media: dict = {}  # noqa: RUF012 - replaced, never changed: `_row_line` sets one per row
+
+    def read_tasks(self, unit_id, row_start, single):
+        line_id = int(self.epoch_units[unit_id])
+        yield Task(("row", line_id), lambda: self._fetch_row(line_id), ROW_ESTIMATE)
+
+    def pin_rows(self, ahead, row_keys):
+        lines = collections.Counter(int(self.epoch_units[int(key[0])]) for key in row_keys)
+        for line_id, count in lines.items():
+            task = Task(("row", line_id), functools.partial(self._fetch_row, line_id), ROW_ESTIMATE)
+            ahead.pin(task, {("row", line_id): (_same, count)})
+
+    def _fetch_row(self, line_id: int) -> tuple[bytes, dict]:
+        line = self._read_line(line_id)
+        media: dict = {}
+        try:
+            row = json.loads(line)
+            names = row["image"] if isinstance(row["image"], list) else [row["image"]]
+            paths = [storage.join(self.data_paths.image_dir(line_id), name) for name in names]
+        except Exception:  # not a row with images: the family finds out and skips it itself
+            return line, media
+        root = self.data_paths.image_dir(line_id)
+        for path in paths:
+            try:
+                media[path] = read_media(path, [root], self.allow_outside_root)
+            except Exception as exc:
+                media[path] = exc
+        return line, media
+
+    def _read_line(self, line_id: int) -> bytes:
+        with self.io_lock():  # the index's file handles are shared with the read-ahead's threads
+            return self.data_paths.read_line(line_id)
+
+    def _row_line(self, line_id: int) -> bytes:
+        ahead = self.active_read_ahead()
+        if ahead is None:
+            self._row_media = {}
+            return self._read_line(line_id)
+        line, self._row_media = ahead.take(
+            ("row", line_id), lambda: (self._read_line(line_id), {}), not self.rebuilding()
+        )
+        return line
+
+    def _media_bytes(self, path: str, root: str) -> bytes:
+        fetched = self._row_media.get(path)
+        if fetched is None:
+            return read_media(path, [root], self.allow_outside_root)
+        if isinstance(fetched, BaseException):
+            raise fetched
+        return fetched
+
     def _build_or_skip(self, line_id: int, rng, log, location: str) -> SampleBuilder | None:
         try:
             return self.build_sample(line_id, rng)
@@ -140,7 +200,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def build_sample(self, line_id: int, rng: np.random.Generator) -> SampleBuilder:
         """The sample of one JSONL line; raises `_RowSkipped` with the reason it cannot be used."""
         try:
-            row = json.loads(self.data_paths.read_line(line_id))
+            row = json.loads(self._row_line(line_id))
         except ValueError as exc:
             raise _RowSkipped(SkipReason.JSON_INVALID, str(exc)) from None
         except RecursionError:
@@ -208,7 +268,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def _load_image(self, path: str, draft_size=None, root: str = ""):
         """One image of a row, read only under its image folder (symlinks resolved first)."""
         try:
-            return decode_image(read_media(path, [root], self.allow_outside_root), draft_size=draft_size)
+            return decode_image(self._media_bytes(path, root), draft_size=draft_size)
         except OutsideRootError as exc:
             raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
         except FileNotFoundError:
@@ -222,6 +282,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
 def _image_skip(exc: Exception, path: str) -> tuple[SkipReason, str]:
     reason = SkipReason.IMAGE_TOO_LARGE if isinstance(exc, ImageTooLargeError) else SkipReason.IMAGE_DECODE
     return reason, f"{path}: {exc}"
+
+
+def _same(value):
+    return value
 
 
 def role_hint(conversations: list[dict]) -> str:

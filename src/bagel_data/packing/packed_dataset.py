@@ -166,6 +166,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         weights = clock.weights(clock.step(state.packs))  # updated in place as each pack opens
         choose = group_chooser(cfg.mix_by, weights, state.group_tokens, state.rng)
         draw = self._drawer(state)
+        self._prefetch_restored(state)  # a resumed buffer's rows, fetched at once
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
         def new_pack() -> PackBuilder:

@@ -42,8 +42,9 @@ class SamplePlacement:
     def _drawer(self, state: PackState) -> Callable[[int], Buffered]:
         """`draw(group)`: the group's next sample, its cursor recorded and its tokens counted
         (taken back if it is skipped)."""
+        ahead = self.config.read_ahead_bytes
         sources = [
-            _pending_samples(dataset, cursor, log)
+            _pending_samples(dataset, cursor, log, ahead)
             for dataset, cursor, log in zip(self.grouped_datasets, state.cursors, state.logs)
         ]
 
@@ -238,11 +239,12 @@ class SamplePlacement:
         return item.sample is not None
 
 
-def _pending_samples(dataset, cursor, log):
+def _pending_samples(dataset, cursor, log, read_ahead: int):
     """The group's samples with images left as `PendingImage`s when it can (the families
-    can): the packer converts them straight into the batch (`media/convert.py`)."""
+    can): the packer converts them straight into the batch (`media/convert.py`). The
+    families also read ahead of the stream (`read_ahead` bytes; 0: inline)."""
     if isinstance(dataset, DistributedIterableDataset):
-        return dataset.iter_samples(after=cursor, log=log, pending=True)
+        return dataset.iter_samples(after=cursor, log=log, pending=True, read_ahead=read_ahead)
     return dataset.iter_samples(after=cursor, log=log)
 
 

@@ -150,16 +150,38 @@ class StreamState:
         state.restart, state.history = saved["restart"], saved["history"]
         return state
 
+    def _prefetch_restored(self, state: PackState) -> None:
+        """Fetch the rows of the samples a checkpoint buffered (and carried) at once, grouped
+        by file, through each family's read-ahead: they are rebuilt from these reads."""
+        waiting: dict[int, list[tuple]] = {}
+        for item in [*state.buffer, *([state.carry] if state.carry is not None else [])]:
+            if item.sample is None:
+                waiting.setdefault(item.group, []).append(item.cursor)
+        for group, cursors in waiting.items():
+            prefetch = getattr(self.grouped_datasets[group], "prefetch_rows", None)
+            if prefetch is not None:  # a family of ours (a user's group may have no read-ahead)
+                prefetch(cursors, self.config.read_ahead_bytes)
+
     @property
     def stats(self) -> dict:
         """Packs, tokens and samples emitted, and rows skipped by reason, in this process."""
         state = self._live
         if state is None:
-            return {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None}
+            return {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None, "read_ahead": {}}
         return {
             "packs": state.packs,
             "tokens": state.tokens,
             "samples": dict(state.samples),
             "skips": {name: log.as_dict() for name, log in zip(self.group_names, state.logs)},
             "history": state.history,  # totals before the last elastic restart, if any
+            "read_ahead": self._read_ahead_stats(),
         }
+
+    def _read_ahead_stats(self) -> dict:
+        """Per group, what its read-ahead holds and did (`ReadAhead.stats`), if it has one."""
+        found = {}
+        for name, dataset in zip(self.group_names, self.grouped_datasets):
+            stats = getattr(dataset, "read_ahead_stats", lambda: None)()
+            if stats is not None:
+                found[name] = stats
+        return found

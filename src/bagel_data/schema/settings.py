@@ -124,6 +124,13 @@ class Settings:
         "call batch.normalize_pixels() on the device (docs/formats/batch.md)",
         "option",
     )
+    read_ahead_bytes: int = _setting(
+        32 << 20,
+        Int(0),
+        "bytes each group of each worker may fetch ahead of its stream on a few threads (row groups, "
+        "images): hides object-store latency, the output is unchanged; 0 reads inline (docs/performance.md)",
+        "option",
+    )
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)

@@ -1,0 +1,244 @@
+"""A bounded read-ahead: a few threads fetch what this worker's stream reads next.
+
+On an object store every read is a round trip (tens of milliseconds), and a family reads
+one row group, line or image after another. `ReadAhead` runs the family's *plan* (an
+iterator of `Task`s, in the order the stream will read them) on a small thread pool while
+the current pack is built; the family then `take`s each result in that same order.
+
+What stays true with it on:
+
+* the output is the same, bit for bit: a task runs the very call the family would make
+  inline, and `take` hands back its value or re-raises its exception at the point where
+  the inline call would have raised, so every skip is counted where and as it was;
+* memory is bounded: tasks start only while the bytes held (fetched and not yet taken, or
+  in flight at their estimate) stay under `budget_bytes`, and at most `MAX_AHEAD` wait;
+* a `take` the plan did not foresee (a resume, a rebuilt row, a plan that ran out) is a
+  *miss*: the fallback runs inline, as without read-ahead.
+
+`pin` is for resume: the rows a checkpoint buffered are fetched at once, grouped by file,
+and kept for exactly the number of takes that will ask for them.
+
+Threads start on first use in the process that iterates (a DataLoader worker after its
+fork) and stop in `close`; nothing starts at import.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+# Enough threads to keep several round trips in flight per worker (each waits on the
+# network, not the CPU); few enough that 8 workers x 8 ranks stay a few hundred threads.
+THREADS = 8
+POOL_NAME = "bagel-read-ahead"  # its threads' name prefix (seen in a stack dump, py-spy)
+# Most tasks queued ahead, whatever their size: bounds the plan's walk for tiny tasks.
+MAX_AHEAD = 64
+# A plan's "not yet": its next task depends on a result still in flight (a row group
+# count that comes with the footer). The plan is asked again when a task completes.
+PENDING: Any = object()
+
+
+@dataclasses.dataclass(eq=False)
+class Task:
+    """One fetch: `fetch()` is the call the family would make inline, `estimate` its size
+    in bytes before it has run. `future` is set once it is submitted."""
+
+    key: Hashable
+    fetch: Callable[[], Any]
+    estimate: int
+    future: Future | None = None
+    charged: int = 0  # bytes counted against the budget: estimate, then actual size
+    released: bool = False
+
+
+def nbytes_of(value: Any) -> int:
+    """The bytes a fetched value holds: Arrow tables and numpy arrays say so; bytes by length."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int):
+        return size
+    if isinstance(value, (tuple, list)):
+        return sum(nbytes_of(item) for item in value)
+    if isinstance(value, dict):
+        return sum(nbytes_of(item) for item in value.values())
+    return 0
+
+
+class ReadAhead:
+    """Fetch a plan's tasks ahead of the stream, within `budget_bytes`; see the module docs."""
+
+    def __init__(self, budget_bytes: int, threads: int = THREADS):
+        self.budget = int(budget_bytes)
+        self.threads = int(threads)
+        self.pid = os.getpid()  # a forked child builds its own: threads do not survive a fork
+        self._lock = threading.RLock()
+        self._queue: collections.deque[Task] = collections.deque()  # in the stream's order
+        self._pinned: dict[Hashable, list] = {}  # key -> [task, extract, takes left]
+        self._plan: Iterator | None = None
+        self.following: Iterator | None = None  # the plan last given to `follow`, even once run out
+        self._next: Task | None = None  # pulled from the plan, waiting for room
+        self._planning = False
+        self._pool: ThreadPoolExecutor | None = None
+        self._on_close: list[Callable[[], None]] = []
+        self.closed = False
+        self.held = self.peak = self.fetched = self.hits = self.misses = 0
+
+    # -- the stream's plan ---------------------------------------------------------------
+    def follow(self, plan: Iterator) -> None:
+        """Fetch `plan`'s tasks ahead from now on (replacing any earlier plan)."""
+        with self._lock:
+            self._drop_queue()
+            self._plan, self._next, self.following = plan, None, plan
+            self._top_up()
+
+    def take(self, key: Hashable, fallback: Callable[[], Any], stream: bool = True) -> Any:
+        """The value of the next task with `key` (re-raising its exception), `fallback()`
+        when none. A `stream` take follows the plan: tasks queued before it were passed by
+        the stream and are dropped. Any other take (a resumed row) is served by `pin`."""
+        with self._lock:
+            pinned = None if stream else self._pinned.get(key)
+            task = pinned[0] if pinned else (self._pop_until(key) if stream else None)
+            if pinned:
+                pinned[2] -= 1
+                if pinned[2] <= 0:
+                    del self._pinned[key]
+                    self._release(pinned[0])
+        if task is None or task.future is None:
+            self.misses += 1
+            return fallback()
+        self.hits += 1
+        try:
+            value = task.future.result()
+            return pinned[1](value) if pinned else value
+        finally:
+            if not pinned:
+                with self._lock:
+                    self._release(task)
+                    self._top_up()
+
+    def _pop_until(self, key: Hashable) -> Task | None:
+        if not any(task.key == key for task in self._queue):
+            return None
+        while True:
+            task = self._queue.popleft()
+            if task.key == key:
+                return task
+            self._drop(task)
+
+    def _top_up(self) -> None:
+        """Submit the plan's next tasks while there is room. Re-entered from a completion
+        callback that runs inside a submit: the outer call goes on, so this returns."""
+        if self._planning or self.closed:
+            return
+        self._planning = True
+        try:
+            while self._plan is not None and len(self._queue) < MAX_AHEAD:
+                task = self._next if self._next is not None else self._pull()
+                if task is None:
+                    self._plan = None
+                elif task is PENDING:
+                    return
+                elif self._queue and self.held + task.estimate > self.budget:
+                    self._next = task  # the first task always starts, so one large unit still reads
+                    return
+                else:
+                    self._next = None
+                    self._queue.append(task)
+                    self._submit(task)
+        finally:
+            self._planning = False
+
+    def _pull(self) -> Task | None:
+        assert self._plan is not None
+        try:
+            return next(self._plan, None)
+        except Exception:  # a plan that cannot go on (a family's own units): the rest reads inline
+            return None
+
+    # -- resume: rows fetched at once --------------------------------------------------
+    def pin(self, task: Task, takes: dict[Hashable, tuple[Callable[[Any], Any], int]]) -> None:
+        """Fetch `task` now, outside the budget (a checkpoint's buffer is bounded by
+        `max_buffer_size`); each key of `takes` then answers its number of `take`s with
+        `extract(value)` (which may raise the error stored for that key)."""
+        with self._lock:
+            if self.closed:
+                return
+            self._submit(task)
+            for key, (extract, count) in takes.items():
+                self._pinned[key] = [task, extract, count]
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _submit(self, task: Task) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=POOL_NAME)
+        task.charged = max(int(task.estimate), 0)
+        self.held += task.charged
+        self.peak = max(self.peak, self.held)
+        task.future = self._pool.submit(task.fetch)
+        task.future.add_done_callback(lambda _: self._done(task))
+
+    def _done(self, task: Task) -> None:
+        with self._lock:
+            future = task.future
+            assert future is not None
+            actual = 0 if future.cancelled() or future.exception() is not None else nbytes_of(future.result())
+            self.fetched += actual
+            if not task.released:
+                self.held += actual - task.charged
+                task.charged = actual
+                self.peak = max(self.peak, self.held)
+            self._top_up()  # a plan waiting on this result (PENDING) can go on
+
+    def _release(self, task: Task) -> None:
+        if not task.released:
+            task.released = True
+            self.held -= task.charged
+
+    def _drop(self, task: Task) -> None:
+        if task.future is not None:
+            task.future.cancel()  # not started yet: never runs; running: its result is dropped
+        self._release(task)
+
+    def _drop_queue(self) -> None:
+        while self._queue:
+            self._drop(self._queue.popleft())
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self._on_close.append(callback)
+
+    def close(self) -> None:
+        """Stop fetching, wait for the reads in flight and free what they hold."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._plan = self._next = None
+            self._drop_queue()
+            for task, _, _ in self._pinned.values():
+                self._release(task)
+            self._pinned.clear()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            # Closed from one of its own threads (a stream collected there): it cannot wait for itself.
+            own = threading.current_thread().name.startswith(POOL_NAME)
+            pool.shutdown(wait=not own, cancel_futures=True)
+        for callback in self._on_close:
+            callback()
+        self._on_close.clear()
+
+    def stats(self) -> dict:
+        """Bytes held now and at most, bytes fetched, takes served (hits) or read inline (misses)."""
+        return {
+            "budget_bytes": self.budget,
+            "held_bytes": self.held,
+            "peak_bytes": self.peak,
+            "fetched_bytes": self.fetched,
+            "hits": self.hits,
+            "misses": self.misses,
+        }

@@ -1,0 +1,223 @@
+"""Reading ahead changes nothing but the waiting: the same packs bit for bit, the same
+resume, the same counted skips; a resumed buffer is fetched one open per file."""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import threading
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from bagel_data import ImageTransform, T2IIterableDataset, build_dataloader, make_bagel_multimodal_dataset
+from bagel_data.bench.slow_reads import OpenCounter, delayed_storage, row_group_bytes
+from bagel_data.packing.config import PackingConfig
+from helpers.batches import assert_same_batch
+from helpers.builders import encode, write_t2i
+from helpers.fake_groups import one_group_packed
+from helpers.golden import absolute_dataset_info, load_case
+
+ON, OFF = 1 << 20, 0
+TRANSFORM = {"image_stride": 16, "max_image_size": 128, "min_image_size": 64}
+GROUPS = {
+    "t2i_pretrain": {"dataset_names": ["t2i"], "image_transform_args": TRANSFORM, "num_used_data": [3], "weight": 2},
+    "unified_edit": {
+        "dataset_names": ["edit"],
+        "image_transform_args": TRANSFORM,
+        "vit_image_transform_args": {"image_stride": 14, "max_image_size": 112, "min_image_size": 56},
+        "num_used_data": [2],
+        "weight": 1,
+    },
+    "vlm_sft": {
+        "dataset_names": ["vlm"],
+        "image_transform_args": {"image_stride": 14, "max_image_size": 140, "min_image_size": 42, "max_pixels": 15680},
+        "num_used_data": [1000],
+        "weight": 1,
+    },
+}
+PACKING = dict(expected_num_tokens=1490, max_num_tokens=1500, max_num_tokens_per_sample=900, max_buffer_size=4)
+
+
+@pytest.fixture(scope="module")
+def dataset_info(golden_root):
+    case, _, _ = load_case("packed_three_groups_flex")
+    return absolute_dataset_info(case)
+
+
+def three_groups(dataset_info, tokenizer, special_tokens, read_ahead: int, num_workers: int = 0):
+    return make_bagel_multimodal_dataset(
+        tokenizer=tokenizer, special_tokens=special_tokens, grouped_datasets=GROUPS, dataset_info=dataset_info,
+        num_workers=max(num_workers, 1), data_seed=3, read_ahead_bytes=read_ahead, **PACKING,
+    )  # fmt: skip
+
+
+def packs(dataset, count: int, num_workers: int = 0, state=None) -> list:
+    loader = build_dataloader(dataset, num_workers=num_workers)
+    if state is not None:
+        loader.load_state_dict(state)
+    return list(itertools.islice(loader, count))
+
+
+def assert_same_stream(a: list, b: list, what: str) -> None:
+    assert len(a) == len(b)
+    for index, (x, y) in enumerate(zip(a, b)):
+        assert_same_batch(x, y, f"{what}, pack {index}")
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_the_packed_stream_is_the_same_with_and_without_read_ahead(
+    dataset_info, tokenizer, special_tokens, num_workers
+):
+    inline_dataset = three_groups(dataset_info, tokenizer, special_tokens, OFF, num_workers)
+    inline = packs(inline_dataset, 10, num_workers)
+    ahead_dataset = three_groups(dataset_info, tokenizer, special_tokens, ON, num_workers)
+    ahead = packs(ahead_dataset, 10, num_workers)
+    assert_same_stream(inline, ahead, f"{num_workers} workers")
+    if num_workers == 0:  # in this process: the same skips; its read-ahead answered every read it foresaw
+        skips = inline_dataset.stats["skips"]
+        assert sum(sum(counts.values()) for counts in skips.values()) > 0, "the data has bad rows"
+        assert ahead_dataset.stats["skips"] == skips
+        stats = ahead_dataset.stats["read_ahead"]
+        assert set(stats) == set(GROUPS)
+        assert all(group["hits"] > 0 and group["peak_bytes"] > 0 for group in stats.values())
+        assert all(group["misses"] == 0 for group in stats.values())
+
+
+def test_workers_forked_while_this_process_reads_ahead(dataset_info, tokenizer, special_tokens):
+    """Threads and locks do not survive a fork: each DataLoader worker starts its own."""
+    reference = packs(three_groups(dataset_info, tokenizer, special_tokens, OFF, 2), 6, 2)
+    dataset = three_groups(dataset_info, tokenizer, special_tokens, ON, 2)
+    stream = iter(dataset)
+    next(stream)  # this process now has read-ahead threads running
+    assert any(t.name.startswith("bagel-read-ahead") for t in threading.enumerate())
+    assert_same_stream(reference, packs(dataset, 6, 2), "forked beside running threads")
+    stream.close()
+
+
+def test_no_read_ahead_thread_outlives_its_stream(dataset_info, tokenizer, special_tokens):
+    dataset = three_groups(dataset_info, tokenizer, special_tokens, ON)
+    stream = iter(dataset)
+    next(stream)
+    assert any(t.name.startswith("bagel-read-ahead") for t in threading.enumerate())
+    stream.close()  # what a DataLoader worker does at its end
+    assert not any(t.name.startswith("bagel-read-ahead") and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.mark.parametrize(("saved_with", "resumed_with"), [(ON, ON), (OFF, ON), (ON, OFF)])
+def test_a_checkpoint_resumes_exactly_through_the_read_ahead(
+    dataset_info, tokenizer, special_tokens, saved_with, resumed_with
+):
+    reference = packs(three_groups(dataset_info, tokenizer, special_tokens, OFF), 12)
+    for cut in (3, 7):
+        loader = build_dataloader(three_groups(dataset_info, tokenizer, special_tokens, saved_with), num_workers=0)
+        list(itertools.islice(loader, cut))
+        state = pickle.loads(pickle.dumps(loader.state_dict()))
+        resumed = packs(three_groups(dataset_info, tokenizer, special_tokens, resumed_with), 12 - cut, state=state)
+        assert_same_stream(reference[cut:], resumed, f"cut {cut}")
+
+
+# -- a read that fails mid-stream -------------------------------------------------------
+def _noise_row(seed: int) -> dict:
+    # Noise compresses badly and each row's differs (no dictionary sharing): each row group
+    # is larger than the footer read (64 KiB from the end), so a row group's bytes are read
+    # only when that row group is.
+    pixels = np.random.default_rng(seed).integers(0, 256, (120, 160, 3), dtype=np.uint8)
+    return {"image": encode(Image.fromarray(pixels)), "captions": {"c": f"noisy picture {seed}"}}
+
+
+def _t2i_files(folder) -> list[str]:
+    rows = iter(range(100))
+    files = [[[_noise_row(next(rows)) for _ in range(size)] for size in (3, 2, 3)] for _ in range(3)]
+    return write_t2i(folder, files)
+
+
+def _t2i_packed(folder, tokenizer, special_tokens, read_ahead: int):
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [3], num_workers=1)
+    config = PackingConfig(
+        expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, read_ahead_bytes=read_ahead
+    )
+    return one_group_packed("t2i", family, config, special_tokens)
+
+
+def test_a_failing_read_is_the_same_counted_skip_with_read_ahead(tmp_path, tokenizer, special_tokens):
+    paths = _t2i_files(tmp_path)
+    broken = {paths[1]: row_group_bytes(paths[1], 1)}  # the middle file's second row group (2 rows)
+    runs = {}
+    for budget in (OFF, ON):
+        dataset = _t2i_packed(tmp_path, tokenizer, special_tokens, budget)
+        with delayed_storage(fail=broken):
+            batches = packs(dataset, 12)
+        runs[budget] = batches, dataset.stats["skips"]["t2i"]
+    (inline, inline_skips), (ahead, ahead_skips) = runs[OFF], runs[ON]
+    lost = inline_skips.get("row_group_unreadable", 0)
+    assert lost > 0 and lost % 2 == 0, inline_skips  # its two rows, once per pass
+    assert ahead_skips == inline_skips
+    assert_same_stream(inline, ahead, "a row group fails to read")
+
+
+def test_a_resumed_buffer_is_fetched_one_open_per_file(tmp_path, tokenizer):
+    paths = _t2i_files(tmp_path)
+
+    def family():
+        return T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+
+    # Rows spread over every file and row group, several from the same row group.
+    cursors = [(0, unit, group, row) for unit in range(3) for group, row in ((0, 0), (0, 2), (1, 1), (2, 0))]
+    expected = [family().sample_at(cursor) for cursor in cursors]
+    rebuilt = family()
+    opens = OpenCounter()
+    with delayed_storage(opens=opens):
+        rebuilt.prefetch_rows(cursors, ON)
+        got = [rebuilt.sample_at(cursor) for cursor in cursors]
+    rebuilt.stop_read_ahead()
+    assert dict(opens.counts) == {path: 1 for path in paths}
+    assert rebuilt.read_ahead_stats()["misses"] == 0
+    for cursor, want, have in zip(cursors, expected, got):
+        assert_same_value(have, want, str(cursor))
+
+
+def assert_same_value(a, b, where: str) -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same_value(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for index, (x, y) in enumerate(zip(a, b)):
+            assert_same_value(x, y, f"{where}[{index}]")
+    else:
+        assert a == b, where
+
+
+def test_an_older_stream_ending_leaves_the_newer_one_reading_ahead(tmp_path, tokenizer):
+    _t2i_files(tmp_path)
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+    inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 12)]
+    first = family.iter_samples(read_ahead=ON)
+    next(first)
+    second = family.iter_samples(read_ahead=ON)
+    got = [next(second)[0]]
+    first.close()  # e.g. an abandoned iterator collected late
+    got += [cursor for cursor, _ in itertools.islice(second, 11)]
+    assert got == inline
+    assert family.read_ahead_stats()["misses"] == 0 and family.read_ahead_stats()["hits"] > 0
+    second.close()
+
+
+def test_a_family_that_plans_no_reads_reads_inline(tmp_path, tokenizer, monkeypatch):
+    """A family of one's own without read tasks: the plan stops at once (no walk over
+    every unit of a pass), and every read runs inline, as without read-ahead."""
+    _t2i_files(tmp_path)
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+    inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 10)]
+    monkeypatch.setattr(family, "parquet_span", lambda unit_id, row_start: None)
+    stream = family.iter_samples(read_ahead=ON)
+    assert [cursor for cursor, _ in itertools.islice(stream, 10)] == inline
+    stats = family.read_ahead_stats()
+    assert stats["hits"] == 0 and stats["misses"] > 0 and stats["fetched_bytes"] == 0
+    stream.close()

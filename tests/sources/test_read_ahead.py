@@ -1,0 +1,167 @@
+"""The read-ahead pool on its own: order, budget, errors, misses, pins and shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from bagel_data.sources.read_ahead import PENDING, ReadAhead, Task, nbytes_of
+
+
+def _tasks(sizes, log=None, gate=None):
+    for index, size in enumerate(sizes):
+
+        def fetch(i=index, n=size):
+            if gate is not None:
+                gate.wait(5)
+            if log is not None:
+                log.append(i)
+            return b"x" * n
+
+        yield Task(("unit", index), fetch, size)
+
+
+def test_takes_come_back_in_order_with_their_values():
+    ahead = ReadAhead(budget_bytes=1 << 20, threads=3)
+    ahead.follow(_tasks([10, 20, 30, 40]))
+    try:
+        assert [len(ahead.take(("unit", i), lambda: b"")) for i in range(4)] == [10, 20, 30, 40]
+    finally:
+        ahead.close()  # joins the threads: every completion has been counted
+    assert ahead.stats()["hits"] == 4 and ahead.stats()["misses"] == 0
+    assert ahead.stats()["fetched_bytes"] == 100 and ahead.held == 0
+
+
+def test_the_budget_bounds_what_is_fetched_ahead():
+    fetched: list[int] = []
+    ahead = ReadAhead(budget_bytes=250, threads=4)
+    ahead.follow(_tasks([100] * 10, fetched))
+    try:
+        _wait_for(lambda: len(fetched) >= 2)
+        time.sleep(0.2)  # time for any overreach to show
+        assert len(fetched) == 2 and ahead.held <= 250  # a third would pass the 250 bytes
+        ahead.take(("unit", 0), lambda: b"")
+        _wait_for(lambda: len(fetched) >= 3)
+        time.sleep(0.2)
+        assert len(fetched) == 3 and ahead.peak <= 250
+    finally:
+        ahead.close()
+
+
+def _wait_for(condition, seconds: float = 10.0) -> None:
+    """Threads on a busy machine may start late: wait for them, not a fixed time."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_one_unit_over_the_budget_still_reads():
+    ahead = ReadAhead(budget_bytes=10, threads=2)
+    ahead.follow(_tasks([100, 100]))
+    try:
+        assert len(ahead.take(("unit", 0), lambda: b"")) == 100
+        assert len(ahead.take(("unit", 1), lambda: b"")) == 100
+        assert ahead.stats()["misses"] == 0
+    finally:
+        ahead.close()
+
+
+def test_an_error_is_raised_at_the_take_not_before():
+    def plan():
+        yield Task("good", lambda: b"ok", 2)
+        yield Task("bad", lambda: (_ for _ in ()).throw(OSError("disk gone")), 2)
+        yield Task("after", lambda: b"fine", 4)
+
+    ahead = ReadAhead(budget_bytes=100)
+    ahead.follow(plan())
+    try:
+        assert ahead.take("good", lambda: None) == b"ok"
+        with pytest.raises(OSError, match="disk gone"):
+            ahead.take("bad", lambda: None)
+        assert ahead.take("after", lambda: None) == b"fine"
+    finally:
+        ahead.close()
+
+
+def test_an_unforeseen_take_reads_inline_and_a_passed_task_is_dropped():
+    ahead = ReadAhead(budget_bytes=1000)
+    ahead.follow(_tasks([1, 2, 3]))
+    try:
+        assert ahead.take("elsewhere", lambda: "inline") == "inline"
+        assert len(ahead.take(("unit", 2), lambda: b"")) == 3  # units 0 and 1 were passed
+        assert ahead.take(("unit", 0), lambda: "again") == "again"
+        assert ahead.stats()["misses"] == 2 and ahead.held == 0
+    finally:
+        ahead.close()
+
+
+def test_a_pending_plan_goes_on_when_its_dependency_completes():
+    gate = threading.Event()
+    first = Task("footer", lambda: gate.wait(5) and b"f", 1)
+
+    def plan():
+        yield first
+        while first.future is None or not first.future.done():
+            yield PENDING
+        yield Task("row group", lambda: b"rg", 2)
+
+    ahead = ReadAhead(budget_bytes=100)
+    ahead.follow(plan())
+    try:
+        gate.set()
+        assert ahead.take("footer", lambda: None) == b"f"
+        _wait_for(lambda: ahead.stats()["fetched_bytes"] >= 3)
+        assert ahead.take("row group", lambda: None) == b"rg" and ahead.stats()["misses"] == 0
+    finally:
+        ahead.close()
+
+
+def test_pinned_values_answer_their_count_of_takes_then_miss():
+    ahead = ReadAhead(budget_bytes=10)
+    ahead.pin(Task("file", lambda: {"a": b"1", "b": OSError("bad group")}, 0), {
+        "a": (lambda v: v["a"], 2),
+        "b": (lambda v: (_ for _ in ()).throw(v["b"]), 1),
+    })  # fmt: skip
+    try:
+        assert ahead.take("a", lambda: None, stream=False) == b"1"
+        assert ahead.take("a", lambda: None, stream=False) == b"1"
+        assert ahead.take("a", lambda: "inline", stream=False) == "inline"
+        with pytest.raises(OSError, match="bad group"):
+            ahead.take("b", lambda: None, stream=False)
+        assert ahead.take("a", lambda: "stream", stream=True) == "stream"  # pins serve resumed rows only
+    finally:
+        ahead.close()
+
+
+def test_close_stops_the_threads_and_later_takes_read_inline():
+    gate = threading.Event()
+    ahead = ReadAhead(budget_bytes=1000, threads=2)
+    ahead.follow(_tasks([1] * 20, gate=gate))
+    before = {t.name for t in threading.enumerate()}
+    assert any(name.startswith("bagel-read-ahead") for name in before)
+    gate.set()
+    ahead.close()
+    assert not any(t.name.startswith("bagel-read-ahead") and t.is_alive() for t in threading.enumerate())
+    assert ahead.take(("unit", 5), lambda: "inline") == "inline" and ahead.held == 0
+
+
+def test_a_failing_plan_only_stops_reading_ahead():
+    def plan():
+        yield Task("one", lambda: b"1", 1)
+        raise KeyError("a family's own units")
+
+    ahead = ReadAhead(budget_bytes=100)
+    ahead.follow(plan())
+    try:
+        assert ahead.take("one", lambda: None) == b"1"
+        assert ahead.take("two", lambda: "inline") == "inline"
+    finally:
+        ahead.close()
+
+
+def test_nbytes_of_counts_what_a_value_holds():
+    assert nbytes_of(b"abc") == 3
+    assert nbytes_of((b"ab", {"x": b"cde", "y": ValueError()})) == 5
+    assert nbytes_of(object()) == 0
