@@ -263,8 +263,16 @@ def bench(
         help="Instead: on RUN.yaml's data, the stage shares, pixel_format float32 vs uint8 and the float write's cost.",
     ),
     dataset_info: Path | None = typer.Option(None, help="With --config: the dataset_info, if RUN.yaml lacks one."),
+    scale: bool = typer.Option(
+        False, help="Instead: start-up and memory at 10-5,000 parquet shards and 1e4-1e6 JSONL lines."
+    ),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
+    if scale:
+        from ..bench.scale import run_scale
+
+        run_scale(root, out, quick=quick)
+        return
     if config is not None:
         from ..bench.run_config import measure_run_config, print_run_config_report
 
