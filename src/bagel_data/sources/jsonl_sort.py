@@ -3,7 +3,7 @@
 The reference sorts every kept line as `(line text, image folder)`. Holding every line's
 bytes to sort them costs more than the file itself (tens of GB per rank for a big SFT file).
 Here the lines arrive in blocks; they are gathered into runs of bounded size, each run is
-sorted in memory and spilled to a work folder, and the runs are merged with a heap. Memory
+sorted in memory and spilled to a work folder, and the runs are merged in batches. Memory
 is one run, or one small buffer per merged run, whatever the file size; the order is exact,
 as every comparison is between the lines' full bytes.
 
@@ -19,11 +19,11 @@ file), which is kept aside as a `_Bare` value comparing by the key itself.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +34,8 @@ _KEYED = 12  # suffix bytes compared (rank, seq); the rest is the record
 RECORD = np.dtype([("offset", "<i8"), ("line", "<i4"), ("file", "<i4")])
 _PER_LINE = 160  # Python bytes per held line beside its text: the value object, list slots, suffix
 _FAN_IN = 64  # runs merged at once: a heap of 64 and 64 small read buffers
-_READ_CHUNK = 64  # values read from a run at a time
-_OUT_CHUNK = 4096  # merged values handed on at a time
+_READ_CHUNK = 128  # values read from a run at a time
+_OUT_CHUNK = 4096  # values written or handed on at a time (in-memory path)
 _READ_BUFFER = 8 << 10  # bytes buffered per run being merged
 
 Sink = Callable[[np.ndarray], None]
@@ -80,8 +80,8 @@ class _Run:
     lengths: str  # their lengths, int32
 
 
-def _stream(run: _Run) -> Iterator[bytes]:
-    """A run's values, in its sorted order."""
+def _stream(run: _Run) -> Iterator[list]:
+    """A run's values in its sorted order, a chunk at a time."""
     with open(run.data, "rb", buffering=_READ_BUFFER) as data, open(run.lengths, "rb") as lengths:
         while True:
             sizes = np.fromfile(lengths, dtype="<i4", count=_READ_CHUNK)
@@ -89,13 +89,37 @@ def _stream(run: _Run) -> Iterator[bytes]:
                 return
             ends = np.cumsum(sizes)
             buf = data.read(int(ends[-1]))
-            yield from map(buf.__getitem__, map(slice, (ends - sizes).tolist(), ends.tolist()))
+            yield list(map(buf.__getitem__, map(slice, (ends - sizes).tolist(), ends.tolist())))
 
 
-def _chunks(values: Iterable[bytes]) -> Iterator[list]:
-    iterator = iter(values)
-    while chunk := list(islice(iterator, _OUT_CHUNK)):
-        yield chunk
+def _merge(sources: list[Iterator[list]]) -> Iterator[list]:
+    """The values of sorted `sources` (each yielding sorted chunks) as sorted chunks.
+
+    A merge in batches rather than a value at a time through a Python heap: every buffered
+    value not above the smallest of the buffers' last values can go out now (no unread value
+    is smaller), and `list.sort` merges those sorted pieces in C.
+    """
+    buffers: list[list[Any]] = [[chunk, source] for source in sources for chunk in [next(source, [])] if chunk]
+    while buffers:
+        bound = min(chunk[-1] for chunk, _ in buffers)
+        out: list = []
+        for entry in buffers:
+            cut = bisect.bisect_right(entry[0], bound)
+            out += entry[0][:cut]
+            entry[0] = entry[0][cut:]
+        out.sort()
+        yield out
+        for entry in buffers:
+            while not entry[0]:  # the buffer that set the bound is empty: read on
+                entry[0] = next(entry[1], None)
+                if entry[0] is None:
+                    break
+        buffers = [entry for entry in buffers if entry[0]]
+
+
+def _chunks(values: list) -> Iterator[list]:
+    for start in range(0, len(values), _OUT_CHUNK):
+        yield values[start : start + _OUT_CHUNK]
 
 
 class RunSorter:
@@ -153,27 +177,24 @@ class RunSorter:
     def finish(self, sink: Sink) -> None:
         """Every record added, in `(text, rank, seq)` order, to `sink(records)` in chunks."""
         self.close()
-        bare = sorted(self._bare, key=_Bare.key)
+        bare = sorted(self._bare)  # compared by their decoded keys
         if not self.runs:  # everything fitted in one run: no file is written
-            values, self._values = self._values, []
+            values, self._values = self._values + bare, []
             values.sort()
-            self._drain(heapq.merge(values, bare) if bare else values, sink)
+            for chunk in _chunks(values):
+                sink(records(chunk))
             return
         runs = self.runs
         while len(runs) > _FAN_IN:  # too many to merge at once: merge groups into longer runs
             runs = [self._merged_run(runs[i : i + _FAN_IN]) for i in range(0, len(runs), _FAN_IN)]
-        self._drain(heapq.merge(*(_stream(run) for run in runs), bare), sink)
-        _remove(runs)
-
-    @staticmethod
-    def _drain(values: Iterable[bytes], sink: Sink) -> None:
-        for chunk in _chunks(values):
+        for chunk in _merge([*(_stream(run) for run in runs), iter([bare])]):
             sink(records(chunk))
+        _remove(runs)
 
     def _merged_run(self, runs: list[_Run]) -> _Run:
         if len(runs) == 1:
             return runs[0]
-        merged = self._write_run(_chunks(heapq.merge(*(_stream(run) for run in runs))))
+        merged = self._write_run(_merge([_stream(run) for run in runs]))
         _remove(runs)
         return merged
 
