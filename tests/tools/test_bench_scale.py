@@ -30,9 +30,10 @@ def test_report_prints_each_point(capsys):
     run = {"seconds": 1.0, "peak_rss_mb": 2.0, "peak_over_steady": 1.25}
     point = {"in_memory": run, "steady_mb": 1.6, "cold_cache": run, "mapped_second_start": run,
              f"cold_{scale.WORKERS}_processes": {"over_one_process": 1.1},
-             "vlm_start": {"construct_seconds": 0.5, "first_pack_seconds": 0.25}}  # fmt: skip
+             "vlm_start": {"construct_seconds": 0.5, "first_pack_seconds": 0.25},
+             "vlm_start_mapped": {"construct_seconds": 0.125, "first_pack_seconds": 0.25}}  # fmt: skip
     res = {"shards": {"10": {"construct_seconds": 0.1, "first_pack_seconds": 0.2, "peak_rss_mb": 3.0}},
            "jsonl": {"100000": point}}  # fmt: skip
     scale.print_scale(res)
     out = capsys.readouterr().out
-    assert "100000" in out and "1.25" in out and "1.10" in out and "0.75" in out
+    assert "100000" in out and "1.25" in out and "1.10" in out and "0.75" in out and "0.38" in out
