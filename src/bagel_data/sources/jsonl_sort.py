@@ -34,7 +34,7 @@ _KEYED = 12  # suffix bytes compared (rank, seq); the rest is the record
 RECORD = np.dtype([("offset", "<i8"), ("line", "<i4"), ("file", "<i4")])
 _PER_LINE = 160  # Python bytes per held line beside its text: the value object, list slots, suffix
 _FAN_IN = 64  # runs merged at once: a heap of 64 and 64 small read buffers
-_READ_CHUNK = 128  # values read from a run at a time
+_READ_CHUNK = 64  # values read from a run at a time
 _OUT_CHUNK = 4096  # values written or handed on at a time (in-memory path)
 _READ_BUFFER = 8 << 10  # bytes buffered per run being merged
 
