@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,21 @@ import pytest
 from bagel_data.tokenizer import QwenTokenizer
 
 GOLDEN = Path(__file__).resolve().parent / "conformance"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _jsonl_index_cache(tmp_path_factory):
+    """The JSONL indexes the tests build go to this session's folder, not the machine's cache
+    (subprocesses the tests start inherit it)."""
+    from bagel_data.sources.jsonl_cache import ENV
+
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(tmp_path_factory.mktemp("jsonl-index-cache"))
+    yield
+    if before is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = before
 
 
 @pytest.fixture(scope="session")

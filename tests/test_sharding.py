@@ -191,6 +191,46 @@ def test_set_epoch_seed_decides_the_order(tmp_path):
     assert a.epoch_units == first
 
 
+def test_repeated_set_epoch_shuffles_once(tmp_path, monkeypatch):
+    """The constructor's set_epoch(42) and an entrance's repeated set_epoch(seed) make one
+    epoch order, on first use, equal to random.Random(seed).shuffle of the sorted units."""
+    _make_files(tmp_path, 12)
+    shuffles: list = []
+    real = random.Random.shuffle
+    monkeypatch.setattr(random.Random, "shuffle", lambda self, x: shuffles.append(len(x)) or real(self, x))
+    dataset = _dataset(tmp_path, 12)
+    dataset.set_epoch(5)
+    dataset.set_epoch(5)
+    assert shuffles == []
+    expected = sorted(dataset.data_paths)
+    real(random.Random(5), expected)
+    assert dataset.epoch_units == expected and dataset.epoch_units == expected
+    assert shuffles == [12]
+    dataset.set_epoch(5)  # the same seed again: the order is kept
+    assert dataset.epoch_units == expected and shuffles == [12]
+    dataset.set_epoch(6)
+    assert sorted(dataset.epoch_units) == sorted(expected) and shuffles == [12, 12]
+
+
+def test_a_numpy_units_order_equals_the_list_shuffle():
+    """VLM units are a numpy arange, shuffled through a memoryview: the list's permutation."""
+    from bagel_data.families.units import UnitDataset
+
+    class Lines(UnitDataset):
+        def sorted_units(self):
+            return np.arange(len(self.data_paths), dtype=np.int64)
+
+        def __iter__(self):
+            return iter(())
+
+    dataset = Lines("lines", num_workers=1)
+    dataset.data_paths = list(range(1000))
+    dataset.set_epoch(9)
+    expected = list(range(1000))
+    random.Random(9).shuffle(expected)
+    assert dataset.epoch_units.tolist() == expected
+
+
 def _draws(dataset, *key) -> list[int]:
     return dataset.sample_rng(*key).integers(0, 2**62, size=4).tolist()
 

@@ -230,3 +230,69 @@ def test_without_shuffle_arguments_the_first_lines_are_used_and_shuffling_seeds_
     assert [shuffled[i] for i in range(2)] == reference([path], [str(tmp_path)], [2], True, 0)[3]
     close(first_two)
     close(shuffled)
+
+
+# -- the external sort: runs spilled to files and merged ----------------------------------------
+PREFIXES = st.sampled_from([b"", b'{"conversations": [{"from": "human", "value": "', b"x" * 40 + b"\t"])
+SHARED = st.tuples(
+    PREFIXES,
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([b"a", b"b", b"\x00", b" ", "é".encode(), b"\xff"]), max_size=4).map(b"".join),
+            st.sampled_from([b"\n", b"\r\n", b"\r", b""]),
+            st.integers(1, 3),  # copies: duplicated lines
+        ),
+        max_size=10,
+    ),
+).map(lambda t: b"".join((t[0] + body + end) * copies for body, end, copies in t[1]))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.tuples(SHARED, st.sampled_from(["a", "b", "c"]), st.integers(-2, 30)), min_size=1, max_size=4),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 3),
+    block=st.sampled_from([1, 5, 64, 1 << 20]),
+    fan_in=st.sampled_from([2, 3, 64]),
+)
+def test_spilled_runs_merge_to_sorted_order(tmp_path, files, shuffle, seed, block, fan_in):
+    """Lines sharing prefixes longer than any fixed width, duplicates, every line end, several
+    files and folders: runs of a block or less, merged a few at a time, give `sorted()`'s order."""
+    paths = [write(tmp_path, f"f{i}.jsonl", data) for i, (data, _, _) in enumerate(files)]
+    with (
+        mock.patch.object(jsonl, "_BLOCK", block),
+        mock.patch.object(jsonl, "_RUN_FLOOR", 1),  # every block spills a run
+        mock.patch.object(jsonl.jsonl_sort, "_FAN_IN", fan_in),
+        mock.patch.object(jsonl.jsonl_sort, "_READ_CHUNK", 3),
+        mock.patch.object(jsonl.jsonl_sort, "_READ_BUFFER", 2),
+        mock.patch.object(jsonl.jsonl_sort, "_OUT_CHUNK", 5),
+    ):
+        check(paths, [folder for _, folder, _ in files], [count for _, _, count in files], shuffle, seed, texts=False)
+
+
+def test_runs_are_spilled_merged_and_removed(tmp_path, monkeypatch):
+    """With a tiny run budget, the build writes run files, merges them in rounds, and leaves
+    none behind; the order equals one in-memory sort of the same lines."""
+    lines = [b'{"conversations": [{"value": "%d"}]}\n' % (i * 7919 % 1000) for i in range(3000)]
+    path = write(tmp_path, "many.jsonl", b"".join(lines))
+    monkeypatch.setattr(jsonl, "_BLOCK", 4096)
+    monkeypatch.setattr(jsonl, "_RUN_FLOOR", 1)
+    monkeypatch.setattr(jsonl.jsonl_sort, "_FAN_IN", 4)
+    spilled: list = []
+    write_run = jsonl.jsonl_sort.RunSorter._write_run
+    monkeypatch.setattr(
+        jsonl.jsonl_sort.RunSorter, "_write_run", lambda self, chunks: spilled.append(1) or write_run(self, chunks)
+    )
+    work = tmp_path / "work"
+    got = jsonl.build_arrays(
+        [(path, "d", 3000)],
+        False,
+        0,
+        str(work),
+        lambda n: tuple(np.empty(n, t) for t in (np.int64, np.int32, np.int32)),
+    )
+    assert len(spilled) > 30  # about 30 block runs, then the rounds merging 4 at a time
+    assert not list(work.iterdir())
+    want = reference([path], ["d"], [3000])
+    for array, expected in zip(got, want[:3]):
+        np.testing.assert_array_equal(array, expected)

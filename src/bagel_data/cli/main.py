@@ -266,12 +266,20 @@ def bench(
     remote: bool = typer.Option(
         False, help="Instead: the T2I shards from S3 on loopback (moto) at +0/20/100 ms per round trip vs local disk."
     ),
+    scale: bool = typer.Option(
+        False, help="Instead: start-up and memory at 10-5,000 parquet shards and 1e4-1e6 JSONL lines."
+    ),
 ) -> None:
     """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
     if remote:
         from ..bench.remote import print_remote_report, run_remote_benchmark
 
         print_remote_report(run_remote_benchmark(root, out, batches=batches, quick=quick))
+        return
+    if scale:
+        from ..bench.scale import run_scale
+
+        run_scale(root, out, quick=quick)
         return
     if config is not None:
         from ..bench.run_config import measure_run_config, print_run_config_report

@@ -28,7 +28,6 @@ class UnitDataset(torch.utils.data.IterableDataset):
 
     # Set by `set_epoch` once the family has its units; `data_status` by each family's
     # constructor (the reference's per-worker resume positions, or None).
-    epoch_units: Sequence[Any]
     rank_unit_ids: range
     num_files_per_rank: int
     data_status: list | None
@@ -59,6 +58,11 @@ class UnitDataset(torch.utils.data.IterableDataset):
         # families: travels to the workers, so none of them asks the store for each file.
         self.listed_files: dict[str, tuple[int, int | None]] = {}
         self.epoch_seed = 42
+        # The epoch order and what it was made from (seed, units object, count): `epoch_units`
+        # makes it on first use, so the constructor's set_epoch(42) and an entrance's repeated
+        # set_epoch(data_seed) cost one shuffle, not one each.
+        self._epoch_units: Sequence[Any] | None = None
+        self._epoch_key: tuple | None = None
         self.strict = bool(strict)  # raise on the first bad row instead of skipping it
         # Rows may name media outside the dataset's folders only when the config opts in.
         self.allow_outside_root = bool(allow_outside_root)
@@ -85,14 +89,30 @@ class UnitDataset(torch.utils.data.IterableDataset):
     def set_epoch(self, seed: int = 42) -> None:
         if self.data_paths is None:
             return
-        units = self.sorted_units()
+        num_units = len(self.data_paths)  # sorted_units() holds each unit once
         self.rng.seed(seed)
-        self.rng.shuffle(units)
         self.epoch_seed = seed
-        self.epoch_units = units
-        self.rank_unit_ids = self._rank_ids(len(units))
+        self.rank_unit_ids = self._rank_ids(num_units)
         self.num_files_per_rank = len(self.rank_unit_ids)
-        self._check_enough_units(len(units), self.num_workers)
+        self._check_enough_units(num_units, self.num_workers)
+
+    @property
+    def epoch_units(self) -> Sequence[Any]:
+        """The units in this epoch's order: the canonical order shuffled by `epoch_seed`."""
+        key = (self.epoch_seed, id(self.data_paths), len(self.data_paths))
+        if self._epoch_units is None or self._epoch_key != key:
+            units = self.sorted_units()
+            # random.shuffle swaps items by index only: a numpy array's memoryview gets the
+            # same permutation as a list would, without a numpy scalar per swap.
+            view = memoryview(units) if isinstance(units, np.ndarray) else units
+            random.Random(self.epoch_seed).shuffle(view)
+            self._epoch_units, self._epoch_key = units, key
+        return self._epoch_units
+
+    @epoch_units.setter
+    def epoch_units(self, units: Sequence[Any]) -> None:
+        self._epoch_units = units
+        self._epoch_key = (self.epoch_seed, id(self.data_paths), len(self.data_paths))
 
     @property
     def data_paths_per_rank(self) -> list:

@@ -154,6 +154,9 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         self.config = dataclasses.replace(self.config, data_seed=seed)  # the settings say what runs
         for dataset in self.grouped_datasets:
             dataset.set_epoch(seed)
+            # The epoch order is made here, once, so DataLoader workers inherit it rather
+            # than each shuffling its own copy (families make it lazily otherwise).
+            getattr(dataset, "epoch_units", None)
 
     # -- the mixing loop -------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:

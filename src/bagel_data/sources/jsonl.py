@@ -3,21 +3,27 @@
 The reference keeps every line's text in every worker, so a multi-GB SFT file becomes tens
 of GB per node. Here each kept line costs 16 bytes (byte offset, line number, file id) in
 numpy arrays, and a worker reads the lines it reaches with one seek each.
+
+The arrays are built in bounded memory (an external sort, `jsonl_sort.py`) and, by default,
+once per node into files that every process maps (`jsonl_cache.py`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from . import storage
+from . import jsonl_cache, jsonl_sort, storage
 
-# Bytes read at a time; finding a block's line starts takes a bool array this size.
-_BLOCK = 8 << 20
+# Bytes read at a time; finding a block's line starts takes a bool array this size. Small
+# enough to stay well under the index's own size from about a million lines on.
+_BLOCK = 1 << 20
+# The least memory a sort run may hold before it is spilled: below it, files are few.
+_RUN_FLOOR = 4 << 20
 
 
 def _canonical(line: bytes) -> bytes:
@@ -70,10 +76,10 @@ def _line_starts(block: bytes) -> np.ndarray:
     return np.concatenate([[0], ends[ends < len(buf)]]).astype(np.int64)
 
 
-def _read_blocks(path: str, limit: int | None) -> list[tuple[bytes, np.ndarray]]:
-    """The file as (block, its line starts), cut at line ends so that each key comes from one
-    block and each block can be freed once cut; reads only as far as `limit` lines, if given."""
-    blocks, pending, lines = [], [], 0
+def _blocks(path: str, limit: int | None) -> Iterator[tuple[bytes, np.ndarray]]:
+    """The file as (block, its line starts), cut at line ends so that each line lies in one
+    block; reads only as far as `limit` lines, if given. One block is held at a time."""
+    pending, lines = [], 0
     with storage.open_input(path) as handle:
         while limit is None or lines < limit:
             chunk = handle.read(_BLOCK)
@@ -85,71 +91,102 @@ def _read_blocks(path: str, limit: int | None) -> list[tuple[bytes, np.ndarray]]
             block = b"".join([*pending, memoryview(chunk)[:cut]])  # one copy, not two
             pending = [chunk[cut:]]
             if block:
-                blocks.append((block, _line_starts(block)))
-                lines += len(blocks[-1][1])
+                starts = _line_starts(block)
+                lines += len(starts)
+                yield block, starts
             if not chunk:
                 break
-    return blocks
 
 
-def _kept_lines(count: int, num_lines: int, shuffle: bool, seed: int) -> np.ndarray:
-    """Line numbers used, in the reference's order: a seeded shuffle, then the first `count`."""
-    order = np.arange(num_lines, dtype=np.int64)
-    if shuffle:
-        # random.shuffle only swaps items by index: on a memoryview it permutes the array
-        # exactly as it would a list, with no Python int per line.
-        # numpy's stubs do not declare ndarray a buffer, nor memoryview a mutable sequence.
-        random.Random(seed).shuffle(memoryview(order))  # type: ignore[arg-type]
-    return order[:count]
+def _prefix_count(count, shuffle: bool) -> int | None:
+    """`count` when the lines kept are the file's first `count` (or fewer), else None."""
+    return int(count) if not shuffle and isinstance(count, (int, np.integer)) and count >= 0 else None
 
 
-def _index_file(path: str, file_id: int, count: int, shuffle: bool, seed: int) -> tuple[np.ndarray, ...]:
-    """(canonical line keys, byte offsets, line numbers, file ids) of the lines used from a file."""
-    prefix = not shuffle and isinstance(count, (int, np.integer)) and count >= 0
-    blocks: list[Any] = _read_blocks(path, int(count) if prefix else None)  # None once a block is used
-    kept = _kept_lines(count, sum(len(starts) for _, starts in blocks), shuffle, seed)
-    # Slots of the kept lines in file order, to walk the blocks once; unshuffled, kept[i] == i.
-    slots = np.argsort(kept) if shuffle else kept
-    by_line = kept[slots] if shuffle else kept
-    keys = np.empty(len(kept), dtype=object)
-    offsets = np.empty(len(kept), dtype=np.int64)
-    first_line = base = done = 0
-    for number in range(len(blocks)):
-        block, starts = blocks[number]
-        blocks[number] = None  # free each block once its keys are cut
-        stop = int(np.searchsorted(by_line, first_line + len(starts)))
-        local = by_line[done:stop] - first_line
+def _kept_positions(path: str, count, shuffle: bool, seed: int) -> tuple[int | None, np.ndarray | None]:
+    """(lines to read, each line's position in the kept order, or None for "its line number")
+    in the reference's rule: a seeded shuffle of the line numbers, then `[:count]`."""
+    prefix = _prefix_count(count, shuffle)
+    if prefix is not None:
+        return prefix, None  # the first `count` lines: read no further
+    num_lines = sum(len(starts) for _, starts in _blocks(path, None))  # one pass to count them
+    kept = range(num_lines)[:count]
+    if not shuffle:
+        return len(kept), None
+    order = np.arange(num_lines, dtype=np.int32 if num_lines < 2**31 else np.int64)
+    # random.shuffle only swaps items by index: on a memoryview it permutes the array
+    # exactly as it would a list, with no Python int per line.
+    # numpy's stubs do not declare ndarray a buffer, nor memoryview a mutable sequence.
+    random.Random(seed).shuffle(memoryview(order))  # type: ignore[arg-type]
+    position = np.full(num_lines, -1, dtype=order.dtype)  # -1: not kept
+    for first in range(kept.start, kept.stop, 1 << 20):  # in slices: no full-size temporary
+        stop = min(first + (1 << 20), kept.stop)
+        position[order[first:stop]] = np.arange(first, stop, dtype=order.dtype)
+    return None, position
+
+
+def _file_records(path: str, file_id: int, rank: int, count, shuffle: bool, seed: int, seq_base: int):
+    """Per block: (canonical texts, records, bytes read) of the kept lines of one file, in file order."""
+    limit, position = _kept_positions(path, count, shuffle, seed)
+    first_line = base = 0
+    for block, starts in _blocks(path, limit):
+        numbers = np.arange(first_line, first_line + len(starts), dtype=np.int64)
+        local = np.flatnonzero(position[numbers] >= 0 if position is not None else numbers < int(limit or 0))
         ends = np.append(starts[1:], len(block))[local]
-        for slot, begin, end in zip(slots[done:stop].tolist(), starts[local].tolist(), ends.tolist()):
-            keys[slot] = _canonical(block[begin:end])
-        offsets[slots[done:stop]] = base + starts[local]
-        first_line, base, done = first_line + len(starts), base + len(block), stop
-        del block, starts
-        release_free_heap()  # so the keys reuse the freed block's pages
-    return keys, offsets, kept.astype(np.int32), np.full(len(kept), file_id, dtype=np.int32)
+        keys = [block[b:e] for b, e in zip(starts[local].tolist(), ends.tolist())]
+        buf = np.frombuffer(block, np.uint8)
+        # A CR is only ever a line's last byte or the one before its LF.
+        crs = (buf[ends - 1] == 13) | (buf[np.maximum(ends - 2, starts[local])] == 13)
+        for i in np.flatnonzero(crs).tolist():
+            keys[i] = _canonical(keys[i])  # CRLF and CR lines read as LF lines
+        meta = np.zeros(len(local), dtype=jsonl_sort.META)
+        meta["seq"] = seq_base + (numbers[local] if position is None else position[numbers[local]])
+        meta["offset"], meta["line"] = base + starts[local], numbers[local]
+        meta["file"], meta["rank"] = file_id, rank
+        if len(local) and local[-1] == len(starts) - 1 and block[-1:] not in (b"\n", b"\r"):
+            meta["bare"][-1] = 1  # the file's last line, with no terminator
+        first_line, base = first_line + len(starts), base + len(block)
+        yield keys, meta, len(block)
 
 
-def _join(parts: list[tuple]) -> tuple:
-    """Per-file (keys, offsets, line numbers, file ids) as four arrays; one file is not copied."""
-    if len(parts) == 1:
-        return parts[0]
-    dtypes = (object, np.int64, np.int32, np.int32)
-    return tuple(np.concatenate([p[i] for p in parts] or [np.zeros(0, t)]) for i, t in enumerate(dtypes))
+def _size(path: str) -> int:
+    filesystem, inner = storage.resolve(path)
+    return int(filesystem.get_file_info(inner).size or 0)
 
 
-def _canonical_order(keys: np.ndarray, file_ids: np.ndarray, folders: list[str]) -> np.ndarray:
-    """The order of sorted (key, file's folder) tuples, with Python objects for the keys only."""
-    order = np.argsort(keys, kind="stable")
-    if len(order) < 2 or len(set(folders)) < 2:
-        return order
-    # Equal texts from files with different folders order by folder, as tuples would: a
-    # stable sort by (run of equal texts, folder rank) moves lines only within such runs.
-    rank = {folder: number for number, folder in enumerate(sorted(set(folders)))}
-    folder_ranks = np.asarray([rank[folder] for folder in folders], dtype=np.int32)
-    ranked = keys[order]
-    runs = np.concatenate([[0], np.cumsum(ranked[1:] != ranked[:-1])])
-    del ranked
-    return order[np.lexsort((folder_ranks[file_ids[order]], runs))]
+def build_arrays(files: list[tuple[str, str, Any]], shuffle: bool, seed: int, work: str, allocate) -> tuple:
+    """(offsets, line numbers, file ids) of the kept lines of `files` ((path, folder, count)
+    each) in canonical order, in arrays from `allocate(n)`; runs spill under `work`."""
+    ranks = {folder: number for number, folder in enumerate(sorted({folder for _, folder, _ in files}))}
+    sorter = jsonl_sort.RunSorter(work, _RUN_FLOOR, release_free_heap)
+    total_bytes, scanned_bytes, seq_base = sum(_size(path) for path, _, _ in files), 0, 0
+    prefixes = [_prefix_count(count, shuffle) for _, _, count in files]
+    max_lines = None if None in prefixes else sum(prefixes)  # type: ignore[arg-type]
+    for file_id, (path, folder, count) in enumerate(files):
+        kept = 0
+        for keys, meta, size in _file_records(path, file_id, ranks[folder], count, shuffle, seed, seq_base):
+            scanned_bytes, kept = scanned_bytes + size, kept + len(keys)
+            # A run may hold a quarter of the finished index's 16 bytes per line (at least
+            # _RUN_FLOOR): the index's expected lines from the kept lines per byte so far.
+            expected = total_bytes * (seq_base + kept) // max(scanned_bytes, 1)
+            if max_lines is not None:
+                expected = min(expected, max_lines)
+            sorter.budget = max(_RUN_FLOOR, 4 * expected)
+            sorter.add(keys, meta)
+        seq_base += kept
+    keys = meta = None  # the last block's lines: not to pin heap pages while the output fills
+    sorter.close()
+    out = allocate(sorter.count)
+    written = 0
+
+    def sink(records: np.ndarray) -> None:
+        nonlocal written
+        for array, name in zip(out, ("offset", "line", "file")):
+            array[written : written + len(records)] = records[name]
+        written += len(records)
+
+    sorter.finish(sink)
+    return out
 
 
 def _libc_malloc_trim():
@@ -184,17 +221,27 @@ class JsonlIndex(Sequence):
     ):
         self.paths = list(jsonl_paths)
         self.image_dirs = list(image_dirs)
-        used = enumerate(zip(self.paths, self.image_dirs, num_used))
-        parts = [_index_file(path, i, count, shuffle_lines, shuffle_seed) for i, (path, _, count) in used]
-        folders = self.image_dirs[: len(parts)]
-        keys, offsets, line_numbers, file_ids = _join(parts)
-        del parts
-        # Sorting by (text, folder) is the reference's canonical order before the epoch
-        # shuffle; UTF-8 byte order equals code-point order, so bytes sort like the text.
-        order = _canonical_order(keys, file_ids, folders)
-        del keys
-        self.offsets, self.line_numbers, self.file_ids = offsets[order], line_numbers[order], file_ids[order]
-        del order, offsets, line_numbers, file_ids
+        files = list(zip(self.paths, self.image_dirs, num_used))
+        root = jsonl_cache.cache_root()
+        # What chooses the kept lines and their order, beside the files themselves.
+        settings = [
+            [folder for _, folder, _ in files],
+            [repr(c) for _, _, c in files],
+            bool(shuffle_lines),
+            shuffle_seed,
+        ]
+        key = jsonl_cache.cache_key([path for path, _, _ in files], settings) if root and files else None
+
+        def build(work: str, allocate) -> tuple:
+            return build_arrays(files, shuffle_lines, shuffle_seed, work, allocate)
+
+        # The folder of the mapped arrays (pickles carry it, not the arrays), or None.
+        self._mapped: str | None = None
+        if root is None or key is None:
+            arrays = jsonl_cache.in_memory(root, build)
+        else:
+            arrays, self._mapped = jsonl_cache.mapped(root, key, build)
+        self.offsets, self.line_numbers, self.file_ids = arrays
         release_free_heap()
         self._handles: dict[int, BinaryIO] = {}
 
@@ -230,7 +277,17 @@ class JsonlIndex(Sequence):
             self.close()
 
     def __getstate__(self) -> dict:
-        # Open handles do not cross process boundaries; each worker opens its own.
+        # Open handles do not cross process boundaries; each worker opens its own. A mapped
+        # index travels as its folder: a spawned worker maps the node's copy again.
         state = self.__dict__.copy()
         state["_handles"] = {}
+        if state.get("_mapped"):
+            for name, _ in jsonl_cache.ARRAYS:
+                del state[name]
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        folder = state.get("_mapped")
+        if folder:
+            self.offsets, self.line_numbers, self.file_ids = jsonl_cache.open_arrays(folder)
