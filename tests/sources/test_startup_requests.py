@@ -21,7 +21,10 @@ pytest.importorskip("moto.server")  # a dev dependency (moto_store imports it wh
 BUCKET = "s3://startup-requests"
 SHARDS = (10, 1000)
 # Requests one worker may send from its start to its first pack, whatever the shard count:
-# opening the first units it reads (size, footer, row group) and nothing per shard.
+# opening the first units it reads (size, footer, row group) and nothing per shard. Counted
+# with read-ahead off: read-ahead brings the stream's own later reads forward, as far as its
+# byte budget allows, so how many of them land before the first pack is a race (its own test
+# is below).
 PER_WORKER = 12
 
 
@@ -48,7 +51,9 @@ def proxied(store, monkeypatch):
     return store
 
 
-def build(family: str, count: int, tokenizer, special_tokens, num_used: int | None = None) -> PackedDataset:
+def build(
+    family: str, count: int, tokenizer, special_tokens, num_used: int | None = None, read_ahead_bytes: int = 0
+) -> PackedDataset:
     used = [count if num_used is None else num_used]
     if family == "t2i":
         group = T2IIterableDataset(
@@ -60,17 +65,19 @@ def build(family: str, count: int, tokenizer, special_tokens, num_used: int | No
             "edit", ImageTransform(32, 16, 16), tokenizer, ImageTransform(28, 14, 14),
             [f"{BUCKET}/edit_{count}"], used, info, num_workers=1,
         )  # fmt: skip
-    config = PackingConfig(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70)
+    config = PackingConfig(
+        expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, read_ahead_bytes=read_ahead_bytes
+    )
     return PackedDataset.from_groups(
         {family: group}, config, special_tokens, weights={family: 1.0}, mandatory={family: False},
         local_rank=0, world_size=1, num_workers=1, data_seed=0,
     )  # fmt: skip
 
 
-def start_up(store, family: str, count: int, tokenizer, special_tokens, num_used: int | None = None):
+def start_up(store, family: str, count: int, tokenizer, special_tokens, num_used: int | None = None, **kwargs):
     """(requests of construction, requests of a worker up to its first pack)."""
     store.proxy.counter.reset()
-    dataset = build(family, count, tokenizer, special_tokens, num_used)
+    dataset = build(family, count, tokenizer, special_tokens, num_used, **kwargs)
     construction = store.proxy.counter.reset()
     next(iter(dataset))  # this process plays the worker: the same start a DataLoader worker makes
     return construction, store.proxy.counter.reset()
@@ -90,6 +97,20 @@ def test_start_up_lists_each_folder_once_and_sends_a_constant_per_worker(proxied
         assert "GET list" not in worker and objects(worker) <= PER_WORKER, (count, worker)
         seen[count] = worker
     assert seen[SHARDS[0]] == seen[SHARDS[-1]], "a worker's start-up grew with the shard count"
+
+
+@pytest.mark.parametrize("family", ["t2i", "edit"])
+def test_with_read_ahead_a_worker_still_lists_nothing(proxied, family, tokenizer, special_tokens):
+    """Read-ahead on (its default budget): its fetches are the stream's own reads, brought
+    forward as far as the byte budget allows (with these tiny shards, into later passes), so
+    their number at the first pack is a race; construction is unchanged and the worker lists
+    nothing."""
+    for count in SHARDS:
+        construction, worker = start_up(
+            proxied, family, count, tokenizer, special_tokens, read_ahead_bytes=PackingConfig().read_ahead_bytes
+        )
+        assert construction == {"GET list": 1}, (count, construction)
+        assert set(worker) <= {"HEAD object", "GET object"} and worker.get("GET object", 0) > 0, worker
 
 
 def test_repeated_files_are_listed_once(proxied, tokenizer, special_tokens):
@@ -125,6 +146,7 @@ def test_through_the_config_each_folder_costs_a_probe_and_one_listing(proxied, t
             tokenizer=tokenizer, special_tokens=special_tokens, grouped_datasets={"t2i_pretrain": group},
             dataset_info={"t2i_pretrain": {"t2i": entry}}, num_workers=1,
             expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, prefer_buffer_before=10,
+            read_ahead_bytes=0,
         )  # fmt: skip
         assert proxied.proxy.counter.reset() == {"HEAD object": 1, "GET list": 2}, count
         next(iter(dataset))
