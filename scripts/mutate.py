@@ -14,7 +14,7 @@ explained as equivalent (docs/testing.md keeps the last run's list).
     python scripts/mutate.py --sample 40 --jobs 2  # a seeded sample of 40 mutants per module
 
 Speed: one coverage run of the module's tests (with pytest-cov's per-test contexts) records
-which tests execute each line. A mutant first runs only the tests that execute its lines
+which tests execute each line; modules with the same test set share that run. A mutant first runs only the tests that execute its lines
 (`-x`: the first failure kills it); only a mutant that survives those, or whose lines no
 test executes in the test process (import-time code, code that runs only in a DataLoader
 worker), runs the module's whole test set. So the verdict is the same as running the whole
@@ -372,15 +372,23 @@ class Coverage:
         return sorted(tests, key=lambda test: (self.durations.get(test, 0.0), test))
 
 
-def measure_coverage(module: str, tests: list[str], timeout: float = 3600) -> tuple[bool, Coverage]:
-    """(the tests passed, which tests run which line of `module`), from one coverage run
-    with per-test contexts."""
-    from coverage import CoverageData
+# test set -> (passed, data file, probe, seconds the run took)
+_COVERAGE_RUNS: dict[tuple[str, ...], tuple[bool, Path, dict, float]] = {}
+_COVERAGE_DIR: tempfile.TemporaryDirectory | None = None
 
-    with tempfile.TemporaryDirectory(prefix="bagel-mutation-cov-") as tmp:
-        data_file = Path(tmp) / ".coverage"
-        probe_file = Path(tmp) / "probe.json"
-        passed, _ = run_tests(
+
+def _coverage_run(tests: list[str], timeout: float) -> tuple[bool, Path, dict, float]:
+    """One coverage run (per-test contexts) of `tests`, kept for the process: modules that
+    share a test set (schema/*, tools/prepare/*, ...) read their lines from the same run."""
+    global _COVERAGE_DIR
+    key = tuple(tests)
+    if key not in _COVERAGE_RUNS:
+        if _COVERAGE_DIR is None:
+            _COVERAGE_DIR = tempfile.TemporaryDirectory(prefix="bagel-mutation-cov-")
+        tmp = Path(_COVERAGE_DIR.name) / str(len(_COVERAGE_RUNS))
+        tmp.mkdir()
+        data_file, probe_file = tmp / ".coverage", tmp / "probe.json"
+        passed, seconds = run_tests(
             tests,
             ROOT / "src",
             timeout,
@@ -391,21 +399,31 @@ def measure_coverage(module: str, tests: list[str], timeout: float = 3600) -> tu
                 "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'scripts'}",
             },
         )
-        data = CoverageData(basename=str(data_file))
-        data.read()
-        target = str((PACKAGE / module).resolve())
-        measured = [name for name in data.measured_files() if str(Path(name).resolve()) == target]
-        by_line: dict[int, set[str]] = {}
-        import_time: set[int] = set()
-        for name in measured:
-            for line, contexts in data.contexts_by_lineno(name).items():
-                # pytest-cov names a context "<node id>|run" (or |setup / |teardown); "" is import time
-                if "" in contexts:
-                    import_time.add(line)
-                by_line.setdefault(line, set()).update(c.rsplit("|", 1)[0] for c in contexts if c)
         probe = json.loads(probe_file.read_text()) if probe_file.exists() else {}
+        _COVERAGE_RUNS[key] = (passed, data_file, probe, seconds)
+    return _COVERAGE_RUNS[key]
+
+
+def measure_coverage(module: str, tests: list[str], timeout: float = 3600) -> tuple[bool, Coverage, float]:
+    """(the tests passed, which tests run which line of `module`, the seconds the tests took),
+    from one coverage run with per-test contexts."""
+    from coverage import CoverageData
+
+    passed, data_file, probe, seconds = _coverage_run(tests, timeout)
+    data = CoverageData(basename=str(data_file))
+    data.read()
+    target = str((PACKAGE / module).resolve())
+    measured = [name for name in data.measured_files() if str(Path(name).resolve()) == target]
+    by_line: dict[int, set[str]] = {}
+    import_time: set[int] = set()
+    for name in measured:
+        for line, contexts in data.contexts_by_lineno(name).items():
+            # pytest-cov names a context "<node id>|run" (or |setup / |teardown); "" is import time
+            if "" in contexts:
+                import_time.add(line)
+            by_line.setdefault(line, set()).update(c.rsplit("|", 1)[0] for c in contexts if c)
     starters = tuple(probe.get("process_tests", ()))
-    return passed, Coverage(by_line, frozenset(import_time), starters, probe.get("durations", {}))
+    return passed, Coverage(by_line, frozenset(import_time), starters, probe.get("durations", {})), seconds
 
 
 def _try(
@@ -470,9 +488,7 @@ def main() -> int:
     results = {}
     for module in modules:
         tests = tests_for(module)
-        start = time.monotonic()
-        passed, coverage = measure_coverage(module, tests)
-        baseline = time.monotonic() - start
+        passed, coverage, baseline = measure_coverage(module, tests)
         if not passed:
             print(f"{module}: the tests fail without any mutation; fix them first", file=sys.stderr)
             return 2
