@@ -108,6 +108,15 @@ CORE: dict[str, list[str]] = {
 # fault in it. A module listed in neither table runs the whole suite.
 EXCLUDED = ("cli/", "bench/", "synthetic/")
 _GOLDEN = ["tests/conformance/test_golden_stream.py", "tests/conformance/test_golden_packed.py"]
+# The batch buffers and shared-memory segments: their own tests, the loader's, and the pack
+# writers that fill them (tests/checkpoint ran here before: it exercises neither module's choices).
+_SHARED_MEMORY = [
+    "tests/packing/test_buffers.py",
+    "tests/packing/test_segments.py",
+    "tests/test_loader_segments.py",
+    "tests/media/test_convert.py",
+    "tests/packing/test_pack.py",
+]
 MORE: dict[str, list[str]] = {
     "__init__.py": ["tests/dropin/test_api.py", "tests/test_compat.py"],
     "assembly.py": ["tests/families", "tests/config", "tests/dropin", "tests/test_config.py", *_GOLDEN],
@@ -138,19 +147,38 @@ MORE: dict[str, list[str]] = {
     "checkpoint/collect.py": ["tests/checkpoint"],
     "checkpoint/foreign.py": ["tests/checkpoint", "tests/dropin/test_nemo_checkpoint.py"],
     "checkpoint/inputs.py": ["tests/checkpoint"],
-    "families/interleaved.py": ["tests/families", "tests/tools/test_prepare_interleaved.py"],
-    "families/interleaved_base.py": ["tests/families", "tests/tools/test_prepare_interleaved.py"],
+    "families/interleaved.py": [
+        "tests/families/test_interleaved.py",
+        "tests/families/test_interleaved_documents.py",
+        "tests/families/test_interleaved_rules.py",
+        "tests/tools/test_prepare_interleaved.py",
+        "tests/checkpoint/test_resume_inputs.py",
+    ],
+    "families/interleaved_base.py": [  # the parse_row contract: user families and the interleaved one
+        "tests/families/test_user_family.py",
+        "tests/families/test_parse_row_results.py",
+        "tests/families/test_parse_row_fuzz.py",
+        "tests/families/test_interleaved.py",
+        "tests/families/test_interleaved_documents.py",
+        "tests/dropin/test_api.py",
+    ],
     "families/registry.py": ["tests/families", "tests/config", "tests/test_config.py"],
     "families/worst_case.py": ["tests/families", "tests/tools/test_validate_guarantee.py"],
-    "media/convert.py": ["tests/media", "tests/families", "tests/packing", "tests/test_fuzz.py"],
+    "media/convert.py": [  # the writers, the transforms that make PendingImages, the packer that writes them
+        "tests/media/test_convert.py",
+        "tests/media/test_images.py",
+        "tests/media/test_high_bit_depth.py",
+        "tests/packing/test_pack.py",
+        "tests/packing/test_buffers.py",
+    ],
     "media/fast_decode.py": ["tests/media", "tests/families/test_fast_decode_families.py"],
     "media/images.py": ["tests/media", "tests/families", "tests/test_fuzz.py", "tests/test_bad_data.py"],
     "media/video.py": ["tests/media", "tests/families/test_vlm.py"],
-    "packing/buffers.py": ["tests/packing", "tests/test_loader_segments.py", "tests/checkpoint"],
+    "packing/buffers.py": _SHARED_MEMORY,
     "packing/config.py": ["tests/packing", "tests/config"],
     "packing/parts.py": ["tests/packing", "tests/dropin/test_entrances.py"],
     "packing/invariants.py": ["tests/packing", *_GOLDEN],
-    "packing/segments.py": ["tests/packing", "tests/test_loader_segments.py", "tests/checkpoint"],
+    "packing/segments.py": _SHARED_MEMORY,
     "sources/storage.py": ["tests/sources"],
 }
 _BY_FOLDER = {
