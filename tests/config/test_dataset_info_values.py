@@ -76,6 +76,22 @@ def test_broken_parquet_info_names_the_file(grouped, info, tmp_path, text, says)
 
 
 @pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("part-0.parquet: {num_row_groups: 2}\n", "line 1"),  # YAML: parquet_info is JSON, whatever its name
+        ('{"part-0.parquet": {"num_row_groups": -1}}', "num_row_groups >= 0"),
+        ('{"part-0.parquet": {"num_row_groups": true}}', "num_row_groups >= 0"),
+    ],
+)
+def test_parquet_info_is_json_with_counts_of_at_least_zero(grouped, info, tmp_path, text, says):
+    path = tmp_path / "parquet_info.yaml"
+    path.write_text(text)
+    info["unified_edit"]["edit"]["parquet_info_path"] = str(path)
+    message = expect(grouped, info, "dataset_info.unified_edit.edit.parquet_info_path")
+    assert str(path) in message and says in message
+
+
+@pytest.mark.parametrize(
     ("name", "text", "says"),
     [
         ("groups.yaml", "t2i_pretrain:\n  weight: [1,\n", "line 3"),
