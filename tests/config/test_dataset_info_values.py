@@ -125,3 +125,15 @@ def test_source_that_is_a_folder(tmp_path):
 def test_missing_source_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_mapping(str(tmp_path / "nope.yaml"), "dataset_info")
+
+
+def test_a_groups_left_out_keys_take_their_documented_defaults(grouped, info):
+    """is_mandatory False, resume_data_status True (a data_status given resumes the group)."""
+    name = next(iter(grouped))
+    for key in ("is_mandatory", "resume_data_status"):
+        grouped[name].pop(key, None)
+    spec = {g.name: g for g in parse_groups(grouped, info, None)}[name]
+    assert spec.is_mandatory is False and spec.resume_data_status is True
+    grouped[name].update(is_mandatory=True, resume_data_status=False)
+    spec = {g.name: g for g in parse_groups(grouped, info, None)}[name]
+    assert spec.is_mandatory is True and spec.resume_data_status is False
