@@ -199,3 +199,23 @@ def test_a_weight_schedule_reaches_the_dataset_through_bagel_dataset_config(reci
         BagelDatasetConfig(grouped_datasets=grouped, dataset_info_path=str(folder / "info.json")).build(
             tokenizer=tokenizer, special_tokens=special_tokens, rank=0, world_size=1, num_workers=0, global_seed=None
         )
+
+
+def test_the_loader_generator_is_seeded_by_global_seed_rank_and_data_seed():
+    """Each of the three changes the worker base seeds; no global_seed counts as 0, and a
+    dataset without a data_seed as data_seed 0."""
+    from types import SimpleNamespace
+
+    from bagel_data.nemo.loader import _loader_generator
+
+    def draws(global_seed, rank, dataset) -> tuple:
+        return tuple(torch.randint(2**62, (4,), generator=_loader_generator(global_seed, rank, dataset)).tolist())
+
+    def seeded(data_seed):
+        return SimpleNamespace(data_seed=data_seed)
+
+    base = draws(0, 0, seeded(0))
+    assert draws(None, 0, seeded(0)) == base and draws(0, 0, object()) == base and draws(None, 0, object()) == base
+    others = [draws(7, 0, seeded(0)), draws(0, 1, seeded(0)), draws(0, 0, seeded(7)), draws(None, 0, seeded(7))]
+    assert len({base, *others[:3]}) == 4 and others[3] == others[2]
+    assert draws(7, 3, seeded(5)) == draws(7, 3, seeded(5))  # a function of the three, not of the global stream
