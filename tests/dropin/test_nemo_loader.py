@@ -219,3 +219,6 @@ def test_the_loader_generator_is_seeded_by_global_seed_rank_and_data_seed():
     others = [draws(7, 0, seeded(0)), draws(0, 1, seeded(0)), draws(0, 0, seeded(7)), draws(None, 0, seeded(7))]
     assert len({base, *others[:3]}) == 4 and others[3] == others[2]
     assert draws(7, 3, seeded(5)) == draws(7, 3, seeded(5))  # a function of the three, not of the global stream
+    # two independent 32-bit words make the 64-bit seed (not one word twice)
+    seeds = [_loader_generator(g, r, seeded(d)).initial_seed() for g, r, d in [(0, 0, 0), (7, 3, 5), (1, 0, 2)]]
+    assert all(0 <= s < 2**64 for s in seeds) and all(s >> 32 != s & 0xFFFFFFFF for s in seeds)
