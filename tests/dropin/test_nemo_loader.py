@@ -222,3 +222,19 @@ def test_the_loader_generator_is_seeded_by_global_seed_rank_and_data_seed():
     # two independent 32-bit words make the 64-bit seed (not one word twice)
     seeds = [_loader_generator(g, r, seeded(d)).initial_seed() for g, r, d in [(0, 0, 0), (7, 3, 5), (1, 0, 2)]]
     assert all(0 <= s < 2**64 for s in seeds) and all(s >> 32 != s & 0xFFFFFFFF for s in seeds)
+
+
+@pytest.mark.parametrize("num_workers, prefetch", [(1, 4), (2, 3), (0, None)])
+def test_the_loader_takes_the_configs_workers_and_prefetch_factor(num_workers, prefetch):
+    """prefetch_factor reaches the DataLoader whenever it has workers (it has none without);
+    memory is pinned as configured, one pack per batch."""
+    loader_config = BagelDataloaderConfig(
+        dataset_config=_config(), num_workers=num_workers, pin_memory=False, prefetch_factor=prefetch or 5
+    )
+    dataset = FakePackedDataset(data_config=_config())
+    with patch.object(loader_config.dataset_config, "build", return_value=dataset):
+        loader = loader_config.build(
+            tokenizer=object(), special_tokens={}, rank=0, world_size=1, batch_size=1, global_seed=5
+        ).dataloader
+    assert (loader.num_workers, loader.prefetch_factor, loader.pin_memory) == (num_workers, prefetch, False)
+    assert loader.batch_size == 1
