@@ -244,6 +244,27 @@ def test_max_long_edge_min_short_edge_resize():
         MaxLongEdgeMinShortEdgeResize(64, 32, 16, interpolation="cubic-ish")
 
 
+def test_max_long_edge_resize_of_tensors_keeps_modes_dtypes_and_leading_dims():
+    checker = (torch.arange(64).view(8, 8) % 2 ^ torch.arange(64).view(8, 8) // 8 % 2).float()  # 0/1 pixels
+    image = checker.repeat(8, 8).expand(3, 64, 64)  # 64 x 64, top-left 0
+    down = MaxLongEdgeMinShortEdgeResize(16, 16, 16, max_pixels=10**7)  # 64 -> 16
+    smooth = down(image)
+    # antialiased bicubic averages the 1-pixel checker away; nearest keeps picking pixels
+    assert smooth.shape == (3, 16, 16) and float((smooth - 0.5).abs().max()) < 0.05
+    nearest = MaxLongEdgeMinShortEdgeResize(16, 16, 16, max_pixels=10**7, interpolation="nearest")(image)
+    assert set(nearest.unique().tolist()) <= {0.0, 1.0}
+    up = MaxLongEdgeMinShortEdgeResize(32, 32, 16, max_pixels=10**7, interpolation="bilinear")
+    values = up(torch.tensor([[[0.0, 1.0], [1.0, 0.0]]]).expand(3, 2, 2).contiguous().repeat(1, 8, 8))
+    assert values.shape == (3, 32, 32) and ((values > 0.01) & (values < 0.99)).any()  # blends, unlike nearest
+    pixels = (image * 255).to(torch.uint8)
+    as_bytes = down(pixels)
+    assert as_bytes.dtype == torch.uint8 and int((as_bytes.int() - 128).abs().max()) <= 13
+    batch = down(torch.stack([image, 1 - image]).unsqueeze(0))  # (1, 2, 3, 64, 64): leading dims kept
+    assert batch.shape == (1, 2, 3, 16, 16) and torch.equal(batch[0, 0], smooth)
+    with pytest.raises(ValueError, match="lanczos"):
+        MaxLongEdgeMinShortEdgeResize(16, 16, 16, interpolation="lanczos")(image)
+
+
 def test_init_arrow_pf_fs_local(tmp_path):
     assert isinstance(bagel_data.init_arrow_pf_fs(str(tmp_path / "x.parquet")), pafs.LocalFileSystem)
 
