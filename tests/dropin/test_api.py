@@ -259,6 +259,11 @@ def test_max_long_edge_resize_of_tensors_keeps_modes_dtypes_and_leading_dims():
     pixels = (image * 255).to(torch.uint8)
     as_bytes = down(pixels)
     assert as_bytes.dtype == torch.uint8 and int((as_bytes.int() - 128).abs().max()) <= 13
+    for level in (0, 255):  # bicubic overshoots at edges; bytes are clamped to [0, 255], not wrapped
+        edge = torch.full((3, 64, 64), 255 - level, dtype=torch.uint8)
+        edge[:, :, :32] = level
+        resized = down(edge)
+        assert {int(resized.min()), int(resized.max())} == {0, 255}
     batch = down(torch.stack([image, 1 - image]).unsqueeze(0))  # (1, 2, 3, 64, 64): leading dims kept
     assert batch.shape == (1, 2, 3, 16, 16) and torch.equal(batch[0, 0], smooth)
     with pytest.raises(ValueError, match="lanczos"):
