@@ -128,3 +128,10 @@ def test_the_wait_for_data_is_timed():
 def test_a_window_must_hold_a_step():
     with pytest.raises(ValueError, match="window"):
         DataMetrics(window=0)
+    batches = _batches(3)
+    last = DataMetrics(window=1)  # the smallest window: the last step alone
+    for batch in batches:
+        last.update(batch)
+    got = last.as_dict()
+    assert got["data/samples_per_pack"] == float(len(batches[-1].batch_data_indexes))
+    assert got["data/token_share/a"] == pytest.approx(_shares(batches[-1:], "tokens").get("a", 0.0))
