@@ -57,3 +57,11 @@ def test_counted_agrees_the_noun_with_the_count():
 
     assert [counted(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
     assert counted(1, "index", "indexes") == "1 index" and counted(3, "index", "indexes") == "3 indexes"
+
+
+def test_shown_cuts_only_what_is_over_the_limit():
+    from bagel_data.errors import shown
+
+    assert shown([1, 2], limit=6) == "[1, 2]"  # exactly the limit: whole
+    assert shown([1, 2, 3], limit=6) == "[1, 2,..."  # over it: cut, and marked
+    assert shown(list(range(100))).endswith(", ...]")  # a long list is bounded by repr first
