@@ -87,3 +87,11 @@ def test_warnings_stop_after_ten_thousand_rows_and_repeat_for_none(caplog):
             log.skip(errors.SkipReason.IMAGE_DECODE, f"row {row}")
         log.skip(errors.SkipReason.IMAGE_DECODE, "row 0")  # met again on the next pass
     assert len(caplog.records) == 10_000 and log.counts["image_decode_failed"] == 10_002
+
+
+def test_a_skip_log_allows_a_hundred_failures_in_a_row_by_default():
+    log = errors.SkipLog("g")
+    for row in range(100):
+        log.skip(errors.SkipReason.IMAGE_DECODE, f"row {row}")
+    with pytest.raises(errors.TooManyFailuresError, match="101 consecutive rows failed"):
+        log.skip(errors.SkipReason.IMAGE_DECODE, "row 100")
