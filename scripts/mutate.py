@@ -136,7 +136,7 @@ MORE: dict[str, list[str]] = {
     ],
     "config_files.py": ["tests/config", "tests/test_config.py", "tests/cli"],
     "datasets.py": ["tests/dropin", "tests/test_config.py", *_GOLDEN],
-    "distributed.py": ["tests/test_distributed.py", "tests/checkpoint", "tests/test_sharding.py"],
+    "distributed.py": ["tests/test_distributed_topology.py", "tests/checkpoint", "tests/test_sharding.py"],
     "errors.py": ["tests/test_errors.py", "tests/test_bad_data.py", "tests/test_bad_rows.py"],
     "formats.py": ["tests/tools/test_prepare.py", "tests/families"],
     "metrics.py": ["tests/test_metrics.py"],
