@@ -137,3 +137,14 @@ def test_a_groups_left_out_keys_take_their_documented_defaults(grouped, info):
     grouped[name].update(is_mandatory=True, resume_data_status=False)
     spec = {g.name: g for g in parse_groups(grouped, info, None)}[name]
     assert spec.is_mandatory is True and spec.resume_data_status is False
+
+
+@pytest.mark.parametrize("num_used_data", [[], None])
+def test_a_group_without_datasets_is_refused_by_name(grouped, info, num_used_data):
+    name = next(iter(grouped))
+    grouped[name]["dataset_names"] = []
+    if num_used_data is None:
+        grouped[name].pop("num_used_data", None)
+    else:
+        grouped[name]["num_used_data"] = num_used_data
+    assert "must be a non-empty list" in expect(grouped, info, f"{name}.dataset_names")
