@@ -268,6 +268,8 @@ def test_max_long_edge_resize_of_tensors_keeps_modes_dtypes_and_leading_dims():
         edge[:, :, :32] = level
         resized = down(edge)
         assert {int(resized.min()), int(resized.max())} == {0, 255}
+        steps = resized[0, 0, 1:].int() - resized[0, 0, :-1].int()  # one step across: no wrapped byte
+        assert bool((steps >= 0).all()) if level == 0 else bool((steps <= 0).all())
     batch = down(torch.stack([image, 1 - image]).unsqueeze(0))  # (1, 2, 3, 64, 64): leading dims kept
     assert batch.shape == (1, 2, 3, 16, 16) and torch.equal(batch[0, 0], smooth)
     with pytest.raises(ValueError, match="lanczos"):
