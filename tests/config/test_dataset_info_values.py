@@ -140,11 +140,13 @@ def test_a_groups_left_out_keys_take_their_documented_defaults(grouped, info):
 
 
 @pytest.mark.parametrize("num_used_data", [[], None])
-def test_a_group_without_datasets_is_refused_by_name(grouped, info, num_used_data):
+@pytest.mark.parametrize("dataset_names", [[], None])
+def test_a_group_without_datasets_is_refused_by_name(grouped, info, num_used_data, dataset_names):
     name = next(iter(grouped))
-    grouped[name]["dataset_names"] = []
-    if num_used_data is None:
-        grouped[name].pop("num_used_data", None)
-    else:
-        grouped[name]["num_used_data"] = num_used_data
-    assert "must be a non-empty list" in expect(grouped, info, f"{name}.dataset_names")
+    for key, value in (("dataset_names", dataset_names), ("num_used_data", num_used_data)):
+        if value is None:
+            grouped[name].pop(key, None)  # left out
+        else:
+            grouped[name][key] = value
+    message = expect(grouped, info, f"{name}.dataset_names")
+    assert ("must be a non-empty list" if dataset_names == [] else "required") in message
