@@ -14,7 +14,7 @@ explained as equivalent (docs/testing.md keeps the last run's list).
     python scripts/mutate.py --sample 40 --jobs 2  # a seeded sample of 40 mutants per module
 
 Speed: one coverage run of the module's tests (with pytest-cov's per-test contexts) records
-which tests execute each line. A mutant first runs only the tests that execute its lines
+which tests execute each line; modules with the same test set share that run. A mutant first runs only the tests that execute its lines
 (`-x`: the first failure kills it); only a mutant that survives those, or whose lines no
 test executes in the test process (import-time code, code that runs only in a DataLoader
 worker), runs the module's whole test set. So the verdict is the same as running the whole
@@ -108,6 +108,15 @@ CORE: dict[str, list[str]] = {
 # fault in it. A module listed in neither table runs the whole suite.
 EXCLUDED = ("cli/", "bench/", "synthetic/")
 _GOLDEN = ["tests/conformance/test_golden_stream.py", "tests/conformance/test_golden_packed.py"]
+# The batch buffers and shared-memory segments: their own tests, the loader's, and the pack
+# writers that fill them (tests/checkpoint ran here before: it exercises neither module's choices).
+_SHARED_MEMORY = [
+    "tests/packing/test_buffers.py",
+    "tests/packing/test_segments.py",
+    "tests/test_loader_segments.py",
+    "tests/media/test_convert.py",
+    "tests/packing/test_pack.py",
+]
 MORE: dict[str, list[str]] = {
     "__init__.py": ["tests/dropin/test_api.py", "tests/test_compat.py"],
     "assembly.py": ["tests/families", "tests/config", "tests/dropin", "tests/test_config.py", *_GOLDEN],
@@ -118,32 +127,58 @@ MORE: dict[str, list[str]] = {
         "tests/checkpoint/test_compat_resume.py",
         "tests/dropin/test_entrances.py",
     ],
-    "config.py": ["tests/config", "tests/test_config.py", "tests/docs/test_example_configs.py"],
+    "config.py": [  # incl. the interleaved and user families, built from their group keys
+        "tests/config",
+        "tests/test_config.py",
+        "tests/docs/test_example_configs.py",
+        "tests/families/test_interleaved.py",
+        "tests/families/test_user_family.py",
+    ],
     "config_files.py": ["tests/config", "tests/test_config.py", "tests/cli"],
     "datasets.py": ["tests/dropin", "tests/test_config.py", *_GOLDEN],
-    "distributed.py": ["tests/checkpoint", "tests/test_sharding.py"],
+    "distributed.py": ["tests/test_distributed_topology.py", "tests/checkpoint", "tests/test_sharding.py"],
     "errors.py": ["tests/test_errors.py", "tests/test_bad_data.py", "tests/test_bad_rows.py"],
     "formats.py": ["tests/tools/test_prepare.py", "tests/families"],
+    "metrics.py": ["tests/test_metrics.py"],
     "loader.py": ["tests/checkpoint", "tests/dropin", "tests/test_loader_stats.py", "tests/test_loader_segments.py"],
     "sample.py": ["tests/families", "tests/packing"],
     "tokenizer.py": ["tests/test_tokenizer.py", "tests/conformance/test_golden_stream.py"],
     "torch_support.py": ["tests/test_torch_support.py"],
     "checkpoint/collect.py": ["tests/checkpoint"],
-    "checkpoint/foreign.py": ["tests/checkpoint", "tests/dropin"],
+    "checkpoint/foreign.py": ["tests/checkpoint", "tests/dropin/test_nemo_checkpoint.py"],
     "checkpoint/inputs.py": ["tests/checkpoint"],
-    "families/interleaved.py": ["tests/families", "tests/tools/test_prepare_interleaved.py"],
-    "families/interleaved_base.py": ["tests/families", "tests/tools/test_prepare_interleaved.py"],
+    "families/interleaved.py": [
+        "tests/families/test_interleaved.py",
+        "tests/families/test_interleaved_documents.py",
+        "tests/families/test_interleaved_rules.py",
+        "tests/tools/test_prepare_interleaved.py",
+        "tests/checkpoint/test_resume_inputs.py",
+    ],
+    "families/interleaved_base.py": [  # the parse_row contract: user families and the interleaved one
+        "tests/families/test_user_family.py",
+        "tests/families/test_parse_row_results.py",
+        "tests/families/test_parse_row_fuzz.py",
+        "tests/families/test_interleaved.py",
+        "tests/families/test_interleaved_documents.py",
+        "tests/dropin/test_api.py",
+    ],
     "families/registry.py": ["tests/families", "tests/config", "tests/test_config.py"],
     "families/worst_case.py": ["tests/families", "tests/tools/test_validate_guarantee.py"],
-    "media/convert.py": ["tests/media", "tests/families", "tests/packing", "tests/test_fuzz.py"],
+    "media/convert.py": [  # the writers, the transforms that make PendingImages, the packer that writes them
+        "tests/media/test_convert.py",
+        "tests/media/test_images.py",
+        "tests/media/test_high_bit_depth.py",
+        "tests/packing/test_pack.py",
+        "tests/packing/test_buffers.py",
+    ],
     "media/fast_decode.py": ["tests/media", "tests/families/test_fast_decode_families.py"],
     "media/images.py": ["tests/media", "tests/families", "tests/test_fuzz.py", "tests/test_bad_data.py"],
     "media/video.py": ["tests/media", "tests/families/test_vlm.py"],
-    "packing/buffers.py": ["tests/packing", "tests/test_loader_segments.py", "tests/checkpoint"],
+    "packing/buffers.py": _SHARED_MEMORY,
     "packing/config.py": ["tests/packing", "tests/config"],
     "packing/parts.py": ["tests/packing", "tests/dropin/test_entrances.py"],
     "packing/invariants.py": ["tests/packing", *_GOLDEN],
-    "packing/segments.py": ["tests/packing", "tests/test_loader_segments.py", "tests/checkpoint"],
+    "packing/segments.py": _SHARED_MEMORY,
     "sources/storage.py": ["tests/sources"],
 }
 _BY_FOLDER = {
@@ -371,15 +406,23 @@ class Coverage:
         return sorted(tests, key=lambda test: (self.durations.get(test, 0.0), test))
 
 
-def measure_coverage(module: str, tests: list[str], timeout: float = 3600) -> tuple[bool, Coverage]:
-    """(the tests passed, which tests run which line of `module`), from one coverage run
-    with per-test contexts."""
-    from coverage import CoverageData
+# test set -> (passed, data file, probe, seconds the run took)
+_COVERAGE_RUNS: dict[tuple[str, ...], tuple[bool, Path, dict, float]] = {}
+_COVERAGE_DIR: tempfile.TemporaryDirectory | None = None
 
-    with tempfile.TemporaryDirectory(prefix="bagel-mutation-cov-") as tmp:
-        data_file = Path(tmp) / ".coverage"
-        probe_file = Path(tmp) / "probe.json"
-        passed, _ = run_tests(
+
+def _coverage_run(tests: list[str], timeout: float) -> tuple[bool, Path, dict, float]:
+    """One coverage run (per-test contexts) of `tests`, kept for the process: modules that
+    share a test set (schema/*, tools/prepare/*, ...) read their lines from the same run."""
+    global _COVERAGE_DIR
+    key = tuple(tests)
+    if key not in _COVERAGE_RUNS:
+        if _COVERAGE_DIR is None:
+            _COVERAGE_DIR = tempfile.TemporaryDirectory(prefix="bagel-mutation-cov-")
+        tmp = Path(_COVERAGE_DIR.name) / str(len(_COVERAGE_RUNS))
+        tmp.mkdir()
+        data_file, probe_file = tmp / ".coverage", tmp / "probe.json"
+        passed, seconds = run_tests(
             tests,
             ROOT / "src",
             timeout,
@@ -390,21 +433,31 @@ def measure_coverage(module: str, tests: list[str], timeout: float = 3600) -> tu
                 "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'scripts'}",
             },
         )
-        data = CoverageData(basename=str(data_file))
-        data.read()
-        target = str((PACKAGE / module).resolve())
-        measured = [name for name in data.measured_files() if str(Path(name).resolve()) == target]
-        by_line: dict[int, set[str]] = {}
-        import_time: set[int] = set()
-        for name in measured:
-            for line, contexts in data.contexts_by_lineno(name).items():
-                # pytest-cov names a context "<node id>|run" (or |setup / |teardown); "" is import time
-                if "" in contexts:
-                    import_time.add(line)
-                by_line.setdefault(line, set()).update(c.rsplit("|", 1)[0] for c in contexts if c)
         probe = json.loads(probe_file.read_text()) if probe_file.exists() else {}
+        _COVERAGE_RUNS[key] = (passed, data_file, probe, seconds)
+    return _COVERAGE_RUNS[key]
+
+
+def measure_coverage(module: str, tests: list[str], timeout: float = 3600) -> tuple[bool, Coverage, float]:
+    """(the tests passed, which tests run which line of `module`, the seconds the tests took),
+    from one coverage run with per-test contexts."""
+    from coverage import CoverageData
+
+    passed, data_file, probe, seconds = _coverage_run(tests, timeout)
+    data = CoverageData(basename=str(data_file))
+    data.read()
+    target = str((PACKAGE / module).resolve())
+    measured = [name for name in data.measured_files() if str(Path(name).resolve()) == target]
+    by_line: dict[int, set[str]] = {}
+    import_time: set[int] = set()
+    for name in measured:
+        for line, contexts in data.contexts_by_lineno(name).items():
+            # pytest-cov names a context "<node id>|run" (or |setup / |teardown); "" is import time
+            if "" in contexts:
+                import_time.add(line)
+            by_line.setdefault(line, set()).update(c.rsplit("|", 1)[0] for c in contexts if c)
     starters = tuple(probe.get("process_tests", ()))
-    return passed, Coverage(by_line, frozenset(import_time), starters, probe.get("durations", {}))
+    return passed, Coverage(by_line, frozenset(import_time), starters, probe.get("durations", {})), seconds
 
 
 def _try(
@@ -469,9 +522,7 @@ def main() -> int:
     results = {}
     for module in modules:
         tests = tests_for(module)
-        start = time.monotonic()
-        passed, coverage = measure_coverage(module, tests)
-        baseline = time.monotonic() - start
+        passed, coverage, baseline = measure_coverage(module, tests)
         if not passed:
             print(f"{module}: the tests fail without any mutation; fix them first", file=sys.stderr)
             return 2

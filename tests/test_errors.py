@@ -57,3 +57,41 @@ def test_counted_agrees_the_noun_with_the_count():
 
     assert [counted(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
     assert counted(1, "index", "indexes") == "1 index" and counted(3, "index", "indexes") == "3 indexes"
+
+
+def test_shown_cuts_only_what_is_over_the_limit():
+    from bagel_data.errors import shown
+
+    assert shown([1, 2], limit=6) == "[1, 2]"  # exactly the limit: whole
+    assert shown([1, 2, 3], limit=6) == "[1, 2,..."  # over it: cut, and marked
+    assert shown(list(range(100))).endswith(", ...]")  # a long list is bounded by repr first
+
+
+def test_a_bad_sample_message_is_parsed_only_when_it_names_a_reason():
+    plain = errors.BadSampleError("the worker said something else")
+    assert plain.location is None and plain.reason == "the worker said something else"
+    unknown = errors.BadSampleError("BadSampleError: no_such_reason at f.parquet, row 3: broken")
+    assert unknown.location is None and unknown.detail == ""
+    known = errors.BadSampleError("BadSampleError: image_decode_failed at f.parquet, row 3: broken")
+    assert (known.reason, known.location, known.detail) == (
+        errors.SkipReason.IMAGE_DECODE,
+        "f.parquet, row 3",
+        "broken",
+    )
+
+
+def test_warnings_stop_after_ten_thousand_rows_and_repeat_for_none(caplog):
+    log = errors.SkipLog("g", max_consecutive_failures=10**9)
+    with caplog.at_level("WARNING", logger="bagel_data"):
+        for row in range(10_001):
+            log.skip(errors.SkipReason.IMAGE_DECODE, f"row {row}")
+        log.skip(errors.SkipReason.IMAGE_DECODE, "row 0")  # met again on the next pass
+    assert len(caplog.records) == 10_000 and log.counts["image_decode_failed"] == 10_002
+
+
+def test_a_skip_log_allows_a_hundred_failures_in_a_row_by_default():
+    log = errors.SkipLog("g")
+    for row in range(100):
+        log.skip(errors.SkipReason.IMAGE_DECODE, f"row {row}")
+    with pytest.raises(errors.TooManyFailuresError, match="101 consecutive rows failed"):
+        log.skip(errors.SkipReason.IMAGE_DECODE, "row 100")

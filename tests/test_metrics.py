@@ -70,6 +70,9 @@ def test_shares_and_fill_over_the_window_and_since_the_start(use_flex):
         assert got[f"data/sample_share/{name}"] == pytest.approx(_shares(batches[-10:], "samples")[name])
     fill = sum(b.sequence_length for b in batches[-10:]) / (10 * cfg.max_num_tokens)
     assert got["data/fill"] == pytest.approx(fill) and got["data/padding"] == pytest.approx(1 - fill)
+    fill_all = sum(b.sequence_length for b in batches) / (30 * cfg.max_num_tokens)
+    assert got["data/fill/since_start"] == pytest.approx(fill_all)
+    assert got["data/padding/since_start"] == pytest.approx(1 - fill_all)
     assert got["data/samples_per_pack"] == pytest.approx(sum(len(b.batch_data_indexes) for b in batches[-10:]) / 10)
     assert got["data/token_share/a"] != got["data/token_share/since_start/a"]  # the window is a window
 
@@ -125,3 +128,10 @@ def test_the_wait_for_data_is_timed():
 def test_a_window_must_hold_a_step():
     with pytest.raises(ValueError, match="window"):
         DataMetrics(window=0)
+    batches = _batches(3)
+    last = DataMetrics(window=1)  # the smallest window: the last step alone
+    for batch in batches:
+        last.update(batch)
+    got = last.as_dict()
+    assert got["data/samples_per_pack"] == float(len(batches[-1].batch_data_indexes))
+    assert got["data/token_share/a"] == pytest.approx(_shares(batches[-1:], "tokens").get("a", 0.0))

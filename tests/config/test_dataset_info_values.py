@@ -76,6 +76,22 @@ def test_broken_parquet_info_names_the_file(grouped, info, tmp_path, text, says)
 
 
 @pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("part-0.parquet: {num_row_groups: 2}\n", "line 1"),  # YAML: parquet_info is JSON, whatever its name
+        ('{"part-0.parquet": {"num_row_groups": -1}}', "num_row_groups >= 0"),
+        ('{"part-0.parquet": {"num_row_groups": true}}', "num_row_groups >= 0"),
+    ],
+)
+def test_parquet_info_is_json_with_counts_of_at_least_zero(grouped, info, tmp_path, text, says):
+    path = tmp_path / "parquet_info.yaml"
+    path.write_text(text)
+    info["unified_edit"]["edit"]["parquet_info_path"] = str(path)
+    message = expect(grouped, info, "dataset_info.unified_edit.edit.parquet_info_path")
+    assert str(path) in message and says in message
+
+
+@pytest.mark.parametrize(
     ("name", "text", "says"),
     [
         ("groups.yaml", "t2i_pretrain:\n  weight: [1,\n", "line 3"),
@@ -109,3 +125,28 @@ def test_source_that_is_a_folder(tmp_path):
 def test_missing_source_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_mapping(str(tmp_path / "nope.yaml"), "dataset_info")
+
+
+def test_a_groups_left_out_keys_take_their_documented_defaults(grouped, info):
+    """is_mandatory False, resume_data_status True (a data_status given resumes the group)."""
+    name = next(iter(grouped))
+    for key in ("is_mandatory", "resume_data_status"):
+        grouped[name].pop(key, None)
+    spec = {g.name: g for g in parse_groups(grouped, info, None)}[name]
+    assert spec.is_mandatory is False and spec.resume_data_status is True
+    grouped[name].update(is_mandatory=True, resume_data_status=False)
+    spec = {g.name: g for g in parse_groups(grouped, info, None)}[name]
+    assert spec.is_mandatory is True and spec.resume_data_status is False
+
+
+@pytest.mark.parametrize("num_used_data", [[], None])
+@pytest.mark.parametrize("dataset_names", [[], None])
+def test_a_group_without_datasets_is_refused_by_name(grouped, info, num_used_data, dataset_names):
+    name = next(iter(grouped))
+    for key, value in (("dataset_names", dataset_names), ("num_used_data", num_used_data)):
+        if value is None:
+            grouped[name].pop(key, None)  # left out
+        else:
+            grouped[name][key] = value
+    message = expect(grouped, info, f"{name}.dataset_names")
+    assert ("must be a non-empty list" if dataset_names == [] else "required") in message

@@ -241,8 +241,40 @@ def test_max_long_edge_min_short_edge_resize():
     # Two images share the pixel budget: 512 x 512 > 2**17 / 2, scaled by the area ratio (the rule's).
     shared = MaxLongEdgeMinShortEdgeResize(max_size=512, min_size=16, stride=16, max_pixels=2**17)
     assert shared(Image.new("RGB", (512, 512)), img_num=2).size == (128, 128)  # 512 * 0.25
+    alone = shared(Image.new("RGB", (512, 512)))  # one image by default: the whole budget
+    assert alone.size == shared(Image.new("RGB", (512, 512)), img_num=1).size and alone.size[0] > 128
     with pytest.raises(ValueError, match="interpolation"):
         MaxLongEdgeMinShortEdgeResize(64, 32, 16, interpolation="cubic-ish")
+
+
+def test_max_long_edge_resize_of_tensors_keeps_modes_dtypes_and_leading_dims():
+    stripes = (torch.arange(64) % 3 == 0).float()  # every third row lit: finer than the 4x step
+    image = stripes.view(64, 1).expand(3, 64, 64).contiguous()
+    down = MaxLongEdgeMinShortEdgeResize(16, 16, 16, max_pixels=10**7)  # 64 -> 16
+    smooth = down(image)
+    # antialiased bicubic averages the stripes to about 1/3; sampled without it they alias
+    assert smooth.shape == (3, 16, 16) and float((smooth - 1 / 3).abs().max()) < 0.1
+    aliased = MaxLongEdgeMinShortEdgeResize(16, 16, 16, max_pixels=10**7, antialias=False)(image)
+    assert float((aliased - 1 / 3).abs().max()) > 0.2
+    nearest = MaxLongEdgeMinShortEdgeResize(16, 16, 16, max_pixels=10**7, interpolation="nearest")(image)
+    assert set(nearest.unique().tolist()) <= {0.0, 1.0}
+    up = MaxLongEdgeMinShortEdgeResize(32, 32, 16, max_pixels=10**7, interpolation="bilinear")
+    values = up(torch.tensor([[[0.0, 1.0], [1.0, 0.0]]]).expand(3, 2, 2).contiguous().repeat(1, 8, 8))
+    assert values.shape == (3, 32, 32) and ((values > 0.01) & (values < 0.99)).any()  # blends, unlike nearest
+    pixels = (image * 255).to(torch.uint8)
+    as_bytes = down(pixels)
+    assert as_bytes.dtype == torch.uint8 and int((as_bytes.int() - 85).abs().max()) <= 26
+    for level in (0, 255):  # bicubic overshoots at edges; bytes are clamped to [0, 255], not wrapped
+        edge = torch.full((3, 64, 64), 255 - level, dtype=torch.uint8)
+        edge[:, :, :32] = level
+        resized = down(edge)
+        assert {int(resized.min()), int(resized.max())} == {0, 255}
+        steps = resized[0, 0, 1:].int() - resized[0, 0, :-1].int()  # one step across: no wrapped byte
+        assert bool((steps >= 0).all()) if level == 0 else bool((steps <= 0).all())
+    batch = down(torch.stack([image, 1 - image]).unsqueeze(0))  # (1, 2, 3, 64, 64): leading dims kept
+    assert batch.shape == (1, 2, 3, 16, 16) and torch.equal(batch[0, 0], smooth)
+    with pytest.raises(ValueError, match="lanczos"):
+        MaxLongEdgeMinShortEdgeResize(16, 16, 16, interpolation="lanczos")(image)
 
 
 def test_init_arrow_pf_fs_local(tmp_path):

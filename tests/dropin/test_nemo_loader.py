@@ -199,3 +199,42 @@ def test_a_weight_schedule_reaches_the_dataset_through_bagel_dataset_config(reci
         BagelDatasetConfig(grouped_datasets=grouped, dataset_info_path=str(folder / "info.json")).build(
             tokenizer=tokenizer, special_tokens=special_tokens, rank=0, world_size=1, num_workers=0, global_seed=None
         )
+
+
+def test_the_loader_generator_is_seeded_by_global_seed_rank_and_data_seed():
+    """Each of the three changes the worker base seeds; no global_seed counts as 0, and a
+    dataset without a data_seed as data_seed 0."""
+    from types import SimpleNamespace
+
+    from bagel_data.nemo.loader import _loader_generator
+
+    def draws(global_seed, rank, dataset) -> tuple:
+        return tuple(torch.randint(2**62, (4,), generator=_loader_generator(global_seed, rank, dataset)).tolist())
+
+    def seeded(data_seed):
+        return SimpleNamespace(data_seed=data_seed)
+
+    base = draws(0, 0, seeded(0))
+    assert draws(None, 0, seeded(0)) == base and draws(0, 0, object()) == base and draws(None, 0, object()) == base
+    others = [draws(7, 0, seeded(0)), draws(0, 1, seeded(0)), draws(0, 0, seeded(7)), draws(None, 0, seeded(7))]
+    assert len({base, *others[:3]}) == 4 and others[3] == others[2]
+    assert draws(7, 3, seeded(5)) == draws(7, 3, seeded(5))  # a function of the three, not of the global stream
+    # two independent 32-bit words make the 64-bit seed (not one word twice)
+    seeds = [_loader_generator(g, r, seeded(d)).initial_seed() for g, r, d in [(0, 0, 0), (7, 3, 5), (1, 0, 2)]]
+    assert all(0 <= s < 2**64 for s in seeds) and all(s >> 32 != s & 0xFFFFFFFF for s in seeds)
+
+
+@pytest.mark.parametrize("num_workers, prefetch", [(1, 4), (2, 3), (0, None)])
+def test_the_loader_takes_the_configs_workers_and_prefetch_factor(num_workers, prefetch):
+    """prefetch_factor reaches the DataLoader whenever it has workers (it has none without);
+    memory is pinned as configured, one pack per batch."""
+    loader_config = BagelDataloaderConfig(
+        dataset_config=_config(), num_workers=num_workers, pin_memory=False, prefetch_factor=prefetch or 5
+    )
+    dataset = FakePackedDataset(data_config=_config())
+    with patch.object(loader_config.dataset_config, "build", return_value=dataset):
+        loader = loader_config.build(
+            tokenizer=object(), special_tokens={}, rank=0, world_size=1, batch_size=1, global_seed=5
+        ).dataloader
+    assert (loader.num_workers, loader.prefetch_factor, loader.pin_memory) == (num_workers, prefetch, False)
+    assert loader.batch_size == 1

@@ -16,6 +16,7 @@ import pytest
 
 from bagel_data import DATASET_REGISTRY, ConfigError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.checkpoint.collect import worker_dataset_states
+from bagel_data.families.interleaved_base import Row
 from bagel_data.packing.invariants import check_batch
 from helpers.batches import assert_same_batch
 from helpers.builders import png_bytes, write_parquet
@@ -61,6 +62,15 @@ class LongOrShortFamily(CaptionFamily):
     def parse_row(self, row):
         data = self.init_data()
         return self.add_text(data, "word " * self.rng.choice([1, 150]), need_loss=True)
+
+
+class CountingFamily(CaptionFamily):
+    # The n-th parse_row call of this instance is n words long: later draws are longer.
+
+    def parse_row(self, row):
+        self.calls = getattr(self, "calls", 0) + 1
+        data = self.init_data()
+        return self.add_text(data, "word " * self.calls, need_loss=True)
 
 
 class DeclaredWorstFamily(CaptionFamily):
@@ -314,3 +324,20 @@ def test_row_reads_like_the_reference_s_pandas_row():
     assert list(row) == ["caption", "image_list"] and "image_list" in row and row.get("nope") is None
     with pytest.raises(KeyError, match="no column 'nope'"):
         row["nope"]
+
+
+@pytest.mark.parametrize("draws", [8, 3])
+def test_validate_measures_each_row_over_worst_case_draws_draws(tokenizer, special_tokens, user_module, info, draws):
+    """Exactly `worst_case_draws` parses per row (the run's own and the others), and the
+    longest one is the row's length."""
+    group = dict(GROUP, dataset_class=f"{user_module}:CountingFamily")
+    family = build(tokenizer, special_tokens, "mine", group, info).grouped_datasets[0]
+    family.worst_case_draws = draws
+    log = family.new_skip_log()
+    rows = list(family.worst_case_rows(None, 0, 0, log))
+    assert len(rows) == 3 and family.calls == 3 * draws
+    lengths = [length for _, length in rows]
+    assert lengths == sorted(set(lengths))  # each row's last (longest) draw, longer row after row
+    family.calls = 0
+    first = family._parse(Row({"caption": "x"}, 0), family.sample_rng(0, 0, 0), "here", log)
+    assert lengths[0] > first.num_tokens + 2 * len(first.sequence_plan)  # longer than one draw gives

@@ -146,3 +146,71 @@ def test_stack_patches_mixes_pending_and_tensors_in_order():
 def test_shared_pool_allocates_shared_zeroed_memory():
     padded, zeroed = PadBufferPool(shared=True).float32((2, 3, 1024, 1024))
     assert zeroed and padded.is_shared() and not padded.any()
+
+
+def words_of(pixels: np.ndarray, pad: int = 0) -> np.ndarray:
+    """`pixels` as `(H, W)` int32 words, R in the low byte, `pad` in the 4th."""
+    rgbx = np.full((*pixels.shape[:2], 4), pad, dtype=np.uint8)
+    rgbx[:, :, :3] = pixels
+    return rgbx.view(np.int32)[:, :, 0]
+
+
+@pytest.mark.parametrize("block_values", [1, 10, 100, 3000])
+@pytest.mark.parametrize("mean,std", MEANS_STDS[:2])  # two steps and three
+def test_the_writers_work_block_by_block_without_a_seam(monkeypatch, block_values, mean, std):
+    """Images many blocks high, the last one partial (37 rows of 28, patches of 2 and 14), or
+    wider than a block: every row is written once, with its own values."""
+    from bagel_data.media import convert
+
+    monkeypatch.setattr(convert, "_BLOCK_VALUES", block_values)
+    pixels = every_level(42, 28, seed=block_values)[:37]
+    out = torch.full((3, 37, 28), float("nan"))
+    write_chw(out, pixels, mean, std)
+    assert np.array_equal(out.numpy(), reference(pixels, mean, std))
+    out = torch.full((3, 37, 28), float("nan"))
+    write_chw_from_words(out, words_of(pixels, pad=255), mean, std)
+    assert np.array_equal(out.numpy(), reference(pixels, mean, std))
+    square = every_level(42, 28, seed=block_values)
+    for patch in (2, 14):
+        out = torch.full((42 * 28 // patch**2, patch * patch * 3), float("nan"))
+        write_patches(out, square, patch, mean, std)
+        assert torch.equal(out, patchify(torch.from_numpy(reference(square, mean, std)), patch))
+
+
+def test_the_writers_refuse_a_destination_of_another_shape():
+    pixels = every_level(6, 8)
+    with pytest.raises(ValueError, match=r"destination \(3, 8, 6\) does not fit an image of \(3, 6, 8\)"):
+        write_chw(torch.empty(3, 8, 6), pixels, (0.5,) * 3, (0.5,) * 3)
+    with pytest.raises(ValueError, match=r"destination \(3, 6, 9\) does not fit"):
+        write_chw_from_words(torch.empty(3, 6, 9), words_of(pixels), (0.5,) * 3, (0.5,) * 3)
+    with pytest.raises(ValueError, match=r"does not fit 12 patches of 12"):
+        write_patches(torch.empty(12, 13), pixels, 2, (0.5,) * 3, (0.5,) * 3)
+    with pytest.raises(ValueError, match=r"6x8 is not a multiple of the patch size 4"):
+        write_patches(torch.empty(3, 48), pixels, 4, (0.5,) * 3, (0.5,) * 3)
+    with pytest.raises(ValueError, match=r"8x6 is not a multiple of the patch size 4"):
+        write_patches(torch.empty(3, 48), every_level(8, 6), 4, (0.5,) * 3, (0.5,) * 3)
+
+
+@pytest.mark.parametrize("mean,std", MEANS_STDS)
+def test_a_pending_image_converts_the_same_from_pixels_words_or_its_source(mean, std):
+    pixels = every_level(9, 13, seed=2)
+    image = Image.fromarray(pixels)
+    plain = PendingImage(pixels, mean, std)
+    strided = PendingImage(rgbx_view(pixels), mean, std, source=image, words=words_of(pixels, pad=9))
+    copied = PendingImage(rgbx_view(pixels), mean, std)
+    assert plain.shape == strided.shape == (3, 9, 13)
+    expected = torch.from_numpy(reference(pixels, mean, std))
+    for pending in (plain, strided, copied):
+        assert torch.equal(pending.tensor(), expected)
+    assert plain.packed_pixels() is pixels  # contiguous already: no copy
+    for pending in (strided, copied):
+        packed = pending.packed_pixels()
+        assert packed.flags.c_contiguous and np.array_equal(packed, pixels)
+    ragged = PendingImage(rgbx_view(pixels), mean, std, source=Image.fromarray(pixels[::-1].copy()))
+    assert np.array_equal(ragged.packed_pixels(), pixels[::-1])  # the source is what is read
+
+
+def test_two_step_plan_refuses_a_zero_or_infinite_std():
+    assert two_step_plan(0.5, 0.0) is None
+    assert two_step_plan(0.5, float("inf")) is None
+    assert two_step_plan(float("nan"), 0.5) is None

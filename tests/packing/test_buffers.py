@@ -143,3 +143,18 @@ def test_in_the_main_process_the_batch_is_left_as_it_is():
     tensor = batch["packed_text_ids"]
     buffers.PadBufferPool(shared=False).gather_small(batch)
     assert batch["packed_text_ids"] is tensor and not tensor.is_shared()
+
+
+def test_a_freed_buffer_of_exactly_the_size_asked_is_lent_again():
+    pool = buffers.PadBufferPool(capacity=1)
+    first, _ = pool.float32(BIG)  # a mapping of twice its bytes
+    address = first.data_ptr()
+    del first
+    exact, zeroed = pool.float32((2 * BIG[0], *BIG[1:]))  # all of that mapping
+    assert exact.data_ptr() == address and not zeroed and len(pool.mappings) == 1
+
+
+def test_two_buffers_are_kept_by_default():
+    pool = buffers.PadBufferPool()  # the training loop holds one batch while the next is built
+    live = [pool.float32(BIG)[0] for _ in range(3)]
+    assert len(pool.mappings) == 2 and len({t.data_ptr() for t in live}) == 3

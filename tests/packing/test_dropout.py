@@ -128,19 +128,23 @@ def test_every_sample_packs_at_the_length_the_packer_counted():
 
 
 def test_a_decision_is_the_samples_own_and_has_the_configured_rate():
-    cfg = _config(text_cond_dropout_prob=0.3, vit_cond_dropout_prob=0.3, vae_cond_dropout_prob=0.3)
+    # A rate of its own per kind: the VAE condition, the ViT image and the text each drop at theirs.
+    cfg = _config(text_cond_dropout_prob=0.2, vit_cond_dropout_prob=0.5, vae_cond_dropout_prob=0.3)
     make = _sample_maker(cfg, "edit", "edit")
     group = FakeGroup("edit", make)
-    dropped, trials = 0, 2000
+    dropped: collections.Counter = collections.Counter()
+    trials = 2000
     for i in range(trials):
         sample, again = make(i), make(i)
         decide_dropout(sample, cfg, dropout_rng(group, "edit", 7, (i,), sample))
         decide_dropout(again, cfg, dropout_rng(group, "edit", 7, (i,), again))
         assert sample["cfg_dropped"] == again["cfg_dropped"]
         assert full_length(sample) - sample_length(sample) == sample["cfg_dropped_tokens"]
-        dropped += 0 in sample["cfg_dropped"]  # the cfg VAE condition
-    sigma = math.sqrt(0.3 * 0.7 / trials)
-    assert abs(dropped / trials - 0.3) < 5 * sigma
+        dropped.update(sample["cfg_dropped"])
+    for index, rate in ((0, 0.3), (1, 0.5), (2, 0.2)):  # cfg VAE condition, ViT image, text
+        sigma = math.sqrt(rate * (1 - rate) / trials)
+        assert abs(dropped[index] / trials - rate) < 5 * sigma, index
+    assert dropped[3] == 0  # the generated image has no CFG: never dropped
 
 
 def test_the_packed_sample_matches_its_decision():

@@ -111,6 +111,22 @@ def test_the_step_counts_packs_over_the_ranks_workers():
     assert StepClock([], 0, 0).step(5) == 5  # no DataLoader workers: every pack is a step
 
 
+@pytest.mark.parametrize(
+    "worker_id, num_workers, base, first_of_phase",
+    [
+        (0, 0, 0, [5, 9]),  # steps 0, 1, 2, ...: the packs at steps 5 and 9
+        (1, 3, 0, [2, 3]),  # steps 1, 4, 7, 10: 7 is the first at or past 5, 10 past 9
+        (0, 2, 4, [1, 3]),  # steps 4, 6, 8, 10: after an elastic restart at step 4
+        (2, 4, 5, [1]),  # steps 7, 11, 15: starts inside the second phase, the third from pack 1
+    ],
+)
+def test_a_phase_change_is_seen_at_the_first_pack_at_or_past_it(worker_id, num_workers, base, first_of_phase):
+    """The token counts `mix_by: tokens` steers by restart exactly there, not a pack early
+    or late, and never at a stream's first pack (its counts start at zero anyway)."""
+    clock = StepClock([WeightSchedule((0, 5, 9), (1.0, 0.5, 0.25))], worker_id, num_workers, base)
+    assert [packs for packs in range(12) if clock.phase_changed(packs)] == first_of_phase
+
+
 @pytest.mark.parametrize("mix_by", ["samples", "tokens"])
 @pytest.mark.parametrize("num_workers", [0, 2, 3])
 def test_each_pack_holds_the_groups_of_its_step(mix_by, num_workers):

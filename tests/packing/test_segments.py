@@ -193,3 +193,91 @@ def test_a_reducer_registered_over_ours_stops_the_recycling(monkeypatch):
     # Sends through torch's own reducer are not counted, so nothing may be lent again.
     _, zeroed = pool.float32((16, 16))
     assert zeroed and not pool.enabled and pool.segments == [] and pool.reused == 1
+
+
+# -- one pool in this process: which segment is lent, kept or replaced ------------------------
+def _storage(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+@needs_recycling
+def test_the_smallest_free_segment_that_fits_is_lent_again():
+    pool = segments.SegmentPool(capacity=3)
+    small, zeroed_small = pool.float32((100,))  # segments of twice the bytes asked: 800 ...
+    large, zeroed_large = pool.float32((400,))  # ... and 3200
+    assert zeroed_small and zeroed_large and pool.allocated == 2 and pool.reused == 0
+    assert [s.nbytes() for s in pool.segments] == [800, 3200]
+    small.fill_(3.0)
+    del small, large
+    again, zeroed = pool.float32((50,))  # both fit: the smaller is lent, as written before
+    assert not zeroed and pool.reused == 1 and _storage(again) == pool.segments[0].data_ptr()
+    assert torch.all(again == 3.0)
+    bigger, _ = pool.float32((150,))  # the 800-byte one is in use, 1200 bytes fit only the other
+    assert _storage(bigger) == pool.segments[1].data_ptr() and pool.reused == 2 and pool.allocated == 2
+    half = pool.float32((200,), torch.uint8)[0]  # 200 bytes of uint8: a new segment, the others are in use
+    assert half.dtype == torch.uint8 and half.shape == (200,) and len(pool.segments) == 3
+    assert pool.segments[2].nbytes() == 400
+
+
+@needs_recycling
+def test_a_full_pool_replaces_a_free_segment_too_small_and_keeps_none_while_all_are_used():
+    pool = segments.SegmentPool(capacity=1)
+    first, _ = pool.float32((10,))
+    del first
+    larger, zeroed = pool.float32((1000,))  # the free one is too small: replaced by a larger one
+    assert zeroed and pool.allocated == 2 and pool.reused == 0 and len(pool.segments) == 1
+    assert _storage(larger) == pool.segments[0].data_ptr() and pool.segments[0].nbytes() == 8000
+    extra, zeroed = pool.float32((10,))  # the only segment is in use: a fresh one, not kept
+    assert zeroed and pool.allocated == 3 and len(pool.segments) == 1
+    assert _storage(extra) != pool.segments[0].data_ptr() and extra.is_shared()
+    del larger
+    again, zeroed = pool.float32((10,))
+    assert not zeroed and pool.reused == 1 and _storage(again) == pool.segments[0].data_ptr()
+
+
+def test_without_capacity_every_tensor_is_a_fresh_shared_segment():
+    pool = segments.SegmentPool(capacity=0)
+    assert not pool.enabled
+    tensors = [pool.float32((4, 4))[0] for _ in range(3)]
+    assert all(t.is_shared() and not t.any() for t in tensors) and pool.allocated == 3 and pool.segments == []
+    gathered = pool.gather({"a": torch.arange(5)})
+    assert torch.equal(gathered["a"], torch.arange(5)) and pool.allocated == 4
+
+
+@pytest.mark.parametrize("capacity", [0, 2])
+def test_gather_puts_each_tensor_aligned_in_one_segment(capacity):
+    pool = segments.SegmentPool(capacity=capacity)
+    small = {
+        "bytes": torch.arange(3, dtype=torch.uint8),
+        "longs": torch.arange(5, dtype=torch.int64) * 7,
+        "floats": torch.full((2, 3), 0.25),
+        "empty": torch.zeros(0, dtype=torch.int32),
+        "last": torch.tensor([True, False]),
+    }
+    gathered = pool.gather(small)
+    assert list(gathered) == list(small)
+    base = gathered["bytes"].untyped_storage().data_ptr()
+    for name, tensor in gathered.items():
+        assert torch.equal(tensor, small[name]) and tensor.dtype == small[name].dtype, name
+        assert tensor.untyped_storage().data_ptr() == base, name  # one segment
+    # each starts on a 64-byte boundary after the one before: 0, 64, 128, 192 (empty), 192
+    offsets = [t.storage_offset() * t.element_size() for t in gathered.values()]
+    assert offsets == [0, 64, 128, 192, 192]
+    assert pool.gather({}) == {} and pool.gather({"none": torch.zeros(0)})["none"].numel() == 0
+
+
+@needs_recycling
+def test_a_pool_inherited_through_fork_lends_none_of_its_parents_segments():
+    pool = segments.SegmentPool(capacity=2)
+    parents, _ = pool.float32((64,))
+    parents.fill_(5.0)
+    kept = pool.segments[0]
+    del parents
+    pool.pid = -1  # as in a child forked after the parent made the pool
+    child, zeroed = pool.float32((64,))
+    assert zeroed and pool.pid == os.getpid() and pool.reused == 0
+    assert len(pool.segments) == 1 and pool.segments[0] is not kept and _storage(child) != kept.data_ptr()
+    # the parent's segment, sent on from here, is a copy: the parent may write it again
+    view = torch.empty(0).set_(kept)
+    forwarded = ForkingPickler.loads(ForkingPickler.dumps(view))
+    assert torch.all(forwarded[:64] == 5.0) and forwarded.data_ptr() != kept.data_ptr()
