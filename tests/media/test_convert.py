@@ -163,6 +163,7 @@ def test_the_writers_work_block_by_block_without_a_seam(monkeypatch, block_value
     from bagel_data.media import convert
 
     monkeypatch.setattr(convert, "_BLOCK_VALUES", block_values)
+    monkeypatch.setattr(convert, "_WORD_BLOCK_VALUES", block_values)  # the numpy writer's own blocks
     pixels = every_level(42, 28, seed=block_values)[:37]
     out = torch.full((3, 37, 28), float("nan"))
     write_chw(out, pixels, mean, std)
