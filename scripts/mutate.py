@@ -94,6 +94,7 @@ CORE: dict[str, list[str]] = {
         "tests/test_bad_data.py",
         "tests/dropin/test_api.py",
     ],
+    "families/parquet_info.py": ["tests/families/test_edit.py", "tests/sources/test_startup_requests.py"],
     "families/vlm.py": [
         "tests/families",
         "tests/conformance/test_golden_stream.py",

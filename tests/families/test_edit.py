@@ -10,6 +10,7 @@ import pytest
 
 import bagel_data.families.edit as edit_module
 from bagel_data.errors import BadSampleError, ConfigError, SkipReason
+from bagel_data.families import parquet_info
 from bagel_data.families.edit import UnifiedEditIterableDataset
 from bagel_data.media.images import ImageTransform
 from helpers.builders import png_bytes, write_edit
@@ -286,11 +287,11 @@ def test_parquet_info_is_found_by_path_by_relative_name_or_under_the_folder_it_m
     data_dir = str(tmp_path / "new")
     path = str(tmp_path / "new" / "a.parquet")
     entry = {"num_row_groups": 2}
-    assert edit_module.parquet_info_entry({path: entry}, path, data_dir) is entry
-    assert edit_module.parquet_info_entry({"a.parquet": entry}, path, data_dir) is entry
-    assert edit_module.parquet_info_entry({"/old/place/a.parquet": entry}, path, data_dir) is entry
+    assert parquet_info.parquet_info_entry({path: entry}, path, data_dir) is entry
+    assert parquet_info.parquet_info_entry({"a.parquet": entry}, path, data_dir) is entry
+    assert parquet_info.parquet_info_entry({"/old/place/a.parquet": entry}, path, data_dir) is entry
     # Two old folders could both be it: no guess.
-    assert edit_module.parquet_info_entry({"/x/a.parquet": entry, "/y/a.parquet": entry}, path, data_dir) is None
+    assert parquet_info.parquet_info_entry({"/x/a.parquet": entry, "/y/a.parquet": entry}, path, data_dir) is None
 
 
 def test_compat_leaves_a_file_without_parquet_info_out_counted_the_default_mode_refuses_it(tmp_path, tokenizer):

@@ -8,15 +8,14 @@ Position of a sample: `[unit index in this worker's list, row within the group]`
 
 from __future__ import annotations
 
-import os
-
 from ..errors import BagelDataError, ConfigError, SkipReason, counted
 from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.parquet import ParquetReader, parquet_data_files
+from ..sources.parquet import parquet_data_files
 from .base import DistributedIterableDataset
+from .parquet_info import check_row_groups, parquet_info_entry, stale_row_groups
 from .worst_case import edit_worst_length, measured
 
 COLUMNS = EDIT_COLUMNS
@@ -39,26 +38,6 @@ def check_edit_row(images: object, instructions: object) -> tuple[SkipReason, st
             f"got {len(instructions)}",
         )
     return None
-
-
-def check_row_groups(path: str, declared: int) -> None:
-    """ConfigError when `parquet_info` disagrees with the file's footer (a stale entry
-    would silently read part of the file, or ask for row groups that do not exist)."""
-    try:
-        with ParquetReader(path) as reader:
-            actual = reader.num_row_groups
-    except Exception:  # an unreadable file is a counted skip when it is read
-        return
-    if actual != declared:
-        raise stale_row_groups(path, declared, actual)
-
-
-def stale_row_groups(path: str, declared: int, actual: int) -> ConfigError:
-    return ConfigError(
-        "parquet_info",
-        f"{path}: num_row_groups={declared}",
-        f"the file has {actual} row groups; regenerate parquet_info (`bagel-data prepare edit`)",
-    )
 
 
 def choose_steps(rng, num_images: int) -> tuple[int, int, bool]:
@@ -320,18 +299,3 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 SkipReason.SCHEMA, f"instruction_list[{step - 1}] must be a non-empty list of strings"
             )
         return options[int(rng.integers(len(options)))]
-
-
-def parquet_info_entry(parquet_info: dict, path: str, data_dir: str):
-    """The `parquet_info` entry of `path`: keyed by that path (BAGEL's reader needs this), by
-    the name relative to `data_dir`, or by a full path of the folder it was moved from (the
-    only key that ends with `/<name>`)."""
-    found = parquet_info.get(path)
-    if found is not None:
-        return found
-    name = os.path.relpath(path, data_dir) if not storage.is_uri(path) else path[len(data_dir.rstrip("/")) + 1 :]
-    found = parquet_info.get(name)
-    if found is not None:
-        return found
-    moved = [key for key in parquet_info if key.replace("\\", "/").endswith("/" + name.replace(os.sep, "/"))]
-    return parquet_info[moved[0]] if len(moved) == 1 else None
