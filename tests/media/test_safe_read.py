@@ -120,3 +120,35 @@ def test_an_interleaved_path_cannot_climb_out_of_its_shard_folder(tmp_path, toke
 def test_an_interleaved_path_to_dev_zero_is_refused_at_once(tmp_path, tokenizer):
     samples, log = _interleaved_skips(tmp_path, tokenizer, "/dev/zero", allow=True)
     assert samples == [] and log.as_dict() == {"image_file_unreadable": 1}
+
+
+def test_a_file_of_exactly_the_limit_is_read_whole_and_one_byte_more_is_refused(tmp_path):
+    exact = tmp_path / "exact.png"
+    exact.write_bytes(b"x" * 64)
+    assert safe_read.read_media(str(exact), [str(tmp_path)], max_bytes=64) == b"x" * 64
+    exact.write_bytes(b"x" * 65)
+    with pytest.raises(safe_read.MediaTooLargeError, match="65 bytes, over the 64-byte limit"):
+        safe_read.read_media(str(exact), [str(tmp_path)], max_bytes=64)
+
+
+def test_a_video_path_outside_its_roots_is_refused_unless_allowed(tmp_path):
+    (tmp_path / "data").mkdir()
+    outside = str(tmp_path / "elsewhere.mp4")
+    with pytest.raises(safe_read.OutsideRootError, match="allow_outside_root"):
+        safe_read.check_video_path(outside, [str(tmp_path / "data")])
+    assert safe_read.check_video_path(outside, [str(tmp_path / "data")], allow_outside=True) == outside
+
+
+def test_a_remote_media_file_is_read_checked_and_a_missing_one_is_not_found():
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/safe-read/a.png", b"\x89PNG-bytes")
+    try:
+        assert safe_read.read_media("memory://safe-read/a.png", ["memory://safe-read"]) == b"\x89PNG-bytes"
+        with pytest.raises(FileNotFoundError):
+            safe_read.read_media("memory://safe-read/missing.png", ["memory://safe-read"])
+        with pytest.raises(safe_read.MediaTooLargeError, match="over the 4-byte limit"):
+            safe_read.read_media("memory://safe-read/a.png", ["memory://safe-read"], max_bytes=4)
+    finally:
+        memory.rm("/safe-read", recursive=True)
