@@ -80,6 +80,13 @@ def test_convert_tokens_to_ids(tok: QwenTokenizer) -> None:
     assert tok.convert_tokens_to_ids("<|no_such_token|>") is None
 
 
+def test_every_printable_ascii_character_is_its_own_byte_level_spelling(tok: QwenTokenizer) -> None:
+    # GPT-2's byte-level alphabet keeps "!" to "~" as themselves (both ends included).
+    for code in range(ord("!"), ord("~") + 1):
+        assert tok.convert_tokens_to_ids(chr(code)) == tok.encode(chr(code))[0], chr(code)
+    assert tok.convert_tokens_to_ids("Ġ") == tok.encode(" ")[0]  # a space is spelled with a shifted character
+
+
 def test_sizes_and_special_tokens_map(tok: QwenTokenizer) -> None:
     assert tok.vocab_size == 151643
     assert len(tok) == 151665

@@ -152,3 +152,11 @@ def test_a_remote_media_file_is_read_checked_and_a_missing_one_is_not_found():
             safe_read.read_media("memory://safe-read/a.png", ["memory://safe-read"], max_bytes=4)
     finally:
         memory.rm("/safe-read", recursive=True)
+
+
+def test_the_documented_256_mib_limit_is_the_default(tmp_path):
+    huge = tmp_path / "huge.png"
+    with open(huge, "wb") as handle:  # sparse: costs no disk
+        handle.truncate((256 << 20) + 1)
+    with pytest.raises(safe_read.MediaTooLargeError, match="over the 268435456-byte limit"):
+        safe_read.read_media(str(huge), [str(tmp_path)])
