@@ -6,6 +6,7 @@ bare ValueError / IndexError from the packer, no pack over its budget."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,3 +104,15 @@ def test_any_parse_row_result_is_refused_by_name_or_packs_validly(data):
     assert pack.add(sample)
     check_batch(pack.to_batch(), CFG, TOKENS)
     assert pack.curr <= sample_length(sample)  # num_tokens is never understated
+
+
+def test_a_special_token_label_must_lie_below_the_vocabulary_size():
+    def sample(label):
+        item = {"type": "text", "enable_cfg": 0, "loss": 0, "special_token_loss": 1, "special_token_label": label}
+        data = {"sequence_plan": [item], "text_ids_list": [[1, 2]], "image_tensor_list": [], "num_tokens": 2}
+        return builder_from_data(data)
+
+    assert check_sample(sample(VOCAB - 1), STRIDES, VOCAB).sequence_plan[0]["special_token_label"] == VOCAB - 1
+    for label in (VOCAB, -1, None, 2.0):
+        with pytest.raises(SampleInvalid, match="special_token_loss needs a valid special_token_label"):
+            check_sample(sample(label), STRIDES, VOCAB)
