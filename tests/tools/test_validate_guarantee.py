@@ -160,3 +160,24 @@ def test_run_validate_and_inspect_share_the_topology_options():
         result = CliRunner().invoke(app, [command, "--help"])
         assert "--num-workers" in result.output and "--world-size" in result.output, command
         assert "[default: 2]" in result.output.split("--num-workers")[1].split("--")[0], command
+
+
+def test_the_worst_case_of_an_image_row_is_its_sample_s_exact_length(tmp_path, tokenizer):
+    """No frames to vary: the bound is the row's one sample in a pack (begin/end tokens of
+    every item included), not a looser guess."""
+    from bagel_data.families.vlm import SftJSONLIterableDataset
+    from bagel_data.families.worst_case import vlm_worst_length
+    from helpers.builders import write_vlm
+
+    turns = [{"from": "human", "value": "<image> describe it"}, {"from": "gpt", "value": "a grey square, small"}]
+    jsonl, image_dir = write_vlm(
+        tmp_path, [{"image": "a.png", "conversations": turns}], images={"a.png": png_bytes(60, 40)}
+    )
+    family = SftJSONLIterableDataset(
+        "vlm", ImageTransform(56, 28, 14), tokenizer, None, [jsonl], [image_dir], [1], num_workers=1
+    )
+    family.set_epoch(0)
+    shard = family.worker_shard()
+    samples = list(family.unit_samples(shard, 0, int(shard.unit_ids[0]), SkipLog("vlm")))
+    assert len(samples) == 1 and len(samples[0]["sequence_plan"]) >= 3
+    assert vlm_worst_length(family, samples[0]) == sample_length(samples[0])
