@@ -185,6 +185,8 @@ MORE: dict[str, list[str]] = {
 _BY_FOLDER = {
     "nemo/": ["tests/dropin", "tests/conformance/test_golden_packed.py", "tests/test_config.py"],
     "schema/settings.py": ["tests/config", "tests/dropin/test_entrances.py", "tests/dropin/test_api.py"],
+    # Weight schedules are parsed here and tested where the mixer reads them.
+    "schema/weights.py": ["tests/packing/test_schedule.py", "tests/config", "tests/test_config.py"],
     "schema/": ["tests/config", "tests/test_config.py", "tests/docs/test_example_configs.py"],
     "sources/": ["tests/sources", "tests/families"],
     "tools/inspect/": ["tests/tools/test_inspect.py"],

@@ -207,3 +207,16 @@ def test_an_elastic_restart_goes_on_from_the_step_the_old_run_reached():
     restarted = PackState(None, 0, [1], None, [None], collections.deque(), [], history=again)  # type: ignore[arg-type]
     clock = StepClock([], worker_id=1, num_workers=3, base=restarted.step_base)
     assert [clock.step(n) for n in range(2)] == [22, 25]
+
+
+def test_a_schedule_reads_as_its_step_0_weight_where_a_number_is_expected():
+    schedule = parse_weight("weight", [[0, 0.25], [10, 0.75]])
+    assert isinstance(schedule, WeightSchedule) and float(schedule) == 0.25
+
+
+def test_a_plain_weight_as_a_schedule_starts_at_step_0():
+    from bagel_data.schema.weights import as_schedule
+
+    assert as_schedule(0.5).as_list() == [[0, 0.5]]
+    schedule = parse_weight("weight", [[0, 0.0], [4, 1.0]])
+    assert as_schedule(schedule) is schedule
