@@ -121,7 +121,13 @@ _SHARED_MEMORY = [
 MORE: dict[str, list[str]] = {
     "__init__.py": ["tests/dropin/test_api.py", "tests/test_compat.py"],
     "assembly.py": ["tests/families", "tests/config", "tests/dropin", "tests/test_config.py", *_GOLDEN],
-    "batch.py": ["tests/packing", "tests/dropin", "tests/test_loader_segments.py"],
+    "batch.py": [
+        "tests/test_batch.py",
+        "tests/media/test_pixels.py",
+        "tests/packing",
+        "tests/dropin",
+        "tests/test_loader_segments.py",
+    ],
     "compat.py": [
         "tests/test_compat.py",
         "tests/conformance",
