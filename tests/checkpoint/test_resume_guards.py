@@ -171,3 +171,9 @@ def test_data_status_positions_may_be_lists_or_tuples(tmp_path, tokenizer, speci
     with as_worker(0, 1):
         after = [d["data_indexes"] for d in next(iter(resumed))["batch_data_indexes"]]
     assert after[0] == positions[2], (recorded, after)
+
+
+def test_a_group_with_no_saved_positions_stays_none_in_data_status():
+    from bagel_data.checkpoint.checks import check_data_status
+
+    assert check_data_status({"t2i": None, "vlm": {"0": [1, 2]}}, ["t2i", "vlm"])["t2i"] is None

@@ -80,3 +80,13 @@ def test_a_dataset_info_key_the_family_does_not_read_is_an_error(grouped, info, 
     info[group][dataset][key] = str(_write(tmp_path, "{}", "x.json"))
     with pytest.raises(ConfigError, match=rf"dataset_info.{group}.{dataset} = \['{key}'\]: .*does not read"):
         parse_groups(grouped, info, None)
+
+
+def test_expanded_size_counts_every_container_and_value_once_per_use():
+    from bagel_data.config_files import expanded_size
+
+    assert expanded_size(7) == 1
+    assert expanded_size([[1, 2], [3]]) == 6  # the outer list, two lists, three values
+    assert expanded_size({"a": [1, 2]}) == 5  # the dict, its key, the list, two values
+    shared = [1, 2]
+    assert expanded_size([shared, shared]) == 7  # an alias counts at each use

@@ -924,3 +924,11 @@ def test_a_plan_that_opens_without_split_start_still_starts_a_fresh_split():
     first.plan["split_start"] = False
     batch = pack([make_sample([first, text_item([8])], CFG)], FLEX)
     assert batch["split_lens"][:-1] == [5, 3] and sum(batch["split_lens"][:-1]) == batch["sample_lens"][0]
+
+
+def test_check_batch_names_an_empty_sample():
+    batch = valid_batch()
+    batch["sample_lens"] = [0, *batch["sample_lens"]]
+    batch["batch_data_indexes"] = [dict(batch["batch_data_indexes"][0]), *batch["batch_data_indexes"]]
+    with pytest.raises(InvariantError, match="empty sample"):
+        check_batch(batch, CFG, TOKENS)
