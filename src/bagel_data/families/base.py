@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import sample_length, with_tensors
 from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, phase_work, row_key_at
-from .read_plan import ReadsAhead
+from .read_plan import ReadsAhead, phase_units
 from .units import UnitDataset
 
 
@@ -79,12 +79,7 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
                     )
                 yield [index], sample
             return
-        work = phase_work(shard, self.restart_plan, phase)
-        first = start[0] if start else 0
-        for index in range(first, len(work)):
-            unit_id, pass_index, row_start = work.item(index)
-            if start and index == first and len(start) > 1:
-                row_start = tuple(start[1:])
+        for index, unit_id, pass_index, row_start in phase_units(phase_work(shard, self.restart_plan, phase), start):
             for row, builder in self._unit_samples(unit_id, pass_index, row_start, log):
                 position = [index, *row]
                 yield position, self._build(builder, shard, position, (unit_id, pass_index, *row))

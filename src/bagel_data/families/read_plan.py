@@ -25,6 +25,17 @@ from ..sources.parquet import ParquetReader
 from ..sources.read_ahead import ReadAhead
 
 
+def phase_units(work, start) -> Iterator[tuple[int, Any, Any, Any]]:
+    """(index, unit id, pass, first row) of a phase's work list from `start` (a position:
+    `[index, *row]`, or None for the whole list): the walk the stream and its read plan share."""
+    first = start[0] if start else 0
+    for index in range(first, len(work)):
+        unit_id, pass_index, row_start = work.item(index)
+        if start and index == first and len(start) > 1:
+            row_start = tuple(start[1:])
+        yield index, unit_id, pass_index, row_start
+
+
 class ReadsAhead:
     """The read-ahead half of `DistributedIterableDataset` (which sets these attributes)."""
 
@@ -170,12 +181,7 @@ class ReadsAhead:
                     count += 1
                     yield int(unit_id), tuple(row), True
             else:
-                work = phase_work(shard, self.restart_plan, phase)
-                first = start[0] if start else 0
-                for index in range(first, len(work)):
-                    unit_id, _, row_start = work.item(index)
-                    if start and index == first and len(start) > 1:
-                        row_start = tuple(start[1:])
+                for _, unit_id, _, row_start in phase_units(phase_work(shard, self.restart_plan, phase), start):
                     count += 1
                     yield int(unit_id), tuple(row_start), False
             if phase >= 0 and not count and start is None:
