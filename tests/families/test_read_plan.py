@@ -91,19 +91,26 @@ def test_workers_forked_while_this_process_reads_ahead(dataset_info, tokenizer, 
     reference = packs(three_groups(dataset_info, tokenizer, special_tokens, OFF, 2), 6, 2)
     dataset = three_groups(dataset_info, tokenizer, special_tokens, ON, 2)
     stream = iter(dataset)
-    next(stream)  # this process now has read-ahead threads running
-    assert any(t.name.startswith("bagel-read-ahead") for t in threading.enumerate())
-    assert_same_stream(reference, packs(dataset, 6, 2), "forked beside running threads")
-    stream.close()
+    try:
+        next(stream)  # this process now has read-ahead threads running
+        assert read_ahead_threads()
+        assert_same_stream(reference, packs(dataset, 6, 2), "forked beside running threads")
+    finally:
+        stream.close()
+
+
+def read_ahead_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("bagel-read-ahead") and t.is_alive()}
 
 
 def test_no_read_ahead_thread_outlives_its_stream(dataset_info, tokenizer, special_tokens):
+    before = read_ahead_threads()  # another test's, if it failed before closing its stream
     dataset = three_groups(dataset_info, tokenizer, special_tokens, ON)
     stream = iter(dataset)
     next(stream)
-    assert any(t.name.startswith("bagel-read-ahead") for t in threading.enumerate())
+    assert read_ahead_threads() - before
     stream.close()  # what a DataLoader worker does at its end
-    assert not any(t.name.startswith("bagel-read-ahead") and t.is_alive() for t in threading.enumerate())
+    assert not read_ahead_threads() - before
 
 
 @pytest.mark.parametrize(("saved_with", "resumed_with"), [(ON, ON), (OFF, ON), (ON, OFF)])

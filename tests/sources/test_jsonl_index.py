@@ -296,3 +296,40 @@ def test_runs_are_spilled_merged_and_removed(tmp_path, monkeypatch):
     want = reference([path], ["d"], [3000])
     for array, expected in zip(got, want[:3]):
         np.testing.assert_array_equal(array, expected)
+
+
+def _read_many(index: JsonlIndex, line: int, want: str, times: int) -> bool:
+    return all(index[line][0] == want for _ in range(times))
+
+
+def test_a_forked_process_reads_through_handles_of_its_own(tmp_path):
+    """A fork copies open files with their position shared between the processes: a
+    parent that has read lines (a DataLoader's main process, its read-ahead) and its
+    workers would move each other's position between a seek and a read."""
+    import multiprocessing
+    import threading
+
+    lines = [f'{{"n": {n}, "pad": "{"x" * (50 + 37 * n)}"}}\n'.encode() for n in range(12)]
+    path = write(tmp_path, "a.jsonl", b"".join(lines))
+    index = JsonlIndex([path], [str(tmp_path)], [len(lines)])
+    first, last = index[0][0], index[len(index) - 1][0]  # the parent's handle is now open
+    results: list[bool] = []
+    reader = threading.Thread(target=lambda: results.append(_read_many(index, 0, first, 3000)))
+    reader.start()  # the parent keeps reading while its children do
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_child_reads, args=(index, len(index) - 1, last), daemon=True) for _ in range(2)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(30)
+        if child.exitcode is None:  # stuck on a lock the parent's reader held at the fork
+            child.kill()
+            child.join()
+    reader.join(30)
+    assert [child.exitcode for child in children] == [0, 0]
+    assert results == [True]
+    close(index)
+
+
+def _child_reads(index: JsonlIndex, line: int, want: str) -> None:
+    raise SystemExit(0 if _read_many(index, line, want, 3000) else 1)

@@ -87,15 +87,23 @@ class ReadsAhead:
         return bool(self.__dict__.get("_rebuilding"))
 
     def active_read_ahead(self) -> ReadAhead | None:
-        ahead = self.__dict__.get("_read_ahead")
-        return ahead if ahead is not None and ahead.pid == os.getpid() else None
+        return self._process_state().get("read_ahead")
 
     def io_lock(self) -> threading.Lock:
         """A lock for a reader the family shares between its own thread and the read-ahead's
-        (a JSONL index's file handles). One per process: a fork copies a lock as it is."""
-        held = self.__dict__.get("_io_lock")
+        (a JSONL index's file handles)."""
+        return self._process_state().setdefault("io_lock", threading.Lock())
+
+    def _process_state(self) -> dict:
+        """This process's read-ahead, lock and open files. A fork copies the parent's as
+        they were: threads gone, a lock possibly held, files sharing their position with
+        the parent. A child makes its own and keeps the copies without ever touching them:
+        freeing one would close a file, and closing takes a lock that may be held."""
+        held = self.__dict__.get("_per_process")
         if held is None or held[0] != os.getpid():
-            held = self.__dict__["_io_lock"] = (os.getpid(), threading.Lock())
+            if held is not None:
+                self.__dict__.setdefault("_forked_away", []).append(held)
+            held = self.__dict__["_per_process"] = (os.getpid(), {})
         return held[1]
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -110,7 +118,7 @@ class ReadsAhead:
             ahead = ReadAhead(budget_bytes)
             files = self._opened_files()
             ahead.on_close(lambda: parquet_ahead.close_all(files))
-            self.__dict__["_read_ahead"] = ahead
+            self._process_state()["read_ahead"] = ahead
         return ahead
 
     def stop_read_ahead(self) -> None:
@@ -143,19 +151,16 @@ class ReadsAhead:
             self.pin_rows(ahead, [self.row_key(cursor) for cursor in cursors])
 
     def read_ahead_stats(self) -> dict | None:
-        ahead = self.__dict__.get("_read_ahead")
+        ahead = self.active_read_ahead()
         return None if ahead is None else ahead.stats()
 
     def _opened_files(self) -> weakref.WeakSet:
-        files = self.__dict__.get("_read_ahead_files")
-        if files is None:
-            files = self.__dict__["_read_ahead_files"] = weakref.WeakSet()
-        return files
+        return self._process_state().setdefault("files", weakref.WeakSet())
 
     def __getstate__(self) -> dict:
         # Threads, locks and open files stay in the process that made them.
         state = self.__dict__.copy()
-        for name in ("_read_ahead", "_io_lock", "_read_ahead_files"):
+        for name in ("_per_process", "_forked_away"):
             state.pop(name, None)
         return state
 

@@ -11,6 +11,7 @@ once per node into files that every process maps (`jsonl_cache.py`).
 from __future__ import annotations
 
 import ctypes
+import os
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
@@ -244,15 +245,27 @@ class JsonlIndex(Sequence):
         self.offsets, self.line_numbers, self.file_ids = arrays
         release_free_heap()
         self._handles: dict[int, BinaryIO] = {}
+        self._handles_pid = os.getpid()
 
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def _own_handles(self) -> dict[int, BinaryIO]:
+        """This process's open files. A fork copies the parent's with their position (shared
+        with the parent, which may still be reading) and their lock (possibly held by a
+        parent's thread at the fork): a child opens its own and never touches those, not
+        even to close them (closing takes the lock)."""
+        if self._handles_pid != os.getpid():
+            self._inherited_handles = [*getattr(self, "_inherited_handles", ()), *self._handles.values()]
+            self._handles, self._handles_pid = {}, os.getpid()
+        return self._handles
+
     def read_line(self, index: int) -> bytes:
         file_id = int(self.file_ids[index])
-        handle = self._handles.get(file_id)
+        handles = self._own_handles()
+        handle = handles.get(file_id)
         if handle is None:
-            handle = self._handles[file_id] = storage.open_input(self.paths[file_id])
+            handle = handles[file_id] = storage.open_input(self.paths[file_id])
         return _read_line_at(handle, int(self.offsets[index]))
 
     def location(self, index: int) -> str:
@@ -268,7 +281,7 @@ class JsonlIndex(Sequence):
 
     def close(self) -> None:
         """Close the file handles `read_line` opened (they reopen on the next read)."""
-        handles, self._handles = self._handles, {}
+        handles, self._handles = self._own_handles(), {}
         for handle in handles.values():
             handle.close()
 
@@ -280,7 +293,8 @@ class JsonlIndex(Sequence):
         # Open handles do not cross process boundaries; each worker opens its own. A mapped
         # index travels as its folder: a spawned worker maps the node's copy again.
         state = self.__dict__.copy()
-        state["_handles"] = {}
+        state["_handles"], state["_handles_pid"] = {}, None
+        state.pop("_inherited_handles", None)
         if state.get("_mapped"):
             for name, _ in jsonl_cache.ARRAYS:
                 del state[name]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -76,7 +75,6 @@ class ReadAhead:
     def __init__(self, budget_bytes: int, threads: int = THREADS):
         self.budget = int(budget_bytes)
         self.threads = int(threads)
-        self.pid = os.getpid()  # a forked child builds its own: threads do not survive a fork
         self._lock = threading.RLock()
         self._queue: collections.deque[Task] = collections.deque()  # in the stream's order
         self._pinned: dict[Hashable, list] = {}  # key -> [task, extract, takes left]
