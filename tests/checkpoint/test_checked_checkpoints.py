@@ -176,3 +176,24 @@ def test_data_status_survives_a_json_round_trip(folder, tokenizer, special_token
 def test_a_tampered_data_status_is_refused_by_name(folder, tokenizer, special_tokens, status, named):
     with pytest.raises(ResumeError, match=named):
         _indexes(folder, tokenizer, special_tokens, status, batches=1)
+
+
+def test_a_cursor_is_refused_from_its_work_list_length_on(dataset, checkpoint):
+    """The last item of the worker's work list resumes; one past it is refused."""
+    from bagel_data.sharding import phase_work
+
+    family = dataset.grouped_datasets[0]
+    length = len(phase_work(family.worker_shard(), family.restart_plan, 0))
+    assert _resume(dataset, _with(checkpoint, CURSOR, [0, length - 1, 0, 0]))["sample_lens"]
+    with pytest.raises(ResumeError, match=f"index {length} is past the {length} item"):
+        _resume(dataset, _with(checkpoint, CURSOR, [0, length, 0, 0]))
+
+
+def test_a_buffered_sample_that_waited_resumes(dataset, checkpoint):
+    """A best-fit buffer entry records the packs it waited beside mandatory samples as a
+    fourth value (`[group, cursor, compat state, packs waited]`): it is read, not refused."""
+    group, cursor = "t2i_pretrain", [0, 0, 0, 0]  # a row already read: rebuilt on resume
+    state = _with(checkpoint, ("buffer",), [[group, cursor, None, 2]])
+    assert _resume(dataset, state)["sample_lens"]
+    with pytest.raises(ResumeError, match="packs waited"):
+        _resume(dataset, _with(checkpoint, ("buffer",), [[group, cursor, None, -1]]))

@@ -64,6 +64,18 @@ def test_a_two_step_plan_is_refused_where_it_would_change_a_value(mean, std):
     assert two_step_plan(mean, std) is None  # ... and is not taken
 
 
+def test_a_two_step_plan_that_changes_only_the_sign_of_zero_is_refused():
+    """A mean of the smallest subnormal: level 0 is -0.0 in three steps ((0 - m) / 2 rounds to
+    -0.0) and +0.0 in two (m / 2 rounds to 0.0, 0 - 0.0 is +0.0); equal as numbers, not as bits."""
+    mean, std = float(np.float32(1.4e-45)), 2.0
+    exact = (np.float32(0) / np.float32(255) - np.float32(mean)) / np.float32(std)
+    assert np.signbit(exact)
+    assert two_step_plan(mean, std) is None
+    dest = torch.empty(3, 1, 1)
+    write_chw(dest, np.zeros((1, 1, 3), dtype=np.uint8), (mean,) * 3, (std,) * 3)
+    assert torch.signbit(dest).all()
+
+
 def rgbx_view(pixels: np.ndarray) -> np.ndarray:
     """`pixels` as Pillow stores RGB: 4 bytes a pixel, read through a strided view."""
     rgbx = np.full((*pixels.shape[:2], 4), 77, dtype=np.uint8)  # the padding must not leak
