@@ -4,6 +4,7 @@ resume, the same counted skips; a resumed buffer is fetched one open per file.""
 from __future__ import annotations
 
 import itertools
+import os
 import pickle
 import threading
 
@@ -228,3 +229,20 @@ def test_a_family_that_plans_no_reads_reads_inline(tmp_path, tokenizer, monkeypa
     stats = family.read_ahead_stats()
     assert stats["hits"] == 0 and stats["misses"] > 0 and stats["fetched_bytes"] == 0
     stream.close()
+
+
+def test_a_file_that_cannot_be_opened_leaves_the_rest_read_ahead(tmp_path, tokenizer):
+    """A footer that fails to read is the family's counted skip; the plan goes on to the
+    next file (it does not stop reading ahead at the first bad one)."""
+    paths = _t2i_files(tmp_path)
+    size = os.path.getsize(paths[1])
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+    with delayed_storage(fail={paths[1]: (size - 8, size)}):  # the footer's length and magic
+        inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 12)]
+        stream = family.iter_samples(read_ahead=ON)
+        ahead = [cursor for cursor, _ in itertools.islice(stream, 12)]
+        stream.close()
+    assert ahead == inline
+    assert family.skip_log.counts["unit_unreadable"] > 0
+    stats = family.read_ahead_stats()
+    assert stats["misses"] == 0 and stats["hits"] > 0, stats

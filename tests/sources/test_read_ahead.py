@@ -97,6 +97,48 @@ def test_an_unforeseen_take_reads_inline_and_a_passed_task_is_dropped():
         ahead.close()
 
 
+def _open_when(gate: threading.Event, condition) -> threading.Thread:
+    """Open `gate` once `condition()` holds (or after 3 s, to let a failing test end)."""
+
+    def wait_then_open():
+        deadline = time.monotonic() + 3
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        gate.set()
+
+    thread = threading.Thread(target=wait_then_open)
+    thread.start()
+    return thread
+
+
+def test_passed_tasks_that_have_not_started_never_run():
+    """The stream takes unit 3 while the one thread is held on unit 0: units 1 and 2 are
+    passed before they start, and their reads are cancelled, not made for nothing."""
+    gate, ran = threading.Event(), []
+    tasks = list(_tasks([1, 1, 1, 1], ran, gate))
+    ahead = ReadAhead(budget_bytes=1000, threads=1)
+    ahead.follow(iter(tasks))
+    opener = _open_when(gate, lambda: tasks[1].future.cancelled() and tasks[2].future.cancelled())
+    try:
+        assert len(ahead.take(("unit", 3), lambda: b"")) == 1
+    finally:
+        opener.join()
+        ahead.close()
+    assert ran == [0, 3]
+
+
+def test_close_cancels_a_pinned_read_that_has_not_started():
+    gate, ran = threading.Event(), []
+    ahead = ReadAhead(budget_bytes=1000, threads=1)
+    ahead.follow(_tasks([1], ran, gate))  # holds the only thread until the gate opens
+    pinned = Task("file", lambda: ran.append("pinned"), 0)
+    ahead.pin(pinned, {"a": (lambda v: v, 1)})
+    opener = _open_when(gate, lambda: pinned.future.cancelled())
+    ahead.close()  # waits for unit 0, the running read
+    opener.join()
+    assert ran == [0]
+
+
 def test_a_pending_plan_goes_on_when_its_dependency_completes():
     gate = threading.Event()
     first = Task("footer", lambda: gate.wait(5) and b"f", 1)
