@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from bagel_data.cli.tools import prepare_app
 from bagel_data.errors import ConfigError
-from bagel_data.tools.prepare import prepare_edit, prepare_interleaved, prepare_t2i, prepare_vlm
+from bagel_data.tools.prepare import engine, prepare_edit, prepare_interleaved, prepare_t2i, prepare_vlm
+from bagel_data.tools.prepare.shard_jobs import ShardResult
 from bagel_data.tools.prepare.sharded import prepare_sharded
 from helpers import prepare_inputs
 
@@ -213,7 +214,7 @@ def test_cli_resume_option(tmp_path):
     assert Path(out / "part-00001.parquet").is_file()
 
 
-@pytest.mark.parametrize("damage", ["deleted", "replaced", "input_changed", "image_rewritten"])
+@pytest.mark.parametrize("damage", ["deleted", "replaced", "another_shard", "input_changed", "image_rewritten"])
 def test_resume_redoes_a_finished_shard_that_no_longer_matches(tmp_path, damage):
     raw = prepare_inputs.t2i_folder(tmp_path / "raw", 20, bad=False)
     out = tmp_path / "out"
@@ -222,6 +223,10 @@ def test_resume_redoes_a_finished_shard_that_no_longer_matches(tmp_path, damage)
         (out / "part-00001.parquet").unlink()
     elif damage == "replaced":  # a whole, valid file, but another shard's
         (out / "part-00001.parquet").write_bytes((out / "part-00000.parquet").read_bytes()[:-8] + b"x" * 8)
+    elif damage == "another_shard":  # valid parquet with the marker's row count, another size
+        other = (out / "part-00000.parquet").read_bytes()
+        assert len(other) != (out / "part-00001.parquet").stat().st_size
+        (out / "part-00001.parquet").write_bytes(other)
     elif damage == "input_changed":  # same row count, other content: never mix old and new shards
         (raw / "img0013.txt").write_text("a new caption\n")
     else:  # the same captions, another image in place
@@ -267,3 +272,29 @@ def test_a_listening_address_passes_the_check():
         server.bind(("127.0.0.1", 0))
         server.listen()
         check_address(f"127.0.0.1:{server.getsockname()[1]}")
+
+
+def _results(*indexes: int):
+    return [ShardResult(index, None, 0, (), ()) for index in indexes]
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [((0, 2, 1), "shard 2 out of order"), ((0, 1, 2, 3), "shard 3 out of order"), ((0, 1), "returned 2 of 3")],
+)
+def test_an_engine_that_returns_shards_out_of_order_or_too_many_or_few_is_caught(returned, message):
+    """A distributed engine's results are checked one per shard, in shard order: a shard
+    written twice or under another's name would lose rows silently."""
+    checked = engine._checked(iter(_results(*returned)), [0, 1, 2])
+    with pytest.raises(RuntimeError, match=message):
+        list(checked)
+    assert [result.index for result in engine._checked(iter(_results(0, 1, 2)), [0, 1, 2])] == [0, 1, 2]
+
+
+def test_overwrite_into_a_folder_without_an_earlier_run(tmp_path):
+    raw = prepare_inputs.t2i_folder(tmp_path / "raw", 4, bad=False)
+    for out in (tmp_path / "new", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        report = prepare_sharded("t2i", raw, out, rows_per_shard=10, overwrite=True)
+        assert report.rows_written == 4
