@@ -9,6 +9,7 @@ import pickle
 import threading
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from PIL import Image
@@ -183,6 +184,10 @@ def test_a_resumed_buffer_is_fetched_one_open_per_file(tmp_path, tokenizer):
     rebuilt.stop_read_ahead()
     assert dict(opens.counts) == {path: 1 for path in paths}
     assert rebuilt.read_ahead_stats()["misses"] == 0
+    # ... and the row groups came with that one fetch, not read one by one as rows were rebuilt.
+    pinned = {(paths[unit], group) for _, unit, group, _ in cursors}
+    sizes = sum(pq.ParquetFile(path).metadata.row_group(group).total_byte_size for path, group in pinned)
+    assert rebuilt.read_ahead_stats()["fetched_bytes"] >= sizes // 2
     for cursor, want, have in zip(cursors, expected, got):
         assert_same_value(have, want, str(cursor))
 
