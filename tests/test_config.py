@@ -32,6 +32,9 @@ def build(case, tokenizer, special_tokens, grouped=None, info=None, **packing):
     )
 
 
+BUILD_CALL_LINE = build.__code__.co_firstlineno + 3  # its `return make_bagel_multimodal_dataset(`
+
+
 def groups_with(case, group, **changes):
     grouped = copy.deepcopy(case["grouped_datasets"])
     grouped[group].update(changes)
@@ -132,8 +135,28 @@ def test_budgets(base, tokenizer, special_tokens):
 
 
 def test_budget_risks_are_warnings(base, tokenizer, special_tokens):
-    with pytest.warns(ConfigWarning, match="mandatory groups"):
+    with pytest.warns(ConfigWarning, match="mandatory groups") as caught:
         build(base, tokenizer, special_tokens)
+    # Shown at the line that called the public builder (here in `build`), where the user can change it.
+    assert {(warning.filename, warning.lineno) for warning in caught} == {(__file__, BUILD_CALL_LINE)}
+
+
+def _risks(mandatory: int, **packing) -> list[str]:
+    from types import SimpleNamespace
+
+    from bagel_data.assembly import budget_risks
+    from bagel_data.packing.config import PackingConfig
+
+    groups = [SimpleNamespace(name=f"g{i}", is_mandatory=True) for i in range(mandatory)]
+    return budget_risks(groups, PackingConfig(**packing))
+
+
+def test_budget_risks_start_just_past_the_budget():
+    fits = dict(expected_num_tokens=900, max_num_tokens=1000, max_num_tokens_per_sample=500, prefer_buffer_before=500)
+    assert _risks(2, **fits) == []  # two mandatory samples of 500 fill 1000 exactly; 500 + 500 too
+    over = _risks(2, **{**fits, "max_num_tokens": 999, "expected_num_tokens": 899})
+    assert [risk.split()[0] for risk in over] == ["mandatory", "prefer_buffer_before"]
+    assert _risks(1, **{**fits, "prefer_buffer_before": 501})[0].startswith("prefer_buffer_before + ")
 
 
 def test_transform_args_checked(base, tokenizer, special_tokens):

@@ -41,3 +41,10 @@ def test_a_json_without_a_caption_key_and_no_txt_drops_the_row_naming_eight_keys
 def test_json_caption_keys_add_to_txt_and_say_where_they_came_from():
     meta = json.dumps({"short": "logo", "caption": "a cat", "caption_2": "a small cat"})
     assert sidecar_captions("from txt", meta) == (["from txt", "a cat", "a small cat"], ".txt + .json caption")
+
+
+def test_jsonl_shards_keep_text_as_utf8_not_escapes():
+    """The JSONL reader orders lines by their bytes: `\\u00e9` and `é` would sort apart."""
+    from bagel_data.tools.prepare.shard_jobs import jsonl_bytes
+
+    assert jsonl_bytes([{"t": "café ☕"}, {"t": "x"}]) == '{"t": "café ☕"}\n{"t": "x"}\n'.encode()
