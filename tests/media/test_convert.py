@@ -24,6 +24,8 @@ MEANS_STDS = [
     ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
     ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),  # ImageNet: per-channel, not exact in binary
     ((0.0, 0.1, 1.0 / 3.0), (1.0, 0.3, 0.7)),
+    ((0.1, 0.2, 0.3), (0.5, 0.5, 0.5)),  # one std shared, a mean per channel (and the reverse):
+    ((0.5, 0.5, 0.5), (0.2, 0.4, 0.8)),  # uniform only when both are
 ]
 
 
