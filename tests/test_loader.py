@@ -26,3 +26,8 @@ def test_the_defaults():
 def test_in_process_the_worker_options_are_left_unset():
     loader = build_dataloader(Sharded(3), num_workers=0, persistent_workers=True)
     assert (loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (0, None, False)
+
+
+def test_one_worker_is_a_worker_process():
+    loader = build_dataloader(Sharded(1), persistent_workers=True, prefetch_factor=3)
+    assert (loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (1, 3, True)
