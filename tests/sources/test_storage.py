@@ -48,3 +48,13 @@ def test_inner_paths_are_parsed_without_contacting_a_store():
     assert storage._inner_path("gs://bucket/dir/") == "bucket/dir"
     assert storage._inner_path("hdfs://namenode:8020/data/x") == "/data/x"
     assert storage._inner_path("memory://bucket/x.txt") == "/bucket/x.txt"
+
+
+def test_list_entries_sorts_by_name_unless_told_not_to(tmp_path):
+    names = [f"part-{number:03d}.parquet" for number in (7, 1, 30, 2, 19, 5, 11, 0, 23, 14, 3, 28)]
+    for size, name in enumerate(names):
+        (tmp_path / name).write_bytes(b"x" * size)
+    entries = storage.list_entries(str(tmp_path))
+    assert [entry.name for entry in entries] == sorted(names)
+    assert {entry.name: entry.size for entry in entries} == {name: size for size, name in enumerate(names)}
+    assert sorted(entry.name for entry in storage.list_entries(str(tmp_path), sort=False)) == sorted(names)

@@ -48,3 +48,10 @@ def test_jsonl_shards_keep_text_as_utf8_not_escapes():
     from bagel_data.tools.prepare.shard_jobs import jsonl_bytes
 
     assert jsonl_bytes([{"t": "café ☕"}, {"t": "x"}]) == '{"t": "café ☕"}\n{"t": "x"}\n'.encode()
+
+
+def test_an_output_folder_is_made_with_its_parents(tmp_path):
+    from bagel_data.tools.prepare.shards import prepare_out_dir
+
+    made = prepare_out_dir(tmp_path / "runs" / "today" / "t2i", overwrite=False)
+    assert made.is_dir() and made == tmp_path / "runs" / "today" / "t2i"
