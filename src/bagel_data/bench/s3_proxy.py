@@ -145,7 +145,9 @@ class CountingProxy:
     def storage_options(self) -> dict:
         """dataset_info `storage_options` that send pyarrow's S3 client through this proxy."""
         scheme, host = self.endpoint.split("://")
-        return {"endpoint_override": host, "scheme": scheme, **CREDENTIALS}
+        # The AWS SDK gives up on a response silent for 3 s; a loaded test machine's moto can
+        # take that long to list a thousand keys.
+        return {"endpoint_override": host, "scheme": scheme, "request_timeout": 60.0, **CREDENTIALS}
 
 
 @contextlib.contextmanager
