@@ -55,3 +55,19 @@ def test_an_output_folder_is_made_with_its_parents(tmp_path):
 
     made = prepare_out_dir(tmp_path / "runs" / "today" / "t2i", overwrite=False)
     assert made.is_dir() and made == tmp_path / "runs" / "today" / "t2i"
+
+
+def test_a_jpeg_reencode_keeps_quality_95():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from bagel_data.tools.prepare.stored_images import stored_image
+
+    pixels = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    png = io.BytesIO()
+    Image.fromarray(pixels).save(png, format="PNG")
+    expected = io.BytesIO()
+    Image.fromarray(pixels).save(expected, format="JPEG", quality=95)
+    assert stored_image(png.getvalue(), "noise.png", reencode="JPEG") == expected.getvalue()
