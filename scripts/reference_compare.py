@@ -1,0 +1,164 @@
+"""bagel-data against the reference, side by side in one run, on a run config's data.
+
+    PYTHONPATH=src python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
+        --reference-python /work/refvenv/bin/python --rounds 3 --out benchmarks/reference_results.json
+
+Each round runs, each in a fresh child process with one intra-op thread: the reference
+(`scripts/reference_bench.py`, in the side virtual environment that has `nemo_automodel` and
+torchvision), then bagel-data with the float32 default, with `pixel_format: uint8`, and with
+the opt-in faster floor (`resample: bilinear` + `fast_decode`, uint8). Every child draws
+`--warmup` packs from a new iterator and times the next `--batches`, collated, as the
+reference script does. Best of the rounds per side; peak RSS is the largest of the rounds.
+The packs are checked to be the same samples as the reference's (`same_packs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch, in the children
+
+REPO = Path(__file__).resolve().parent.parent
+VARIANTS = ("float32", "uint8", "faster_floor", "float32_compat")
+
+
+def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
+    """One bagel-data measurement in this process (a child of `compare`)."""
+    import dataclasses
+
+    import torch
+
+    from bagel_data.batch import collate_wrapper
+    from bagel_data.bench.approximate import approximate_grouped
+    from bagel_data.bench.runs import load_tokenizer_once
+    from bagel_data.tools.run import build_from_run_config, load_run_config
+
+    torch.set_num_threads(1)
+    run = load_run_config(str(config))
+    grouped = approximate_grouped(run.grouped_datasets) if variant == "faster_floor" else run.grouped_datasets
+    pixel_format = "float32" if variant.startswith("float32") else "uint8"
+    run = dataclasses.replace(run, grouped_datasets=grouped, packing={**run.packing, "pixel_format": pixel_format})
+    if variant == "float32_compat":  # the reference's packing rules and random draws: the same packs
+        run = dataclasses.replace(run, compat="bagel")
+    tok, _ = load_tokenizer_once()
+    dataset = build_from_run_config(run, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
+    collate, iterator = collate_wrapper(), iter(dataset)
+    packs, shapes = [], []
+    for index in range(warmup + batches):
+        if index == warmup:
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
+        batch = collate([next(iterator)])
+        if index >= warmup:
+            packs.append(batch.batch_data_indexes)
+            shapes.append(pack_shapes(batch))
+        del batch
+    wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
+    tokens = sum(s["tokens"] for s in shapes)
+    return {
+        "side": "bagel-data", "variant": variant, "tokens": tokens, "wall_seconds": wall, "cpu_seconds": cpu,
+        "tokens_per_second": tokens / wall, "tokens_per_cpu_second": tokens / cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "batches": batches, "warmup_packs": warmup, "pack_shapes": shapes, "packs": packs,
+    }  # fmt: skip
+
+
+def pack_shapes(batch) -> dict:
+    shapes: dict = {"tokens": int(batch.sequence_length), "samples": len(batch.batch_data_indexes)}
+    for name in ("padded_images", "packed_vit_tokens"):
+        tensor = getattr(batch, name, None)
+        if tensor is not None:
+            shapes[name] = [list(tensor.shape), str(tensor.dtype).replace("torch.", "")]
+    return shapes
+
+
+def child(command: list[str], env: dict) -> dict:
+    out = subprocess.run(command, env=env, cwd=REPO, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def plain(packs: list) -> list:
+    return [[(w["dataset_name"], json.dumps(w["data_indexes"])) for w in pack] for pack in packs]
+
+
+def best(runs: list[dict]) -> dict:
+    return {
+        "tokens": runs[0]["tokens"],
+        "tokens_per_cpu_second": max(r["tokens_per_cpu_second"] for r in runs),
+        "tokens_per_second": max(r["tokens_per_second"] for r in runs),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "all_tokens_per_cpu_second": [r["tokens_per_cpu_second"] for r in runs],
+        "all_tokens_per_second": [r["tokens_per_second"] for r in runs],
+    }
+
+
+def compare(args: argparse.Namespace) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    common = ["--config", str(args.config), "--batches", str(args.batches), "--warmup", str(args.warmup)]
+    ref_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # nothing of ours on the reference's path
+    runs: dict[str, list[dict]] = {"reference": [], **{v: [] for v in VARIANTS}}
+    loads = []
+    for index in range(args.rounds):
+        loads.append(os.getloadavg())
+        print(f"round {index + 1} of {args.rounds}, load {loads[-1][0]:.2f}", file=sys.stderr)
+        runs["reference"].append(
+            child([args.reference_python, str(REPO / "scripts" / "reference_bench.py"), *common], ref_env)
+        )
+        for variant in VARIANTS:
+            runs[variant].append(child([sys.executable, __file__, "--child", variant, *common], env))
+    ref = best(runs["reference"])
+    res: dict = {
+        "config": {"run_config": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config),
+                   "batches": args.batches, "warmup_packs": args.warmup, "rounds": args.rounds,
+                   "one_process": True, "OMP_NUM_THREADS": 1, "torch_threads": 1},
+        "load_average_at_round_start": loads, "cpus": os.cpu_count(),
+        "reference_versions": runs["reference"][0]["versions"], "reference": ref,
+    }  # fmt: skip
+    ref_packs = plain(runs["reference"][0]["packs"])
+    for variant in VARIANTS:
+        ours = best(runs[variant])
+        ours["same_packs_as_reference"] = plain(runs[variant][0]["packs"]) == ref_packs
+        ours["same_pack_shapes_as_reference"] = [
+            {k: v for k, v in s.items() if k in ("tokens", "samples")} for s in runs[variant][0]["pack_shapes"]
+        ] == [{k: v for k, v in s.items() if k in ("tokens", "samples")} for s in runs["reference"][0]["pack_shapes"]]
+        ours["over_reference_per_cpu_second"] = ours["tokens_per_cpu_second"] / ref["tokens_per_cpu_second"]
+        ours["over_reference_per_second"] = ours["tokens_per_second"] / ref["tokens_per_second"]
+        ours["rss_over_reference"] = ours["peak_rss_mb"] / ref["peak_rss_mb"]
+        res[variant] = ours
+    res["pack_shapes"] = {"reference": runs["reference"][0]["pack_shapes"], "float32": runs["float32"][0]["pack_shapes"],
+                          "uint8": runs["uint8"][0]["pack_shapes"]}  # fmt: skip
+    return res
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=REPO / "benchmarks" / "bagel_run.yaml")
+    parser.add_argument("--batches", type=int, default=16)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reference-python", default="/work/refvenv/bin/python")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--child", choices=VARIANTS, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.config = args.config.resolve()
+    if args.child is not None:
+        print(json.dumps(run_ours(args.config, args.child, args.batches, args.warmup), default=str))
+        return
+    res = compare(args)
+    text = json.dumps(res, indent=1, default=str)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    summary = {k: res[k] for k in ("reference", *VARIANTS)}
+    for value in summary.values():
+        value.pop("all_tokens_per_second", None)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
