@@ -1,15 +1,19 @@
 """bagel-data against the reference, side by side in one run, on a run config's data.
 
     PYTHONPATH=src python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
-        --reference-python /work/refvenv/bin/python --rounds 3 --out benchmarks/reference_results.json
+        --reference-python /work/refvenv/bin/python --rounds 5 --out benchmarks/reference_results.json
 
 Each round runs, each in a fresh child process with one intra-op thread: the reference
 (`scripts/reference_bench.py`, in the side virtual environment that has `nemo_automodel` and
 torchvision), then bagel-data with the float32 default, with `pixel_format: uint8`, and with
-the opt-in faster floor (`resample: bilinear` + `fast_decode`, uint8). Every child draws
+the opt-in faster floor (`resample: bilinear` + `fast_decode`, uint8), and float32 with
+`compat: bagel` (the reference's packing rules and draws: the very same packs, which the
+default mode does not give, as it decides CFG dropout before packing). Every child draws
 `--warmup` packs from a new iterator and times the next `--batches`, collated, as the
-reference script does. Best of the rounds per side; peak RSS is the largest of the rounds.
-The packs are checked to be the same samples as the reference's (`same_packs`).
+reference script does; the order of the sides is reversed every other round. Ratios are
+taken within each round and their median reported (the load moves between rounds); the
+tokens per second are the best of the rounds per side, peak RSS the largest.
+Each variant's packs are compared with the reference's (`same_packs_as_reference`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -107,11 +112,13 @@ def compare(args: argparse.Namespace) -> dict:
     for index in range(args.rounds):
         loads.append(os.getloadavg())
         print(f"round {index + 1} of {args.rounds}, load {loads[-1][0]:.2f}", file=sys.stderr)
-        runs["reference"].append(
-            child([args.reference_python, str(REPO / "scripts" / "reference_bench.py"), *common], ref_env)
-        )
-        for variant in VARIANTS:
-            runs[variant].append(child([sys.executable, __file__, "--child", variant, *common], env))
+        order = ["reference", *VARIANTS]
+        for side in order if index % 2 == 0 else order[::-1]:  # neither side always runs first
+            if side == "reference":
+                command = [args.reference_python, str(REPO / "scripts" / "reference_bench.py"), *common]
+                runs[side].append(child(command, ref_env))
+            else:
+                runs[side].append(child([sys.executable, __file__, "--child", side, *common], env))
     ref = best(runs["reference"])
     res: dict = {
         "config": {"run_config": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config),
@@ -127,10 +134,15 @@ def compare(args: argparse.Namespace) -> dict:
         ours["same_pack_shapes_as_reference"] = [
             {k: v for k, v in s.items() if k in ("tokens", "samples")} for s in runs[variant][0]["pack_shapes"]
         ] == [{k: v for k, v in s.items() if k in ("tokens", "samples")} for s in runs["reference"][0]["pack_shapes"]]
-        ours["over_reference_per_cpu_second"] = ours["tokens_per_cpu_second"] / ref["tokens_per_cpu_second"]
-        ours["over_reference_per_second"] = ours["tokens_per_second"] / ref["tokens_per_second"]
+        # Paired within each round (the load moves between rounds); the median is the headline.
+        for unit in ("tokens_per_cpu_second", "tokens_per_second"):
+            pairs = [o[unit] / r[unit] for o, r in zip(runs[variant], runs["reference"])]
+            name = "per_cpu_second" if unit == "tokens_per_cpu_second" else "per_second"
+            ours[f"over_reference_{name}"] = statistics.median(pairs)
+            ours[f"over_reference_{name}_by_round"] = pairs
         ours["rss_over_reference"] = ours["peak_rss_mb"] / ref["peak_rss_mb"]
         res[variant] = ours
+    res["load_average_at_end"] = os.getloadavg()
     res["pack_shapes"] = {"reference": runs["reference"][0]["pack_shapes"], "float32": runs["float32"][0]["pack_shapes"],
                           "uint8": runs["uint8"][0]["pack_shapes"]}  # fmt: skip
     return res
@@ -141,7 +153,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=REPO / "benchmarks" / "bagel_run.yaml")
     parser.add_argument("--batches", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reference-python", default="/work/refvenv/bin/python")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", choices=VARIANTS, default=None, help=argparse.SUPPRESS)
