@@ -57,6 +57,10 @@ def load_tokenizer():
     return tok, special
 
 
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def pack_shapes(batch) -> dict:
     """What a pack holds, to check that both sides pack the same work."""
     shapes: dict = {"tokens": int(batch.sequence_length), "samples": len(batch.batch_data_indexes)}
@@ -69,12 +73,15 @@ def pack_shapes(batch) -> dict:
 
 def measure(config: Path, batches: int, warmup: int) -> dict:
     import torch
+
+    rss_torch = peak_rss_mb()  # a training process has torch loaded on either side
     from nemo_automodel.components.datasets.multimodal import make_bagel_multimodal_dataset
     from nemo_automodel.components.datasets.multimodal.collate_fns import bagel_packed_collate_fn
 
     torch.set_num_threads(1)
     grouped, info, packing = load_run_config(config)
     tok, special = load_tokenizer()
+    rss_imports = peak_rss_mb()  # every import and the tokenizer, before the dataset
     dataset = make_bagel_multimodal_dataset(
         tokenizer=tok,
         special_tokens=special,
@@ -105,7 +112,9 @@ def measure(config: Path, batches: int, warmup: int) -> dict:
         "cpu_seconds": cpu,
         "tokens_per_second": tokens / wall,
         "tokens_per_cpu_second": tokens / cpu,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
+        "rss_after_torch_import_mb": rss_torch,
+        "rss_after_imports_mb": rss_imports,
         "batches": batches,
         "warmup_packs": warmup,
         "pack_shapes": shapes,

@@ -12,7 +12,8 @@ default mode does not give, as it decides CFG dropout before packing). Every chi
 `--warmup` packs from a new iterator and times the next `--batches`, collated, as the
 reference script does; the order of the sides is reversed every other round. Ratios are
 taken within each round and their median reported (the load moves between rounds); the
-tokens per second are the best of the rounds per side, peak RSS the largest.
+tokens per second are the best of the rounds per side, peak RSS the largest (also without
+what importing torch costs, which differs between a CUDA and a CPU build).
 Each variant's packs are compared with the reference's (`same_packs_as_reference`).
 """
 
@@ -40,6 +41,8 @@ def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
 
     import torch
 
+    rss_torch = peak_rss_mb()  # a training process has torch loaded on either side
+
     from bagel_data.batch import collate_wrapper
     from bagel_data.bench.approximate import approximate_grouped
     from bagel_data.bench.runs import load_tokenizer_once
@@ -53,6 +56,7 @@ def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
     if variant == "float32_compat":  # the reference's packing rules and random draws: the same packs
         run = dataclasses.replace(run, compat="bagel")
     tok, _ = load_tokenizer_once()
+    rss_imports = peak_rss_mb()  # every import and the tokenizer, before the dataset
     dataset = build_from_run_config(run, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
     collate, iterator = collate_wrapper(), iter(dataset)
     packs, shapes = [], []
@@ -69,9 +73,13 @@ def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
     return {
         "side": "bagel-data", "variant": variant, "tokens": tokens, "wall_seconds": wall, "cpu_seconds": cpu,
         "tokens_per_second": tokens / wall, "tokens_per_cpu_second": tokens / cpu,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(), "rss_after_torch_import_mb": rss_torch, "rss_after_imports_mb": rss_imports,
         "batches": batches, "warmup_packs": warmup, "pack_shapes": shapes, "packs": packs,
     }  # fmt: skip
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def pack_shapes(batch) -> dict:
@@ -98,6 +106,11 @@ def best(runs: list[dict]) -> dict:
         "tokens_per_cpu_second": max(r["tokens_per_cpu_second"] for r in runs),
         "tokens_per_second": max(r["tokens_per_second"] for r in runs),
         "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        # Without what importing torch itself costs: the side venv's torch is a CUDA build (the
+        # only torch beside which torchvision installs here), ours a CPU build.
+        "rss_after_torch_import_mb": max(r["rss_after_torch_import_mb"] for r in runs),
+        "rss_after_imports_mb": max(r["rss_after_imports_mb"] for r in runs),
+        "peak_rss_above_torch_import_mb": max(r["peak_rss_mb"] - r["rss_after_torch_import_mb"] for r in runs),
         "all_tokens_per_cpu_second": [r["tokens_per_cpu_second"] for r in runs],
         "all_tokens_per_second": [r["tokens_per_second"] for r in runs],
     }
@@ -141,6 +154,8 @@ def compare(args: argparse.Namespace) -> dict:
             ours[f"over_reference_{name}"] = statistics.median(pairs)
             ours[f"over_reference_{name}_by_round"] = pairs
         ours["rss_over_reference"] = ours["peak_rss_mb"] / ref["peak_rss_mb"]
+        above = "peak_rss_above_torch_import_mb"
+        ours["rss_above_torch_import_over_reference"] = ours[above] / ref[above]
         res[variant] = ours
     res["load_average_at_end"] = os.getloadavg()
     res["pack_shapes"] = {"reference": runs["reference"][0]["pack_shapes"], "float32": runs["float32"][0]["pack_shapes"],
