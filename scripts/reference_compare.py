@@ -1,0 +1,191 @@
+"""bagel-data against the reference, side by side in one run, on a run config's data.
+
+    PYTHONPATH=src python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
+        --reference-python /work/refvenv/bin/python --rounds 5 --out benchmarks/reference_results.json
+
+Each round runs, each in a fresh child process with one intra-op thread: the reference
+(`scripts/reference_bench.py`, in the side virtual environment that has `nemo_automodel` and
+torchvision), then bagel-data with the float32 default, with `pixel_format: uint8`, and with
+the opt-in faster floor (`resample: bilinear` + `fast_decode`, uint8), and float32 with
+`compat: bagel` (the reference's packing rules and draws: the very same packs, which the
+default mode does not give, as it decides CFG dropout before packing). Every child draws
+`--warmup` packs from a new iterator and times the next `--batches`, collated, as the
+reference script does; the order of the sides is reversed every other round. Ratios are
+taken within each round and their median reported (the load moves between rounds); the
+tokens per second are the best of the rounds per side, peak RSS the largest (also without
+what importing torch costs, which differs between a CUDA and a CPU build).
+Each variant's packs are compared with the reference's (`same_packs_as_reference`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch, in the children
+
+REPO = Path(__file__).resolve().parent.parent
+VARIANTS = ("float32", "uint8", "faster_floor", "float32_compat")
+
+
+def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
+    """One bagel-data measurement in this process (a child of `compare`)."""
+    import dataclasses
+
+    import torch
+
+    rss_torch = peak_rss_mb()  # a training process has torch loaded on either side
+
+    from bagel_data.batch import collate_wrapper
+    from bagel_data.bench.approximate import approximate_grouped
+    from bagel_data.bench.runs import load_tokenizer_once
+    from bagel_data.tools.run import build_from_run_config, load_run_config
+
+    torch.set_num_threads(1)
+    run = load_run_config(str(config))
+    grouped = approximate_grouped(run.grouped_datasets) if variant == "faster_floor" else run.grouped_datasets
+    pixel_format = "float32" if variant.startswith("float32") else "uint8"
+    run = dataclasses.replace(run, grouped_datasets=grouped, packing={**run.packing, "pixel_format": pixel_format})
+    if variant == "float32_compat":  # the reference's packing rules and random draws: the same packs
+        run = dataclasses.replace(run, compat="bagel")
+    tok, _ = load_tokenizer_once()
+    rss_imports = peak_rss_mb()  # every import and the tokenizer, before the dataset
+    dataset = build_from_run_config(run, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
+    collate, iterator = collate_wrapper(), iter(dataset)
+    packs, shapes = [], []
+    for index in range(warmup + batches):
+        if index == warmup:
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
+        batch = collate([next(iterator)])
+        if index >= warmup:
+            packs.append(batch.batch_data_indexes)
+            shapes.append(pack_shapes(batch))
+        del batch
+    wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
+    tokens = sum(s["tokens"] for s in shapes)
+    return {
+        "side": "bagel-data", "variant": variant, "tokens": tokens, "wall_seconds": wall, "cpu_seconds": cpu,
+        "tokens_per_second": tokens / wall, "tokens_per_cpu_second": tokens / cpu,
+        "peak_rss_mb": peak_rss_mb(), "rss_after_torch_import_mb": rss_torch, "rss_after_imports_mb": rss_imports,
+        "batches": batches, "warmup_packs": warmup, "pack_shapes": shapes, "packs": packs,
+    }  # fmt: skip
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pack_shapes(batch) -> dict:
+    shapes: dict = {"tokens": int(batch.sequence_length), "samples": len(batch.batch_data_indexes)}
+    for name in ("padded_images", "packed_vit_tokens"):
+        tensor = getattr(batch, name, None)
+        if tensor is not None:
+            shapes[name] = [list(tensor.shape), str(tensor.dtype).replace("torch.", "")]
+    return shapes
+
+
+def child(command: list[str], env: dict) -> dict:
+    out = subprocess.run(command, env=env, cwd=REPO, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def plain(packs: list) -> list:
+    return [[(w["dataset_name"], json.dumps(w["data_indexes"])) for w in pack] for pack in packs]
+
+
+def best(runs: list[dict]) -> dict:
+    return {
+        "tokens": runs[0]["tokens"],
+        "tokens_per_cpu_second": max(r["tokens_per_cpu_second"] for r in runs),
+        "tokens_per_second": max(r["tokens_per_second"] for r in runs),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        # Without what importing torch itself costs: the side venv's torch is a CUDA build (the
+        # only torch beside which torchvision installs here), ours a CPU build.
+        "rss_after_torch_import_mb": max(r["rss_after_torch_import_mb"] for r in runs),
+        "rss_after_imports_mb": max(r["rss_after_imports_mb"] for r in runs),
+        "peak_rss_above_torch_import_mb": max(r["peak_rss_mb"] - r["rss_after_torch_import_mb"] for r in runs),
+        "all_tokens_per_cpu_second": [r["tokens_per_cpu_second"] for r in runs],
+        "all_tokens_per_second": [r["tokens_per_second"] for r in runs],
+    }
+
+
+def compare(args: argparse.Namespace) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    common = ["--config", str(args.config), "--batches", str(args.batches), "--warmup", str(args.warmup)]
+    ref_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # nothing of ours on the reference's path
+    runs: dict[str, list[dict]] = {"reference": [], **{v: [] for v in VARIANTS}}
+    loads = []
+    for index in range(args.rounds):
+        loads.append(os.getloadavg())
+        print(f"round {index + 1} of {args.rounds}, load {loads[-1][0]:.2f}", file=sys.stderr)
+        order = ["reference", *VARIANTS]
+        for side in order if index % 2 == 0 else order[::-1]:  # neither side always runs first
+            if side == "reference":
+                command = [args.reference_python, str(REPO / "scripts" / "reference_bench.py"), *common]
+                runs[side].append(child(command, ref_env))
+            else:
+                runs[side].append(child([sys.executable, __file__, "--child", side, *common], env))
+    ref = best(runs["reference"])
+    res: dict = {
+        "config": {"run_config": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config),
+                   "batches": args.batches, "warmup_packs": args.warmup, "rounds": args.rounds,
+                   "one_process": True, "OMP_NUM_THREADS": 1, "torch_threads": 1},
+        "load_average_at_round_start": loads, "cpus": os.cpu_count(),
+        "reference_versions": runs["reference"][0]["versions"], "reference": ref,
+    }  # fmt: skip
+    ref_packs = plain(runs["reference"][0]["packs"])
+    for variant in VARIANTS:
+        ours = best(runs[variant])
+        ours["same_packs_as_reference"] = plain(runs[variant][0]["packs"]) == ref_packs
+        ours["same_pack_shapes_as_reference"] = [
+            {k: v for k, v in s.items() if k in ("tokens", "samples")} for s in runs[variant][0]["pack_shapes"]
+        ] == [{k: v for k, v in s.items() if k in ("tokens", "samples")} for s in runs["reference"][0]["pack_shapes"]]
+        # Paired within each round (the load moves between rounds); the median is the headline.
+        for unit in ("tokens_per_cpu_second", "tokens_per_second"):
+            pairs = [o[unit] / r[unit] for o, r in zip(runs[variant], runs["reference"])]
+            name = "per_cpu_second" if unit == "tokens_per_cpu_second" else "per_second"
+            ours[f"over_reference_{name}"] = statistics.median(pairs)
+            ours[f"over_reference_{name}_by_round"] = pairs
+        ours["rss_over_reference"] = ours["peak_rss_mb"] / ref["peak_rss_mb"]
+        above = "peak_rss_above_torch_import_mb"
+        ours["rss_above_torch_import_over_reference"] = ours[above] / ref[above]
+        res[variant] = ours
+    res["load_average_at_end"] = os.getloadavg()
+    res["pack_shapes"] = {"reference": runs["reference"][0]["pack_shapes"], "float32": runs["float32"][0]["pack_shapes"],
+                          "uint8": runs["uint8"][0]["pack_shapes"]}  # fmt: skip
+    return res
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=REPO / "benchmarks" / "bagel_run.yaml")
+    parser.add_argument("--batches", type=int, default=16)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reference-python", default="/work/refvenv/bin/python")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--child", choices=VARIANTS, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.config = args.config.resolve()
+    if args.child is not None:
+        print(json.dumps(run_ours(args.config, args.child, args.batches, args.warmup), default=str))
+        return
+    res = compare(args)
+    text = json.dumps(res, indent=1, default=str)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    summary = {k: res[k] for k in ("reference", *VARIANTS)}
+    for value in summary.values():
+        value.pop("all_tokens_per_second", None)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
