@@ -71,3 +71,18 @@ def test_a_jpeg_reencode_keeps_quality_95():
     expected = io.BytesIO()
     Image.fromarray(pixels).save(expected, format="JPEG", quality=95)
     assert stored_image(png.getvalue(), "noise.png", reencode="JPEG") == expected.getvalue()
+
+
+@pytest.mark.parametrize(("size", "expected"), [((400, 2), (100, 1)), ((2, 400), (1, 100))])
+def test_max_side_keeps_a_thin_side_at_one_pixel(size, expected):
+    import io
+
+    from PIL import Image
+
+    from bagel_data.tools.prepare.stored_images import stored_image
+
+    png = io.BytesIO()
+    Image.new("RGB", size, (10, 200, 30)).save(png, format="PNG")
+    stored = stored_image(png.getvalue(), "thin.png", max_side=100)
+    with Image.open(io.BytesIO(stored)) as image:
+        assert image.size == expected
