@@ -58,3 +58,30 @@ def test_list_entries_sorts_by_name_unless_told_not_to(tmp_path):
     assert [entry.name for entry in entries] == sorted(names)
     assert {entry.name: entry.size for entry in entries} == {name: size for size, name in enumerate(names)}
     assert sorted(entry.name for entry in storage.list_entries(str(tmp_path), sort=False)) == sorted(names)
+
+
+def test_a_folder_and_a_dangling_link_are_listed_as_pyarrow_would(tmp_path):
+    """A folder has size 0 (pyarrow gives none), a link to nothing size -1 (missing): the
+    checkpoint's input record is then the same for local and remote listings."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "data.parquet").write_bytes(b"12345")
+    (tmp_path / "gone.parquet").symlink_to(tmp_path / "nowhere.parquet")
+    entries = {entry.name: (entry.size, entry.mtime_ns is None) for entry in storage.list_entries(str(tmp_path))}
+    assert entries == {"data.parquet": (5, False), "gone.parquet": (-1, True), "sub": (0, False)}
+
+
+def test_hdfs_without_a_port_uses_the_namenode_default(monkeypatch):
+    built = []
+
+    def hadoop(host, port, **options):
+        built.append((host, port, options))
+        return storage.pafs.LocalFileSystem()
+
+    monkeypatch.setattr(storage.pafs, "HadoopFileSystem", hadoop)
+    storage._filesystem_for.cache_clear()
+    try:
+        storage._filesystem_for("hdfs://namenode", (("user", "me"),), None)
+        storage._filesystem_for("hdfs://namenode:9000", (("user", "me"),), None)
+    finally:
+        storage._filesystem_for.cache_clear()
+    assert built == [("namenode", 8020, {"user": "me"}), ("namenode", 9000, {"user": "me"})]
