@@ -85,3 +85,14 @@ def test_hdfs_without_a_port_uses_the_namenode_default(monkeypatch):
     finally:
         storage._filesystem_for.cache_clear()
     assert built == [("namenode", 8020, {"user": "me"}), ("namenode", 9000, {"user": "me"})]
+
+
+def test_a_remote_listing_is_one_level_deep():
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/listing-depth/folder/a.parquet", b"12")
+    memory.pipe("/listing-depth/folder/sub/b.parquet", b"345")
+    try:
+        names = [entry.name for entry in storage.list_entries("memory://listing-depth/folder")]
+    finally:
+        memory.rm("/listing-depth", recursive=True)
+    assert names == ["a.parquet", "sub"]
