@@ -86,3 +86,11 @@ def test_max_side_keeps_a_thin_side_at_one_pixel(size, expected):
     stored = stored_image(png.getvalue(), "thin.png", max_side=100)
     with Image.open(io.BytesIO(stored)) as image:
         assert image.size == expected
+
+
+def test_t2i_captions_are_numbered_once_each_and_kept_as_utf8():
+    from bagel_data.tools.prepare.t2i import numbered_captions
+
+    assert numbered_captions(["café", "a cat", "café"]) == '{"caption_1": "café", "caption_2": "a cat"}'
+    with pytest.raises(RowDropped, match="no caption text"):
+        numbered_captions([])
