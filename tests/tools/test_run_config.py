@@ -1,0 +1,17 @@
+"""`build_from_run_config`: what a run config builds when the caller leaves the topology
+and the worker count to it (one rank, one worker: the CLI's `run` and `validate` defaults)."""
+
+from __future__ import annotations
+
+from bagel_data.tools.run import RunConfig, build_from_run_config
+from helpers.golden import absolute_dataset_info, load_case
+
+
+def test_the_defaults_build_one_worker_of_one_rank(tokenizer, monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    case, _, _ = load_case("packed_three_groups_flex")
+    run = RunConfig(case["grouped_datasets"], absolute_dataset_info(case), dict(case["packing"]))
+    dataset = build_from_run_config(run, tokenizer=tokenizer).dataset
+    assert dataset.num_workers == 1
+    assert {family.worker_shard().global_worker for family in dataset.grouped_datasets} == {(0, 1)}
