@@ -181,3 +181,15 @@ def test_interleaved_jsonl_records_its_files_not_document_text(tmp_path, tokeniz
     )  # fmt: skip
     next(iter(dataset))
     assert [entry[0] for entry in dataset.state_dict()["inputs"]["interleaved"]["files"]] == [path]
+
+
+def test_a_same_size_change_says_what_differs(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"a": 1}\n')
+    saved = input_record([str(path)])
+    os.utime(path, ns=(1, 1))  # touched: the same bytes, another modification time
+    with pytest.raises(ResumeError, match=r"same size, modified since\)"):
+        check_inputs("vlm", saved, input_record([str(path)]))
+    path.write_text('{"b": 2}\n')  # the same size, other bytes
+    with pytest.raises(ResumeError, match=r"same size, different content at its head or tail\)"):
+        check_inputs("vlm", saved, input_record([str(path)]))

@@ -15,3 +15,12 @@ def test_the_defaults_build_one_worker_of_one_rank(tokenizer, monkeypatch):
     dataset = build_from_run_config(run, tokenizer=tokenizer).dataset
     assert dataset.num_workers == 1
     assert {family.worker_shard().global_worker for family in dataset.grouped_datasets} == {(0, 1)}
+
+
+def test_run_pipeline_defaults_to_the_clis_worker_count():
+    import inspect
+
+    from bagel_data.cli.options import DEFAULT_NUM_WORKERS
+    from bagel_data.tools.run import run_pipeline
+
+    assert inspect.signature(run_pipeline).parameters["num_workers"].default == DEFAULT_NUM_WORKERS
