@@ -157,3 +157,16 @@ def test_normalizing_on_cuda_gives_the_cpu_float_path():
     raw_tokens = {**stack_pixel_patches(parts), "vit_token_seqlens": seqlens}
     tokens = normalize_pixels({k: v.cuda() for k, v in raw_tokens.items()})["packed_vit_tokens"]
     assert same_bits(tokens, stack_patches(parts))
+
+
+def test_a_reused_buffer_pads_with_zero_bytes():
+    """The documented layout holds in a pooled buffer another pack has written: bytes past
+    each image are 0, whatever was there (normalize_pixels masks them, a user may not)."""
+    pool = PadBufferPool(shared=False)
+    dirty, _ = pool.float32((4, 3, 1024, 1024), dtype=torch.uint8)  # large enough to be pooled
+    dirty.fill_(7)
+    del dirty
+    raw = pad_pixels([image(512, 640, 0, MEANS_STDS[1]), image(640, 320, 1, MEANS_STDS[0])], pool)
+    padded = raw["padded_images"]
+    assert padded.shape == (2, 3, 640, 640)
+    assert not padded[0, :, 512:].any() and not padded[1, :, :, 320:].any()
