@@ -205,6 +205,18 @@ def test_transform_img_num_shrinks_the_budget():
     image = _random_image(980, 980)
     assert tuple(transform(image, img_num=1).shape) == (3, 980, 980)
     assert tuple(transform(image, img_num=4).shape) == (3, 462, 462)
+    assert transform.rule.target_size(980, 980) == transform.target_size(980, 980) == (980, 980)
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "CMYK"])
+def test_prepare_of_an_image_not_in_rgb_gives_its_rgb_pixels(mode):
+    """A family of one's own may hand `prepare` any Pillow image: its pixels are converted
+    to RGB, as `__call__` converts them."""
+    transform = ImageTransform(64, 32, 16)
+    image = _random_image(64, 48).convert(mode)
+    pending = transform.prepare(image)
+    assert pending.shape == (3, 48, 64)
+    assert torch.equal(pending.tensor(), transform.prepare(image.convert("RGB")).tensor())
 
 
 # -- pil_img2rgb --------------------------------------------------------------------------
