@@ -141,3 +141,14 @@ def test_corrupt_jpeg_is_a_decode_error_in_fast_mode(twice_target):
 def test_config_accepts_fast_decode():
     args = _check_transform_args("t2i_pretrain", "image_transform_args", {**VAE, "fast_decode": True})
     assert ImageTransform(**args).fast_decode is True
+
+
+def test_a_jpeg_at_twice_the_target_decodes_at_half_size(twice_target):
+    """Scale 2 is the first that drafts: the decode is half the size, the original recorded."""
+    fast = ImageTransform(**VAE, fast_decode=True)
+    image = decode_image(twice_target[0], draft_size=fast.draft_size)
+    assert image.size == (520, 392) and image.info[ORIGINAL_SIZE_KEY] == (1040, 784)
+
+
+def test_draft_scale_of_a_one_pixel_target():
+    assert draft_scale(15, 64, (1, 8)) == 8  # 15 // 1 and 64 // 8 both reach 8
