@@ -150,5 +150,11 @@ def test_a_jpeg_at_twice_the_target_decodes_at_half_size(twice_target):
     assert image.size == (520, 392) and image.info[ORIGINAL_SIZE_KEY] == (1040, 784)
 
 
-def test_draft_scale_of_a_one_pixel_target():
+def test_draft_scale_of_a_one_pixel_target_and_of_a_short_side():
     assert draft_scale(15, 64, (1, 8)) == 8  # 15 // 1 and 64 // 8 both reach 8
+    assert draft_scale(4200, 800, (512, 384)) == 2  # the short side decides
+
+
+def test_a_fixed_draft_size_drafts_as_a_callable_one(twice_target):
+    image = decode_image(twice_target[0], draft_size=(512, 384))
+    assert image.size == (520, 392) and image.info[ORIGINAL_SIZE_KEY] == (1040, 784)
