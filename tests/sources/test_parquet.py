@@ -76,3 +76,23 @@ def test_under_a_process_group_the_ranks_share_the_listing_and_gather_it(tmp_pat
     assert get_parquet_data_paths(dirs, counts) == expected and listed_here == []  # no world size: lists alone
     assert get_parquet_data_paths(dirs, counts, world_size=world) == expected  # no rank: rank 0
     assert listed_here == [get_parquet_data_paths(dirs[:3], counts[:3])]
+
+
+def test_write_parquet_info_covers_every_file_of_the_folder_by_default(tmp_path):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bagel_data.sources.parquet import write_parquet_info
+
+    for name, rows in (("b.parquet", 5), ("a.parquet", 3)):
+        pq.write_table(pa.table({"x": list(range(rows))}), tmp_path / name, row_group_size=2)
+    (tmp_path / "notes.txt").write_text("not a shard")
+    info = json.loads(write_parquet_info(tmp_path).read_text())
+    assert info == {
+        str(tmp_path / "a.parquet"): {"num_row_groups": 2, "num_rows": 3},
+        str(tmp_path / "b.parquet"): {"num_row_groups": 3, "num_rows": 5},
+    }
+    moved = json.loads(write_parquet_info(tmp_path, (tmp_path / "b.parquet",), data_dir="s3://bucket/t2i").read_text())
+    assert moved == {"s3://bucket/t2i/b.parquet": {"num_row_groups": 3, "num_rows": 5}}
