@@ -298,3 +298,29 @@ def test_overwrite_into_a_folder_without_an_earlier_run(tmp_path):
             out.mkdir()
         report = prepare_sharded("t2i", raw, out, rows_per_shard=10, overwrite=True)
         assert report.rows_written == 4
+
+
+def test_a_tar_s_folders_and_files_without_an_extension_are_not_samples(tmp_path):
+    """Only `key.ext` files are sample parts: a folder entry (even `set.v1/`) or a README
+    beside the samples drops nothing and adds nothing."""
+    import io
+    import tarfile
+
+    tar = tmp_path / "shards" / "00000.tar"
+    tar.parent.mkdir()
+    with tarfile.open(tar, "w") as archive:
+        for name in ("set.v1", "set.v1/deeper.d"):
+            folder = tarfile.TarInfo(name)
+            folder.type = tarfile.DIRTYPE
+            archive.addfile(folder)
+        for name, data in (
+            ("set.v1/0001.jpg", prepare_inputs.image_bytes(1)),
+            ("set.v1/0001.txt", b"a caption"),
+            ("README", b"made by hand"),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    report = prepare_sharded("t2i", tar, tmp_path / "out", rows_per_shard=4)
+    assert notes(report) == []
+    assert [json.loads(row["captions"]) for row in rows_of(report.files_written)] == [{"caption_1": "a caption"}]

@@ -24,3 +24,18 @@ def test_run_pipeline_defaults_to_the_clis_worker_count():
     from bagel_data.tools.run import run_pipeline
 
     assert inspect.signature(run_pipeline).parameters["num_workers"].default == DEFAULT_NUM_WORKERS
+
+
+def test_run_pipeline_counts_the_tokens_and_samples_it_drew(tokenizer):
+    import itertools
+
+    from bagel_data.tools.run import run_pipeline
+
+    case, _, _ = load_case("packed_three_groups_flex")
+    run = RunConfig(case["grouped_datasets"], absolute_dataset_info(case), dict(case["packing"]))
+    summary = run_pipeline(run, num_batches=3, num_workers=0, tokenizer=tokenizer)
+    packs = list(itertools.islice(iter(build_from_run_config(run, tokenizer=tokenizer).dataset), 3))
+    assert summary.batches == 3
+    assert summary.tokens == sum(int(pack["sequence_length"]) for pack in packs) > 0
+    assert 0 < summary.fill_ratio <= 1
+    assert sum(summary.samples.values()) == sum(len(pack["batch_data_indexes"]) for pack in packs)
