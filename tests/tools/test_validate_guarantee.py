@@ -181,3 +181,19 @@ def test_the_worst_case_of_an_image_row_is_its_sample_s_exact_length(tmp_path, t
     samples = list(family.unit_samples(shard, 0, int(shard.unit_ids[0]), SkipLog("vlm")))
     assert len(samples) == 1 and len(samples[0]["sequence_plan"]) >= 3
     assert vlm_worst_length(family, samples[0]) == sample_length(samples[0])
+
+
+def test_validate_measures_every_row_of_a_t2i_unit(tmp_path, tokenizer):
+    """The worst-case walk starts at the unit's first row group and row: a row it skipped
+    would be a row validate cannot vouch for."""
+    from bagel_data import T2IIterableDataset
+
+    row = {"image": png_bytes(40, 30, (9, 99, 200)), "captions": {"a": "short", "b": "a longer caption here"}}
+    write_t2i(tmp_path, [[[row] * 2, [row] * 3]])  # one file, row groups of 2 and 3 rows
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [1], num_workers=1)
+    log = SkipLog("t2i")
+    rows = list(family.worst_case_rows(family.worker_shard(), 0, 0, log))
+    assert [location.split(", ", 1)[1] for location, _ in rows] == [
+        "row group 0, row 0", "row group 0, row 1", "row group 1, row 0", "row group 1, row 1", "row group 1, row 2",
+    ]  # fmt: skip
+    assert len({length for _, length in rows}) == 1 and not log.counts
