@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,9 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch, in the children
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+from reference_bench import pack_shapes, peak_rss_mb  # noqa: E402  (stdlib-only at import: both venvs load it)
+
 VARIANTS = ("float32", "uint8", "faster_floor", "float32_compat")
 
 
@@ -76,19 +78,6 @@ def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
         "peak_rss_mb": peak_rss_mb(), "rss_after_torch_import_mb": rss_torch, "rss_after_imports_mb": rss_imports,
         "batches": batches, "warmup_packs": warmup, "pack_shapes": shapes, "packs": packs,
     }  # fmt: skip
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def pack_shapes(batch) -> dict:
-    shapes: dict = {"tokens": int(batch.sequence_length), "samples": len(batch.batch_data_indexes)}
-    for name in ("padded_images", "packed_vit_tokens"):
-        tensor = getattr(batch, name, None)
-        if tensor is not None:
-            shapes[name] = [list(tensor.shape), str(tensor.dtype).replace("torch.", "")]
-    return shapes
 
 
 def child(command: list[str], env: dict) -> dict:
