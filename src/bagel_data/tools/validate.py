@@ -25,7 +25,7 @@ from .run import RunConfig, build_from_run_config, resolve_tokenizer
 @dataclasses.dataclass
 class GroupReport:
     name: str
-    units: int = 0
+    units: int
     rows_checked: int = 0
     samples: int = 0
     skips: dict = dataclasses.field(default_factory=dict)
@@ -65,10 +65,12 @@ def _unit_rows(dataset, shard, index: int, unit_id: int, log: SkipLog):
     yield from dataset.worst_case_rows(shard, index, unit_id, log)
 
 
-def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int) -> list[int] | None:
+def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int, mandatory: bool) -> list[int] | None:
     """One pass over the group's units (all of them: built as rank 0 of 1), counting
     outcomes; returns the ids of the units that gave neither a row nor a skip (None when
-    `max_rows` stopped the walk early)."""
+    `max_rows` stopped the walk early). A sample over `budget` is skipped as the packer
+    skips it: a mandatory group's sample must be strictly under it (it opens a pack beside
+    the other mandatory ones), any other may reach it."""
     log = SkipLog(report.name, strict=False, max_consecutive_failures=10**12)
     stopped_early = False
     lengths: list[int] = []
@@ -85,7 +87,7 @@ def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int)
         before = (len(lengths), log.total())
         for location, length in _unit_rows(dataset, shard, index, unit_id, log):
             lengths.append(length)
-            if length >= budget:
+            if length > budget or (mandatory and length == budget):
                 report.over_budget += 1
                 log.skip(SkipReason.OVER_SAMPLE_BUDGET, location, f"up to {length} tokens, budget {budget}")
         seen[key] = before == (len(lengths), log.total())
@@ -139,9 +141,9 @@ def validate_config(
         report.errors.append(f"configuration: {error}")
         return report
     budget = dataset.config.max_num_tokens_per_sample
-    for name, family in zip(dataset.group_names, dataset.grouped_datasets):
+    for name, family, mandatory in zip(dataset.group_names, dataset.grouped_datasets, dataset.is_mandatory):
         group = report.groups[name] = GroupReport(name, units=len(family.epoch_units))
-        _check_group(report, group, family, world_size, num_workers, sample, budget)
+        _check_group(report, group, family, world_size, num_workers, sample, budget, mandatory)
         report.warnings.extend(cfg_warnings(name, family, dataset.config))
     report.phases = schedule_phases(dataset)
     report.ok = not report.errors
@@ -200,6 +202,7 @@ def _check_group(
     num_workers: int,
     sample: int | None,
     budget: int,
+    mandatory: bool,
 ) -> None:
     """One group's checks: its units' split over ranks and workers, then a walk over its
     rows; what would fail or drop data goes into `report`'s errors."""
@@ -214,7 +217,7 @@ def _check_group(
             "or use fewer workers (--num-workers) or ranks"
         )
     try:
-        empty = _walk_group(family, group, sample, budget)
+        empty = _walk_group(family, group, sample, budget, mandatory)
     except BagelDataError as error:
         report.errors.append(f"{name}: {error}")
         empty = None
