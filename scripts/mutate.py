@@ -187,6 +187,8 @@ MORE: dict[str, list[str]] = {
     "packing/invariants.py": ["tests/packing", *_GOLDEN],
     "packing/segments.py": _SHARED_MEMORY,
     "sources/storage.py": ["tests/sources"],
+    # cfg_warnings is also reached through user families (the worked example of extending.md).
+    "tools/validate.py": ["tests/tools", "tests/cli", "tests/families/test_extending_doc.py"],
 }
 _BY_FOLDER = {
     "nemo/": ["tests/dropin", "tests/conformance/test_golden_packed.py", "tests/test_config.py"],
@@ -520,6 +522,13 @@ def main() -> int:
         "must be unchanged since, and the score counts its earlier kills",
     )
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds before a mutant's test run is stopped and counted as killed (default: four times "
+        "the module's tests without mutation, at least 120): a mutant that makes a test hang",
+    )
     parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bagel-mutation.json"))
     args = parser.parse_args()
     earlier = json.loads(Path(args.recheck).read_text()) if args.recheck else {}
@@ -543,7 +552,8 @@ def main() -> int:
         elif args.sample and len(mutants) > args.sample:
             mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: m.index)
             total = len(mutants)
-        timeout = max(120.0, 4 * baseline)  # generous: a loaded machine must not kill mutants
+        # Generous by default: a loaded machine must not kill mutants.
+        timeout = args.timeout if args.timeout is not None else max(120.0, 4 * baseline)
         survivors = []
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             n = len(mutants)
