@@ -15,6 +15,12 @@ taken within each round and their median reported (the load moves between rounds
 tokens per second are the best of the rounds per side, peak RSS the largest (also without
 what importing torch costs, which differs between a CUDA and a CPU build).
 Each variant's packs are compared with the reference's (`same_packs_as_reference`).
+
+Each round also times the floor (`floor`): Pillow's decode and resize of exactly the images
+of the reference's timed packs (bagel-data's `compat: bagel` run records them; the replay is
+`bagel_data.bench.floor.replay_floor`, best of two), nothing else. No bit-exact pipeline can
+do less on one core, so the reference's CPU seconds over the floor's is the ceiling of any
+exact pipeline's ratio to the reference (`ceiling_over_reference_per_cpu_second`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,39 @@ sys.path.insert(0, str(REPO / "scripts"))
 from reference_bench import pack_shapes, peak_rss_mb  # noqa: E402  (stdlib-only at import: both venvs load it)
 
 VARIANTS = ("float32", "uint8", "faster_floor", "float32_compat")
+FLOOR_REPLAYS = 2
+
+
+def run_floor(config: Path, batches: int, warmup: int) -> dict:
+    """The floor of the reference's timed packs (see the module docstring), in this process."""
+    import dataclasses
+
+    import torch
+
+    from bagel_data.batch import collate_wrapper
+    from bagel_data.bench.floor import replay_floor
+    from bagel_data.bench.recorder import WorkRecorder
+    from bagel_data.bench.runs import load_tokenizer_once
+    from bagel_data.tools.run import build_from_run_config, load_run_config
+
+    torch.set_num_threads(1)
+    run = dataclasses.replace(load_run_config(str(config)), compat="bagel")
+    tok, _ = load_tokenizer_once()
+    with WorkRecorder() as recorder:
+        dataset = build_from_run_config(run, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
+        collate, iterator = collate_wrapper(), iter(dataset)
+        packs = [collate([next(iterator)]).batch_data_indexes for _ in range(warmup + batches)][warmup:]
+        work = recorder.work_of(packs)
+        replays = []
+        for _ in range(FLOOR_REPLAYS):
+            cpu_start = time.process_time()
+            replay = replay_floor(recorder, work)
+            replays.append({"cpu_seconds": time.process_time() - cpu_start, "wall_seconds": replay["seconds"]})
+    return {
+        "side": "floor", "images": len(work), "resizes": sum(len(calls) for calls in work.values()),
+        "cpu_seconds": min(r["cpu_seconds"] for r in replays), "wall_seconds": min(r["wall_seconds"] for r in replays),
+        "packs": packs,
+    }  # fmt: skip
 
 
 def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
@@ -109,12 +148,12 @@ def compare(args: argparse.Namespace) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
     common = ["--config", str(args.config), "--batches", str(args.batches), "--warmup", str(args.warmup)]
     ref_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # nothing of ours on the reference's path
-    runs: dict[str, list[dict]] = {"reference": [], **{v: [] for v in VARIANTS}}
+    runs: dict[str, list[dict]] = {"reference": [], "floor": [], **{v: [] for v in VARIANTS}}
     loads = []
     for index in range(args.rounds):
         loads.append(os.getloadavg())
         print(f"round {index + 1} of {args.rounds}, load {loads[-1][0]:.2f}", file=sys.stderr)
-        order = ["reference", *VARIANTS]
+        order = ["reference", *VARIANTS, "floor"]
         for side in order if index % 2 == 0 else order[::-1]:  # neither side always runs first
             if side == "reference":
                 command = [args.reference_python, str(REPO / "scripts" / "reference_bench.py"), *common]
@@ -130,6 +169,15 @@ def compare(args: argparse.Namespace) -> dict:
         "reference_versions": runs["reference"][0]["versions"], "reference": ref,
     }  # fmt: skip
     ref_packs = plain(runs["reference"][0]["packs"])
+    floors = runs["floor"]
+    ceilings = [r["cpu_seconds"] / f["cpu_seconds"] for r, f in zip(runs["reference"], floors)]
+    res["floor"] = {
+        "of_the_reference_packs": plain(floors[0]["packs"]) == ref_packs,
+        "images": floors[0]["images"], "resizes": floors[0]["resizes"],
+        "cpu_seconds": min(f["cpu_seconds"] for f in floors), "all_cpu_seconds": [f["cpu_seconds"] for f in floors],
+        "ceiling_over_reference_per_cpu_second": statistics.median(ceilings),
+        "ceiling_over_reference_per_cpu_second_by_round": ceilings,
+    }  # fmt: skip
     for variant in VARIANTS:
         ours = best(runs[variant])
         ours["same_packs_as_reference"] = plain(runs[variant][0]["packs"]) == ref_packs
@@ -160,9 +208,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reference-python", default="/work/refvenv/bin/python")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--child", choices=VARIANTS, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=(*VARIANTS, "floor"), default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.config = args.config.resolve()
+    if args.child == "floor":
+        print(json.dumps(run_floor(args.config, args.batches, args.warmup), default=str))
+        return
     if args.child is not None:
         print(json.dumps(run_ours(args.config, args.child, args.batches, args.warmup), default=str))
         return
@@ -170,7 +221,7 @@ def main() -> None:
     text = json.dumps(res, indent=1, default=str)
     if args.out is not None:
         args.out.write_text(text + "\n")
-    summary = {k: res[k] for k in ("reference", *VARIANTS)}
+    summary = {k: res[k] for k in ("reference", *VARIANTS, "floor")}
     for value in summary.values():
         value.pop("all_tokens_per_second", None)
     print(json.dumps(summary, indent=1))
