@@ -187,6 +187,8 @@ MORE: dict[str, list[str]] = {
     "packing/invariants.py": ["tests/packing", *_GOLDEN],
     "packing/segments.py": _SHARED_MEMORY,
     "sources/storage.py": ["tests/sources"],
+    # Needs the `ray` extra (else its tests skip and every mutant survives): `make test-ray`'s setup.
+    "tools/prepare/ray_engine.py": ["tests/tools/test_prepare_ray.py", "tests/tools/test_prepare_engine.py"],
     # cfg_warnings is also reached through user families (the worked example of extending.md).
     "tools/validate.py": ["tests/tools", "tests/cli", "tests/families/test_extending_doc.py"],
 }

@@ -24,12 +24,14 @@ from bagel_data.tools.inspect.packs import (
     KIND_STYLE,
     PositionKind,
     attention_fraction,
+    draw_histograms,
     draw_strip,
     inspect_packs,
     position_kinds,
     render_pack_text,
     sample_spans,
 )
+from bagel_data.tools.inspect.plots import strip_labels
 from bagel_data.tools.run import load_run_config
 
 # Small budgets keep packing quick; the demo's largest edit samples are skipped as too long.
@@ -229,3 +231,37 @@ def test_a_zero_length_sample_in_a_batch_does_not_crash_inspect(tokenizer, speci
         odd["nested_attention_masks"] = [masks[0], torch.zeros(0, 0), masks[1]]
     np.testing.assert_array_equal(attention_fraction(odd), expected)
     assert "3 samples" in render_pack_text(odd, tokenizer, special_tokens).splitlines()[0]
+
+
+def test_a_collated_uint8_batch_is_inspected_as_its_float_pack(demo, tokenizer, special_tokens, flex_batches):
+    """A loader's batch (collated, `pixel_format: uint8`) is read as the float pack it
+    normalizes to, not refused for holding raw pixels."""
+    from bagel_data.batch import collate_wrapper
+
+    config = load_run_config(str(_run_config(demo, True)))
+    tok, special, _ = add_special_tokens(tokenizer)
+    dataset = make_bagel_multimodal_dataset(
+        tok, special, config.grouped_datasets, num_workers=1, dataset_info=config.dataset_info,
+        **{**config.packing, "pixel_format": "uint8"},
+    )  # fmt: skip
+    batch = collate_wrapper()([next(iter(dataset))])
+    assert batch.padded_images.dtype == torch.uint8
+    expected = flex_batches[0]
+    assert render_pack_text(batch, tok, special_tokens) == render_pack_text(expected, tok, special_tokens)
+    np.testing.assert_array_equal(position_kinds(batch, special_tokens), position_kinds(expected, special_tokens))
+
+
+def test_only_samples_wider_than_the_label_share_get_their_group_named():
+    spans = [(0, 4), (4, 9), (9, 100)]  # 4 %, 5 % and 91 % of a 100-position pack
+    assert strip_labels(spans, ["at_share", "over_share", "wide"], 100) == [(6.5, "over_share"), (54.5, "wide")]
+    assert strip_labels(spans, ["a", "b", "c"], 200) == [(54.5, "c")]
+
+
+def test_the_fill_bars_are_drawn_on_a_zero_to_one_axis(tmp_path):
+    """Half-full and nearly full packs show as bars of the fill colour; a fill axis that did
+    not start at 0 would show none."""
+    path = draw_histograms(tmp_path / "h.png", {"t2i": [10, 20, 30]}, [0.5, 0.9])
+    pixels = np.asarray(Image.open(path).convert("RGB"))
+    right = pixels[:, pixels.shape[1] // 2 :]
+    bar_pixels = int((right == _rgb("#1f4e9c")).all(axis=-1).sum())
+    assert bar_pixels > 0.05 * right.shape[0] * right.shape[1], bar_pixels

@@ -253,6 +253,20 @@ def test_a_ray_address_nobody_answers_fails_at_once_in_one_line(scheme):
     with pytest.raises(ConfigError, match="no Ray cluster answers there") as error:
         check_address(address, timeout=5)
     assert "\n" not in str(error.value) and address in str(error.value)
+    assert "(Connection refused)" in str(error.value)  # the system's reason, not only the error's type
+
+
+def test_the_local_cluster_takes_one_cpu_or_more_and_no_cpu_count_for_a_remote_one(monkeypatch):
+    """`--num-cpus` is checked before Ray starts (here Ray itself is stood in for)."""
+    from bagel_data.tools.prepare import ray_engine
+
+    monkeypatch.setattr(ray_engine, "_import_ray", lambda: None)
+    assert callable(ray_engine.ray_mapper(None, 1)) and callable(ray_engine.ray_mapper(None, None))
+    for num_cpus in (0, -2):
+        with pytest.raises(ConfigError, match="num_cpus"):
+            ray_engine.ray_mapper(None, num_cpus)
+    with pytest.raises(ConfigError, match="not with --address"):
+        ray_engine.ray_mapper("auto", 2)
 
 
 @pytest.mark.parametrize("address", ["nohost", "host:port", ":6379"])

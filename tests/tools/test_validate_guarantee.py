@@ -197,3 +197,21 @@ def test_validate_measures_every_row_of_a_t2i_unit(tmp_path, tokenizer):
         "row group 0, row 0", "row group 0, row 1", "row group 1, row 0", "row group 1, row 1", "row group 1, row 2",
     ]  # fmt: skip
     assert len({length for _, length in rows}) == 1 and not log.counts
+
+
+def test_a_file_repeated_to_fill_num_used_data_is_walked_once(tmp_path, tokenizer):
+    """`num_used_data` past the files repeats them; validate checks each file once, so its
+    rows and skips are counted once, not once per repeat."""
+    good = {"image": png_bytes(40, 30, (9, 99, 200)), "captions": {"a": "a small blue square"}}
+    bad = {"image": b"not an image", "captions": {"a": "never decoded"}}
+    write_t2i(tmp_path / "t2i", [[[good, bad, good]]])
+    info = {"t2i_pretrain": {"t2i": {"data_dir": str(tmp_path / "t2i"), "num_files": 1}}}
+    grouped = {
+        "t2i_pretrain": {"dataset_names": ["t2i"], "image_transform_args": VAE, "num_used_data": [3], "weight": 1}
+    }
+    packing = {"expected_num_tokens": 512, "max_num_tokens": 1024, "max_num_tokens_per_sample": 512,
+               "prefer_buffer_before": 512}  # fmt: skip
+    report = validate_config(RunConfig(grouped, info, packing), num_workers=1, tokenizer=tokenizer)
+    group = report.groups["t2i_pretrain"]
+    assert group.units == 3  # the one file, three times
+    assert (group.rows_checked, group.samples, group.skips) == (3, 2, {"image_decode_failed": 1})

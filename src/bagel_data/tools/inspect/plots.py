@@ -43,6 +43,19 @@ def strip_columns(kinds: np.ndarray, max_columns: int = 2000) -> np.ndarray:
     return (counts.argmax(axis=1) + UNKNOWN_KIND).astype(np.int8)
 
 
+LABEL_MIN_SHARE = 0.04  # a sample narrower than this share of the pack gets no group label
+
+
+def strip_labels(spans, groups, length: int) -> list[tuple[float, str]]:
+    """`(centre, group)` of each sample wide enough to carry its group's name above the
+    strip: narrower ones would print their names over each other."""
+    return [
+        ((start + end) / 2, group)
+        for (start, end), group in zip(spans, groups)
+        if end - start > LABEL_MIN_SHARE * length
+    ]
+
+
 # -- pictures ------------------------------------------------------------------------------
 def _figure(width: float, height: float, dpi: int = 100):
     try:
@@ -67,11 +80,11 @@ def draw_strip(path: Path, kinds: np.ndarray, spans, groups, title: str) -> Path
     figure = _figure(max(8.0, len(columns) / 94.0 + 0.5), 2.4)
     axes = figure.add_axes((0.03, 0.42, 0.94, 0.38))
     axes.imshow(raster, aspect="auto", interpolation="nearest", extent=(0, len(kinds), 0, 1))
-    for (start, end), group in zip(spans, groups):
+    for start, _ in spans:
         if start:
             axes.axvline(start, color="black", linewidth=0.8)
-        if end - start > 0.04 * len(kinds):
-            axes.text((start + end) / 2, 1.08, group, ha="center", va="bottom", fontsize=8)
+    for centre, group in strip_labels(spans, groups, len(kinds)):
+        axes.text(centre, 1.08, group, ha="center", va="bottom", fontsize=8)
     axes.set_yticks([])
     axes.set_xlim(0, len(kinds))
     axes.set_xlabel("position in the pack")
