@@ -154,6 +154,27 @@ def test_render_pack_text_lists_each_sample_and_piece(tokenizer, special_tokens)
     assert sample_spans(batch) == [(0, batch["sample_lens"][0]), (batch["sample_lens"][0], batch["sequence_length"])]
 
 
+def test_render_pack_text_keeps_token_id_zero_inside_a_text(tokenizer, special_tokens):
+    """Token id 0 is a real token ('!' in Qwen2's vocabulary), not the padding of a
+    position with no text id: a text holding it is shown whole."""
+    assert tokenizer.encode("Look!")[-1] == 0
+    config = PackingConfig(max_num_tokens=200, text_cond_dropout_prob=0.0, vit_cond_dropout_prob=0.0,
+                           vae_cond_dropout_prob=0.0)  # fmt: skip
+    pack = PackBuilder(config, SpecialTokens(**special_tokens), np.random.default_rng(0),
+                       get_flattened_position_ids_extrapolate)  # fmt: skip
+    sample = SampleBuilder()
+    sample.add_text(tokenizer.encode("Look!"), enable_cfg=False, loss=False)
+    sample.add_image("vit_image", torch.zeros(3, 42, 42), 14, enable_cfg=False, loss=False)
+    sample.add_text(tokenizer.encode("A kite! Up high."), enable_cfg=False, loss=True)
+    pack.add(sample.build(0, 0, "vlm_sft"))
+    lines = render_pack_text(pack.to_batch(), tokenizer, special_tokens).splitlines()
+    assert lines[2:] == [
+        "    text             'Look!'",
+        "    [ViT image 3 x 3 patches, understood]",
+        "    text, supervised 'A kite! Up high.'",
+    ]
+
+
 def test_attention_fraction_is_exact_when_not_downsampled(tokenizer, special_tokens):
     for use_flex in (True, False):
         batch = _hand_pack(tokenizer, special_tokens, with_vae=True, use_flex=use_flex)
