@@ -31,6 +31,7 @@ import ast
 import concurrent.futures
 import copy
 import dataclasses
+import importlib.util
 import json
 import os
 import random
@@ -108,6 +109,8 @@ CORE: dict[str, list[str]] = {
 # data (added 2026-12-01; not yet scored, see docs/testing.md) -> the tests meant to catch a
 # fault in it. A module listed in neither table runs the whole suite.
 EXCLUDED = ("cli/", "bench/", "synthetic/")
+# Modules whose tests need an optional extra: run only where it is installed (`make test-ray`'s).
+NEEDS = {"tools/prepare/ray_engine.py": ("ray",)}
 _GOLDEN = ["tests/conformance/test_golden_stream.py", "tests/conformance/test_golden_packed.py"]
 # The batch buffers and shared-memory segments: their own tests, the loader's, and the pack
 # writers that fill them (tests/checkpoint ran here before: it exercises neither module's choices).
@@ -541,6 +544,10 @@ def main() -> int:
         return 0
     results = {}
     for module in modules:
+        missing = [extra for extra in NEEDS.get(module, ()) if importlib.util.find_spec(extra) is None]
+        if missing:  # its tests would all skip, and every mutant would survive for nothing
+            print(f"{module}: not run, its tests need {', '.join(missing)} (the extra is not installed)", flush=True)
+            continue
         tests = tests_for(module)
         passed, coverage, baseline = measure_coverage(module, tests)
         if not passed:
