@@ -39,3 +39,36 @@ def test_run_pipeline_counts_the_tokens_and_samples_it_drew(tokenizer):
     assert summary.tokens == sum(int(pack["sequence_length"]) for pack in packs) > 0
     assert 0 < summary.fill_ratio <= 1
     assert sum(summary.samples.values()) == sum(len(pack["batch_data_indexes"]) for pack in packs)
+
+
+def test_run_pipeline_in_the_main_process_draws_the_packs_of_one_worker(tokenizer):
+    """`num_workers=0` loads in the main process: the packs are those of a one-worker
+    dataset, sample for sample, not those of some worker of a larger split."""
+    import itertools
+
+    from bagel_data.tools.run import run_pipeline
+
+    case, _, _ = load_case("packed_three_groups_flex")
+    run = RunConfig(case["grouped_datasets"], absolute_dataset_info(case), dict(case["packing"]))
+    drawn: list = []
+    run_pipeline(run, num_batches=4, num_workers=0, tokenizer=tokenizer, on_batch=lambda _, b: drawn.append(b))
+    packs = list(itertools.islice(iter(build_from_run_config(run, tokenizer=tokenizer).dataset), 4))
+    assert [batch.batch_data_indexes for batch in drawn] == [pack["batch_data_indexes"] for pack in packs]
+
+
+def test_run_pipeline_in_the_main_process_needs_only_one_unit_per_group(tmp_path, tokenizer):
+    """Loading in the main process is one worker: a group of one file is enough (a count of
+    workers taken for two would refuse it as too few units)."""
+    from bagel_data.tools.run import run_pipeline
+    from helpers.builders import png_bytes, write_t2i
+
+    row = {"image": png_bytes(40, 30, (200, 90, 20)), "captions": {"a": "an orange square"}}
+    write_t2i(tmp_path / "t2i", [[[row] * 3]])
+    grouped = {"t2i_pretrain": {"dataset_names": ["t2i"], "num_used_data": [1], "weight": 1,
+                                "image_transform_args": {"image_stride": 16, "max_image_size": 64,
+                                                         "min_image_size": 16}}}  # fmt: skip
+    info = {"t2i_pretrain": {"t2i": {"data_dir": str(tmp_path / "t2i"), "num_files": 1}}}
+    packing = {"expected_num_tokens": 256, "max_num_tokens": 512, "max_num_tokens_per_sample": 256,
+               "prefer_buffer_before": 256}  # fmt: skip
+    summary = run_pipeline(RunConfig(grouped, info, packing), num_batches=2, num_workers=0, tokenizer=tokenizer)
+    assert summary.batches == 2 and summary.samples["t2i_pretrain"] >= 2
