@@ -65,7 +65,8 @@ def test_a_mandatory_sample_at_the_budget_is_over_it_in_validate_and_in_the_run(
     config = _t2i_config(tmp_path / "data", length, mandatory=True)
     report = validate_config(config, num_workers=1, tokenizer=tokenizer)
     assert not report.ok and report.groups["t2i_pretrain"].over_budget == 4
-    assert any("every sample is over max_num_tokens_per_sample" in error for error in report.errors), report.errors
+    over = f"every sample is over max_num_tokens_per_sample={length} (a mandatory group must stay under it)"
+    assert any(over in error for error in report.errors), report.errors
     with pytest.raises(TooManyFailuresError):
         _packs(config, tokenizer, special_tokens, 1)
     under = _t2i_config(tmp_path / "data_plus_one", length + 1, mandatory=True)

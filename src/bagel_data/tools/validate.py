@@ -227,7 +227,8 @@ def _check_group(
         report.errors.extend(_stuck_workers(family, name, empty, world_size, num_workers))
     if group.over_budget and group.samples == 0:
         report.errors.append(
-            f"{name}: every sample is over max_num_tokens_per_sample={budget}; the run would stop "
+            f"{name}: every sample is over max_num_tokens_per_sample={budget}"
+            f"{' (a mandatory group must stay under it)' if mandatory else ''}; the run would stop "
             "(TooManyFailuresError). Raise the budget or lower image sizes / text lengths"
         )
     for reason, count in group.skips.items():
