@@ -71,6 +71,29 @@ def pack_shapes(batch) -> dict:
     return shapes
 
 
+def time_packs(dataset, collate, batches: int, warmup: int) -> dict:
+    """Draw `warmup` packs from a new iterator of `dataset`, then time the next `batches`,
+    each collated by `collate` (one pack per batch): tokens, wall and CPU seconds, tokens
+    per second of each, and the timed packs' `data_indexes` and shapes. Both sides use it."""
+    iterator = iter(dataset)
+    packs, shapes = [], []
+    for index in range(warmup + batches):
+        if index == warmup:
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
+        batch = collate([next(iterator)])
+        if index >= warmup:
+            packs.append(batch.batch_data_indexes)
+            shapes.append(pack_shapes(batch))
+        del batch
+    wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
+    tokens = sum(s["tokens"] for s in shapes)
+    return {
+        "tokens": tokens, "wall_seconds": wall, "cpu_seconds": cpu,
+        "tokens_per_second": tokens / wall, "tokens_per_cpu_second": tokens / cpu,
+        "packs": packs, "pack_shapes": shapes,
+    }  # fmt: skip
+
+
 def measure(config: Path, batches: int, warmup: int) -> dict:
     import torch
 
@@ -92,33 +115,16 @@ def measure(config: Path, batches: int, warmup: int) -> dict:
         num_workers=1,  # as bagel-data's bench builds its side: one worker's share, in process
         **packing,
     )
-    iterator = iter(dataset)
-    packs, shapes = [], []
-    for index in range(warmup + batches):
-        if index == warmup:
-            cpu_start, wall_start = time.process_time(), time.perf_counter()
-        batch = bagel_packed_collate_fn([next(iterator)])
-        if index >= warmup:
-            packs.append(batch.batch_data_indexes)
-            shapes.append(pack_shapes(batch))
-        del batch
-    wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
-    tokens = sum(s["tokens"] for s in shapes)
+    timed = time_packs(dataset, bagel_packed_collate_fn, batches, warmup)
     return {
         "side": "reference",
         "variant": "reference",
-        "tokens": tokens,
-        "wall_seconds": wall,
-        "cpu_seconds": cpu,
-        "tokens_per_second": tokens / wall,
-        "tokens_per_cpu_second": tokens / cpu,
+        **timed,
         "peak_rss_mb": peak_rss_mb(),
         "rss_after_torch_import_mb": rss_torch,
         "rss_after_imports_mb": rss_imports,
         "batches": batches,
         "warmup_packs": warmup,
-        "pack_shapes": shapes,
-        "packs": packs,
         "versions": versions(),
     }
 

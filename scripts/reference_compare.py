@@ -38,7 +38,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch, in the children
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from reference_bench import pack_shapes, peak_rss_mb  # noqa: E402  (stdlib-only at import: both venvs load it)
+from reference_bench import peak_rss_mb, time_packs  # noqa: E402  (stdlib-only at import: both venvs load it)
 
 VARIANTS = ("float32", "uint8", "faster_floor", "float32_compat")
 FLOOR_REPLAYS = 2
@@ -61,8 +61,7 @@ def run_floor(config: Path, batches: int, warmup: int) -> dict:
     tok, _ = load_tokenizer_once()
     with WorkRecorder() as recorder:
         dataset = build_from_run_config(run, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
-        collate, iterator = collate_wrapper(), iter(dataset)
-        packs = [collate([next(iterator)]).batch_data_indexes for _ in range(warmup + batches)][warmup:]
+        packs = time_packs(dataset, collate_wrapper(), batches, warmup)["packs"]
         work = recorder.work_of(packs)
         replays = []
         for _ in range(FLOOR_REPLAYS):
@@ -99,23 +98,11 @@ def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
     tok, _ = load_tokenizer_once()
     rss_imports = peak_rss_mb()  # every import and the tokenizer, before the dataset
     dataset = build_from_run_config(run, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
-    collate, iterator = collate_wrapper(), iter(dataset)
-    packs, shapes = [], []
-    for index in range(warmup + batches):
-        if index == warmup:
-            cpu_start, wall_start = time.process_time(), time.perf_counter()
-        batch = collate([next(iterator)])
-        if index >= warmup:
-            packs.append(batch.batch_data_indexes)
-            shapes.append(pack_shapes(batch))
-        del batch
-    wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
-    tokens = sum(s["tokens"] for s in shapes)
+    timed = time_packs(dataset, collate_wrapper(), batches, warmup)
     return {
-        "side": "bagel-data", "variant": variant, "tokens": tokens, "wall_seconds": wall, "cpu_seconds": cpu,
-        "tokens_per_second": tokens / wall, "tokens_per_cpu_second": tokens / cpu,
+        "side": "bagel-data", "variant": variant, **timed,
         "peak_rss_mb": peak_rss_mb(), "rss_after_torch_import_mb": rss_torch, "rss_after_imports_mb": rss_imports,
-        "batches": batches, "warmup_packs": warmup, "pack_shapes": shapes, "packs": packs,
+        "batches": batches, "warmup_packs": warmup,
     }  # fmt: skip
 
 
