@@ -99,6 +99,31 @@ def write_t2i(folder, files: Sequence[Sequence[Sequence[Mapping]]], names: Seque
     return [write_parquet(folder / name, groups, T2I_TYPES) for name, groups in zip(_names(files, names), files)]
 
 
+SMALL_VAE = {"image_stride": 16, "max_image_size": 64, "min_image_size": 16}
+
+
+def t2i_run_config(
+    folder, files: Sequence[Sequence[Sequence[Mapping]]], *, budget: int, num_used_data: int = 1,
+    group: Mapping | None = None, packing: Mapping | None = None,
+):  # fmt: skip
+    """A run config of one T2I group over `files` (written to `folder` as `write_t2i` does),
+    small VAE images, and budgets from `budget` (per sample and expected; twice it a pack).
+    `group` and `packing` add or override keys."""
+    from bagel_data.tools.run import RunConfig
+
+    write_t2i(folder, files)
+    grouped = {
+        "t2i_pretrain": {
+            "dataset_names": ["t2i"], "image_transform_args": SMALL_VAE, "num_used_data": [num_used_data],
+            "weight": 1, **(group or {}),
+        }
+    }  # fmt: skip
+    info = {"t2i_pretrain": {"t2i": {"data_dir": str(folder), "num_files": len(files)}}}
+    budgets = {"expected_num_tokens": budget, "max_num_tokens": 2 * budget, "max_num_tokens_per_sample": budget,
+               "prefer_buffer_before": budget}  # fmt: skip
+    return RunConfig(grouped, info, {**budgets, **(packing or {})})
+
+
 def write_edit(
     folder,
     files: Sequence[Sequence[Sequence[Mapping]]],

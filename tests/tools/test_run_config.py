@@ -60,15 +60,9 @@ def test_run_pipeline_in_the_main_process_needs_only_one_unit_per_group(tmp_path
     """Loading in the main process is one worker: a group of one file is enough (a count of
     workers taken for two would refuse it as too few units)."""
     from bagel_data.tools.run import run_pipeline
-    from helpers.builders import png_bytes, write_t2i
+    from helpers.builders import png_bytes, t2i_run_config
 
     row = {"image": png_bytes(40, 30, (200, 90, 20)), "captions": {"a": "an orange square"}}
-    write_t2i(tmp_path / "t2i", [[[row] * 3]])
-    grouped = {"t2i_pretrain": {"dataset_names": ["t2i"], "num_used_data": [1], "weight": 1,
-                                "image_transform_args": {"image_stride": 16, "max_image_size": 64,
-                                                         "min_image_size": 16}}}  # fmt: skip
-    info = {"t2i_pretrain": {"t2i": {"data_dir": str(tmp_path / "t2i"), "num_files": 1}}}
-    packing = {"expected_num_tokens": 256, "max_num_tokens": 512, "max_num_tokens_per_sample": 256,
-               "prefer_buffer_before": 256}  # fmt: skip
-    summary = run_pipeline(RunConfig(grouped, info, packing), num_batches=2, num_workers=0, tokenizer=tokenizer)
+    run = t2i_run_config(tmp_path / "t2i", [[[row] * 3]], budget=256)
+    summary = run_pipeline(run, num_batches=2, num_workers=0, tokenizer=tokenizer)
     assert summary.batches == 2 and summary.samples["t2i_pretrain"] >= 2

@@ -12,28 +12,15 @@ from bagel_data import make_bagel_multimodal_dataset
 from bagel_data.errors import TooManyFailuresError
 from bagel_data.tools.run import RunConfig
 from bagel_data.tools.validate import cfg_warnings, validate_config
-from helpers.builders import png_bytes, write_t2i
-
-VAE = {"image_stride": 16, "max_image_size": 64, "min_image_size": 16}
+from helpers.builders import png_bytes, t2i_run_config
 
 
 def _t2i_config(root, budget: int, mandatory: bool) -> RunConfig:
     """One T2I group of four rows alike (one caption, so one length), dropouts off."""
     row = {"image": png_bytes(48, 32, (10, 80, 160)), "captions": {"a": "a blue square on grey"}}
-    write_t2i(root, [[[row] * 4]])
-    info = {"t2i_pretrain": {"t2i": {"data_dir": str(root), "num_files": 1}}}
-    grouped = {
-        "t2i_pretrain": {
-            "dataset_names": ["t2i"], "image_transform_args": VAE, "num_used_data": [1], "weight": 1,
-            "is_mandatory": mandatory,
-        }
-    }  # fmt: skip
-    packing = {
-        "expected_num_tokens": budget, "max_num_tokens": 2 * budget, "max_num_tokens_per_sample": budget,
-        "prefer_buffer_before": budget, "max_buffer_size": 2, "max_consecutive_failures": 8,
-        "text_cond_dropout_prob": 0.0, "vit_cond_dropout_prob": 0.0, "vae_cond_dropout_prob": 0.0,
-    }  # fmt: skip
-    return RunConfig(grouped, info, packing)
+    packing = {"max_buffer_size": 2, "max_consecutive_failures": 8, "text_cond_dropout_prob": 0.0,
+               "vit_cond_dropout_prob": 0.0, "vae_cond_dropout_prob": 0.0}  # fmt: skip
+    return t2i_run_config(root, [[[row] * 4]], budget=budget, group={"is_mandatory": mandatory}, packing=packing)
 
 
 def _sample_length(tmp_path, tokenizer) -> int:

@@ -22,7 +22,7 @@ from bagel_data.media.images import ImageTransform
 from bagel_data.sample import sample_length
 from bagel_data.tools.run import RunConfig
 from bagel_data.tools.validate import validate_config
-from helpers.builders import png_bytes, write_edit, write_t2i
+from helpers.builders import png_bytes, t2i_run_config, write_edit, write_t2i
 
 WORDS = ("red", "blue", "make", "the", "sky", "brighter", "add", "a", "small", "cat", "tree", "into", "night")
 VAE = {"image_stride": 16, "max_image_size": 64, "min_image_size": 16}
@@ -204,14 +204,8 @@ def test_a_file_repeated_to_fill_num_used_data_is_walked_once(tmp_path, tokenize
     rows and skips are counted once, not once per repeat."""
     good = {"image": png_bytes(40, 30, (9, 99, 200)), "captions": {"a": "a small blue square"}}
     bad = {"image": b"not an image", "captions": {"a": "never decoded"}}
-    write_t2i(tmp_path / "t2i", [[[good, bad, good]]])
-    info = {"t2i_pretrain": {"t2i": {"data_dir": str(tmp_path / "t2i"), "num_files": 1}}}
-    grouped = {
-        "t2i_pretrain": {"dataset_names": ["t2i"], "image_transform_args": VAE, "num_used_data": [3], "weight": 1}
-    }
-    packing = {"expected_num_tokens": 512, "max_num_tokens": 1024, "max_num_tokens_per_sample": 512,
-               "prefer_buffer_before": 512}  # fmt: skip
-    report = validate_config(RunConfig(grouped, info, packing), num_workers=1, tokenizer=tokenizer)
+    run = t2i_run_config(tmp_path / "t2i", [[[good, bad, good]]], budget=512, num_used_data=3)
+    report = validate_config(run, num_workers=1, tokenizer=tokenizer)
     group = report.groups["t2i_pretrain"]
     assert group.units == 3  # the one file, three times
     assert (group.rows_checked, group.samples, group.skips) == (3, 2, {"image_decode_failed": 1})
