@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import sample_length, with_tensors
@@ -27,6 +27,11 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
     # `(row group, row)` for T2I, `(row,)` for edit and `()` for VLM (a unit is one line).
     # The per-sample randomness is keyed by exactly that address, so a row gives the same
     # sample whichever worker reads it.
+
+    # True where `sample_at` may run on several threads at once (resume rebuilds a buffer's
+    # rows in parallel, `packing/rebuild.py`): the row's state lives in locals or in
+    # `thread_state()`, never in attributes. A family of a user's stays one at a time.
+    parallel_rebuild: ClassVar[bool] = False
 
     def _unit_samples(self, unit_id: int, pass_index: int, start: tuple, log: SkipLog, single: bool = False):
         """Yield `(row within the unit, SampleBuilder)` for the good rows from `start` on
@@ -137,11 +142,12 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
         return sample if sample is None or pending else with_tensors(sample)
 
     def _rebuild(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
-        self.__dict__["_rebuilding"] = True  # its reads are served by `prefetch_rows`, not the stream's
+        here = self.thread_state()
+        here.rebuilding = True  # its reads are served by `prefetch_rows`, not the stream's
         try:
             return self._rebuild_row(cursor, rng_state, log)
         finally:
-            self.__dict__["_rebuilding"] = False
+            here.rebuilding = False
 
     def _rebuild_row(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
         if not self.policy.reference:

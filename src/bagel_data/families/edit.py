@@ -75,6 +75,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
     GROUP_KEYS = frozenset(
         {"vit_image_transform_args", "file_order"}
     )  # group keys beyond the common ones (families/registry.py)
+    parallel_rebuild = True  # a row is built from locals only (see the base class)
 
     def __init__(
         self,

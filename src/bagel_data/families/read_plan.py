@@ -84,7 +84,12 @@ class ReadsAhead:
 
     def rebuilding(self) -> bool:
         """Inside `sample_at`: reads are a resumed row's (pinned), not the stream's."""
-        return bool(self.__dict__.get("_rebuilding"))
+        return bool(getattr(self.thread_state(), "rebuilding", False))
+
+    def thread_state(self) -> threading.local:
+        """What this thread is doing with the family (a rebuild, a row's fetched media): a
+        resume rebuilds buffered rows on several threads at once (`packing/rebuild.py`)."""
+        return self._process_state().setdefault("thread", threading.local())
 
     def active_read_ahead(self) -> ReadAhead | None:
         return self._process_state().get("read_ahead")

@@ -38,6 +38,7 @@ class T2IIterableDataset(DistributedIterableDataset):
     """Iterable over a parquet-sharded (image, captions) text-to-image dataset."""
 
     GROUP_KEYS = frozenset({"file_order"})  # group keys beyond the common ones (families/registry.py)
+    parallel_rebuild = True  # a row is built from locals only (see the base class)
 
     def __init__(
         self,

@@ -139,7 +139,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     # -- reads, ahead of the stream when a read-ahead runs (families/read_plan.py) ----------
     # A row's line and its image files are one task: its reads run in order on one thread,
     # rows in parallel. Its errors are kept and raised where the inline read would raise.
-    _row_media: dict = {}  # noqa: RUF012 - replaced, never changed: `_row_line` sets one per row
+    # The row's fetched media are the thread's (`thread_state`): a resume rebuilds rows on
+    # several threads at once.
+    parallel_rebuild = True
 
     def read_tasks(self, unit_id, row_start, single):
         line_id = int(self.epoch_units[unit_id])
@@ -173,17 +175,17 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             return self.data_paths.read_line(line_id)
 
     def _row_line(self, line_id: int) -> bytes:
-        ahead = self.active_read_ahead()
+        ahead, here = self.active_read_ahead(), self.thread_state()
         if ahead is None:
-            self._row_media = {}
+            here.row_media = {}
             return self._read_line(line_id)
-        line, self._row_media = ahead.take(
+        line, here.row_media = ahead.take(
             ("row", line_id), lambda: (self._read_line(line_id), {}), not self.rebuilding()
         )
         return line
 
     def _media_bytes(self, path: str, root: str) -> bytes:
-        fetched = self._row_media.get(path)
+        fetched = getattr(self.thread_state(), "row_media", {}).get(path)
         if fetched is None:
             return read_media(path, [root], self.allow_outside_root)
         if isinstance(fetched, BaseException):

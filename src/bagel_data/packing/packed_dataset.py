@@ -169,7 +169,14 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         weights = clock.weights(clock.step(state.packs))  # updated in place as each pack opens
         choose = group_chooser(cfg.mix_by, weights, state.group_tokens, state.rng)
         draw = self._drawer(state)
-        self._prefetch_restored(state)  # a resumed buffer's rows, fetched at once
+        stop_rebuilding = self._prefetch_restored(state)  # a resumed buffer's rows, fetched at once
+        try:
+            yield from self._packs(state, clock, weights, choose, draw)
+        finally:
+            stop_rebuilding()  # a closed stream's buffered rows that no thread has started
+
+    def _packs(self, state: PackState, clock: StepClock, weights: list[float], choose, draw) -> Iterator[dict]:
+        cfg = self.config
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
         def new_pack() -> PackBuilder:

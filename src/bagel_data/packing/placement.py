@@ -22,6 +22,7 @@ from ..sample import full_length, sample_length
 from .config import PackingConfig
 from .dropout import any_dropout, decide_dropout, dropout_rng
 from .pack import PackBuilder
+from .rebuild import take_rebuilt
 from .strategies import best_subset
 
 # Samples in a row that may add nothing to a pack (every item dropped by CFG dropout) before
@@ -231,7 +232,9 @@ class SamplePlacement:
         before = log.total()
         dataset = self.grouped_datasets[item.group]
         rng_state = item.rng_state if self.policy.reference else None
-        item.sample = _pending_sample_at(dataset, item.cursor, rng_state, log)
+        item.sample = take_rebuilt(item)  # rebuilt ahead on another thread (resume), if it was
+        if item.sample is None:
+            item.sample = _pending_sample_at(dataset, item.cursor, rng_state, log)
         if item.sample is None and log.total() == before:
             raise ResumeError(f"{self.group_names[item.group]}: the buffered row at {item.cursor} is no longer valid")
         if item.sample is not None:

@@ -8,7 +8,7 @@ AutoModel checkpoint, or from an elastic-restart plan; and the Stateful protocol
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from ..checkpoint.state import STATE_VERSION, PackState, ResumeError, check_comp
 from ..compat import CompatPolicy
 from ..errors import SkipLog
 from ..sharding import WorkerTopology
+from .rebuild import rebuild_ahead, rebuild_threads
 
 _GLOBAL_SEED_TAG = 0x6105
 
@@ -150,17 +151,24 @@ class StreamState:
         state.restart, state.history = saved["restart"], saved["history"]
         return state
 
-    def _prefetch_restored(self, state: PackState) -> None:
+    def _prefetch_restored(self, state: PackState) -> Callable[[], None]:
         """Fetch the rows of the samples a checkpoint buffered (and carried) at once, grouped
-        by file, through each family's read-ahead: they are rebuilt from these reads."""
+        by file, through each family's read-ahead, and rebuild them from these reads on a
+        few threads (`packing/rebuild.py`); with `read_ahead_bytes: 0` both stay inline.
+        Returns what stops the rebuild when the stream closes."""
+        restored = [*state.buffer, *([state.carry] if state.carry is not None else [])]
         waiting: dict[int, list[tuple]] = {}
-        for item in [*state.buffer, *([state.carry] if state.carry is not None else [])]:
+        for item in restored:
             if item.sample is None:
                 waiting.setdefault(item.group, []).append(item.cursor)
         for group, cursors in waiting.items():
             prefetch = getattr(self.grouped_datasets[group], "prefetch_rows", None)
             if prefetch is not None:  # a family of ours (a user's group may have no read-ahead)
                 prefetch(cursors, self.config.read_ahead_bytes)
+        # compat="bagel" rebuilds a row by replaying the one stream all groups share: in order.
+        if waiting and self.config.read_ahead_bytes > 0 and not self.policy.reference:
+            return rebuild_ahead(restored, self.grouped_datasets, rebuild_threads())
+        return lambda: None
 
     @property
     def stats(self) -> dict:

@@ -1,0 +1,278 @@
+"""A resumed buffer rebuilt on threads (packing/rebuild.py) changes only the waiting: the
+same packs, the same counted skips, the rows no thread started rebuilt by the packer."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import pickle
+import threading
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from bagel_data import ImageTransform, T2IIterableDataset, build_dataloader, make_bagel_multimodal_dataset
+from bagel_data.bench.slow_reads import delayed_storage, row_group_bytes
+from bagel_data.checkpoint.collect import worker_dataset_states
+from bagel_data.checkpoint.state import Buffered
+from bagel_data.errors import SkipReason
+from bagel_data.packing import rebuild, stream_state
+from bagel_data.packing.config import PackingConfig
+from helpers.batches import assert_same_batch
+from helpers.builders import encode, write_t2i
+from helpers.fake_groups import one_group_packed
+from helpers.golden import absolute_dataset_info, load_case
+
+TRANSFORM = {"image_stride": 16, "max_image_size": 128, "min_image_size": 64}
+GROUPS = {
+    "t2i_pretrain": {"dataset_names": ["t2i"], "image_transform_args": TRANSFORM, "num_used_data": [3], "weight": 2},
+    "unified_edit": {
+        "dataset_names": ["edit"],
+        "image_transform_args": TRANSFORM,
+        "vit_image_transform_args": {"image_stride": 14, "max_image_size": 112, "min_image_size": 56},
+        "num_used_data": [2],
+        "weight": 1,
+    },
+    "vlm_sft": {
+        "dataset_names": ["vlm"],
+        "image_transform_args": {"image_stride": 14, "max_image_size": 140, "min_image_size": 42, "max_pixels": 15680},
+        "frame_sampler_args": {"max_num_frames": 6, "min_num_frames": 2},
+        "num_used_data": [1000],
+        "weight": 1,
+    },
+}
+# A buffer used only below 300 tokens: greedy too holds several samples at a checkpoint.
+PACKING = dict(
+    expected_num_tokens=1490, max_num_tokens=1500, max_num_tokens_per_sample=900, max_buffer_size=6,
+    prefer_buffer_before=300,
+)  # fmt: skip
+
+
+@pytest.fixture
+def threads_rebuilt(monkeypatch) -> list[str]:
+    """Three rebuild threads whatever the machine; the names of the threads that rebuilt rows."""
+    names: list[str] = []
+    clean = rebuild._clean_rebuild
+
+    def counted(dataset, cursor):
+        names.append(threading.current_thread().name)
+        return clean(dataset, cursor)
+
+    monkeypatch.setattr(stream_state, "rebuild_threads", lambda: 3)
+    monkeypatch.setattr(rebuild, "_clean_rebuild", counted)
+    return names
+
+
+@pytest.fixture(scope="module")
+def dataset_info(golden_root):
+    case, _, _ = load_case("packed_three_groups_flex")
+    return absolute_dataset_info(case)
+
+
+def three_groups(dataset_info, tokenizer, special_tokens, **overrides):
+    return make_bagel_multimodal_dataset(
+        tokenizer=tokenizer, special_tokens=special_tokens, grouped_datasets=GROUPS, dataset_info=dataset_info,
+        num_workers=1, data_seed=5, **{**PACKING, **overrides},
+    )  # fmt: skip
+
+
+def packs(dataset, count: int, state=None) -> list:
+    loader = build_dataloader(dataset, num_workers=0)
+    if state is not None:
+        loader.load_state_dict(state)
+    return list(itertools.islice(loader, count))
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "best_fit"])
+def test_a_buffer_rebuilt_on_threads_resumes_exactly(
+    dataset_info, tokenizer, special_tokens, threads_rebuilt, strategy
+):
+    def build(**overrides):
+        return three_groups(dataset_info, tokenizer, special_tokens, pack_strategy=strategy, **overrides)
+
+    reference = packs(build(read_ahead_bytes=0), 10)  # no read-ahead: no rebuild threads
+    assert not threads_rebuilt
+    rebuilt_any = False
+    for cut in (2, 5):
+        loader = build_dataloader(build(), num_workers=0)
+        list(itertools.islice(loader, cut))
+        state = pickle.loads(pickle.dumps(loader.state_dict()))
+        del threads_rebuilt[:]
+        resumed = packs(build(), 10 - cut, state=state)
+        for index, (want, have) in enumerate(zip(reference[cut:], resumed, strict=True)):
+            assert_same_batch(have, want, f"{strategy}, cut {cut}, pack {cut + index}")
+        rebuilt_any |= any(name.startswith("bagel-data-rebuild") for name in threads_rebuilt)
+    assert rebuilt_any, "no buffered row was rebuilt on a thread: the test does not test it"
+
+
+def test_compat_bagel_rebuilds_in_order(dataset_info, tokenizer, special_tokens, threads_rebuilt):
+    def build():
+        return three_groups(dataset_info, tokenizer, special_tokens, compat="bagel", pack_strategy="greedy")
+
+    loader = build_dataloader(build(), num_workers=0)
+    list(itertools.islice(loader, 4))
+    state = loader.state_dict()
+    assert packs(build(), 2, state=state)
+    assert not threads_rebuilt  # the rows replay one shared stream: never on threads
+
+
+# -- a row that fails where a thread rebuilds it -----------------------------------------
+def _noise_row(seed: int) -> dict:
+    pixels = np.random.default_rng(seed).integers(0, 256, (120, 160, 3), dtype=np.uint8)
+    return {"image": encode(Image.fromarray(pixels)), "captions": {"c": f"noisy picture {seed}"}}
+
+
+def _t2i_packed(folder, tokenizer, special_tokens):
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [3], num_workers=1)
+    config = PackingConfig(
+        expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, pack_strategy="best_fit",
+        max_buffer_size=5, read_ahead_bytes=1 << 20,
+    )  # fmt: skip
+    return one_group_packed("t2i", family, config, special_tokens)
+
+
+def test_a_row_that_fails_on_a_thread_is_the_same_counted_skip(tmp_path, tokenizer, special_tokens, monkeypatch):
+    rows = iter(range(100))
+    write_t2i(tmp_path, [[[_noise_row(next(rows)) for _ in range(size)] for size in (3, 2, 3)] for _ in range(3)])
+    loader = build_dataloader(_t2i_packed(tmp_path, tokenizer, special_tokens), num_workers=0)
+    list(itertools.islice(loader, 2))
+    state = loader.state_dict()
+    dataset = _t2i_packed(tmp_path, tokenizer, special_tokens)
+    buffered = worker_dataset_states(state)[0]["buffer"]
+    assert len(buffered) >= 2, buffered
+    unit_id, _, row_group, _ = dataset.grouped_datasets[0].row_key(tuple(buffered[0][1]))
+    path = dataset.grouped_datasets[0].epoch_units[unit_id]
+    broken = {path: row_group_bytes(path, row_group)}
+
+    runs = {}
+    for threads in (0, 3):
+        monkeypatch.setattr(stream_state, "rebuild_threads", lambda threads=threads: threads)
+        resumed = _t2i_packed(tmp_path, tokenizer, special_tokens)
+        with delayed_storage(fail=broken):
+            batches = packs(resumed, 4, state=state)
+        runs[threads] = batches, resumed.stats["skips"]["t2i"]
+    (inline, inline_skips), (threaded, threaded_skips) = runs[0], runs[3]
+    assert inline_skips, "the broken file's buffered rows were not skipped: the test does not test it"
+    assert threaded_skips == inline_skips
+    for index, (want, have) in enumerate(zip(inline, threaded, strict=True)):
+        assert_same_batch(have, want, f"pack {index} after the resume")
+
+
+# -- the queue itself, with a stand-in family ----------------------------------------------
+class StandIn:
+    """`sample_at` of a family: cursor (i,) gives {"i": i}; `bad` rows count a skip (and
+    still give what they could), `raising` rows raise; `hold` rows wait for an event first.
+    `order` lists the rows as they are built."""
+
+    dataset_name = "stand_in"
+    parallel_rebuild = True
+
+    def __init__(self, bad=(), raising=(), hold=None):
+        self.bad, self.raising, self.hold = set(bad), set(raising), hold or {}
+        self.built_on: dict[int, str] = {}
+        self.order: list[int] = []
+        self.entered = collections.defaultdict(threading.Event)  # row -> its build began
+
+    def sample_at(self, cursor, log=None, pending=False):
+        (i,) = cursor
+        self.entered[i].set()
+        if i in self.hold:
+            assert self.hold[i].wait(10), f"row {i} was never released"
+        self.built_on[i] = threading.current_thread().name
+        self.order.append(i)
+        if i in self.raising:
+            raise OSError(f"row {i} cannot be read")
+        if i in self.bad:
+            log.skip(SkipReason.ROW_FAILED, f"row {i}", "broken")
+            return {"i": i, "partial": True}
+        return {"i": i}
+
+
+def items(count: int) -> list[Buffered]:
+    return [Buffered(0, (i,)) for i in range(count)]
+
+
+def test_rows_come_back_by_item_and_failures_are_left_to_the_packer(caplog):
+    family = StandIn(bad={2}, raising={4})
+    waiting = items(6)
+    with caplog.at_level(logging.WARNING):
+        rebuild.rebuild_ahead(waiting, [family], threads=2)
+        got = [rebuild.take_rebuilt(item) for item in waiting]
+    taken_by_packer = [i for i, sample in enumerate(got) if sample is None]
+    assert {2, 4} <= set(taken_by_packer)  # a skip or an error: the packer's own rebuild counts or raises it
+    assert all(got[i] == {"i": i} for i in range(6) if i not in taken_by_packer)
+    assert "broken" not in caplog.text  # warned once, by the packer's rebuild, not here too
+    assert all(item.rebuilt is None for item in waiting)
+
+
+def test_the_packer_rebuilds_young_rows_while_a_thread_holds_the_oldest():
+    release = threading.Event()
+    family = StandIn(hold={0: release})
+    waiting = items(5)
+    original = family.sample_at
+
+    def sample_at(cursor, log=None, pending=False):
+        sample = original(cursor, log, pending)
+        if cursor == (1,):  # the last row the packer gets to: the held one may go on
+            release.set()
+        return sample
+
+    family.sample_at = sample_at
+    rebuild.rebuild_ahead(waiting, [family], threads=1)
+    assert family.entered[0].wait(10)  # its thread holds the oldest row
+    assert rebuild.take_rebuilt(waiting[0]) == {"i": 0}
+    here = threading.current_thread().name
+    assert family.built_on[0].startswith("bagel-data-rebuild")
+    assert [family.built_on[i] for i in (4, 3, 2, 1)] == [here] * 4
+    assert family.order == [4, 3, 2, 1, 0]  # youngest first, while it waited for the oldest
+    assert [rebuild.take_rebuilt(item) for item in waiting[1:]] == [{"i": i} for i in range(1, 5)]
+
+
+def test_a_row_no_thread_started_is_the_packers():
+    release = threading.Event()
+    family = StandIn(hold={0: release})
+    waiting = items(3)
+    rebuild.rebuild_ahead(waiting, [family], threads=1)
+    assert family.entered[0].wait(10)  # its one thread waits on row 0
+    assert rebuild.take_rebuilt(waiting[2]) is None  # not started: taken back, not built twice
+    release.set()
+    assert rebuild.take_rebuilt(waiting[0]) == {"i": 0}
+    assert 2 not in family.built_on
+
+
+def test_stop_leaves_the_rows_not_started():
+    release = threading.Event()
+    family = StandIn(hold={0: release})
+    waiting = items(4)
+    stop = rebuild.rebuild_ahead(waiting, [family], threads=1)
+    assert family.entered[0].wait(10)
+    stop()
+    release.set()
+    assert rebuild.take_rebuilt(waiting[0]) == {"i": 0}  # the row its thread was on
+    assert [rebuild.take_rebuilt(item) for item in waiting[1:]] == [None] * 3
+    assert set(family.built_on) == {0}
+
+
+def test_only_families_that_allow_it_and_only_when_there_is_work_to_share():
+    class OneAtATime(StandIn):
+        parallel_rebuild = False
+
+    waiting = items(4)
+    rebuild.rebuild_ahead(waiting, [OneAtATime()], threads=4)
+    assert all(item.rebuilt is None for item in waiting)
+    for threads, count in ((0, 4), (3, 1)):  # no thread, or a single row
+        waiting = items(count)
+        rebuild.rebuild_ahead(waiting, [StandIn()], threads=threads)
+        assert all(item.rebuilt is None for item in waiting)
+    done = items(3)
+    done[0].sample = {"i": 0}  # already rebuilt (or never left the process)
+    rebuild.rebuild_ahead(done, [StandIn()], threads=2)
+    assert done[0].rebuilt is None and done[1].rebuilt is not None
+
+
+@pytest.mark.parametrize(("cpus", "threads"), [(1, 0), (2, 1), (16, 8), (64, 8)])
+def test_threads_leave_the_packer_a_cpu_and_stay_few(monkeypatch, cpus, threads):
+    monkeypatch.setattr(rebuild.os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    assert rebuild.rebuild_threads() == threads
