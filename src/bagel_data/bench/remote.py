@@ -7,9 +7,8 @@ process, as a DataLoader worker runs) goes through three phases, with the reques
 counted by kind:
 - start-up: building the dataset and drawing its first pack;
 - steady: the next `batches` packs (packs/s, requests per pack);
-- resume: a new dataset from a checkpoint with a full buffer (`pack_strategy="best_fit"`
-  keeps `max_buffer_size` samples waiting) up to its first pack: each buffered sample is
-  rebuilt from its file.
+- resume: a new dataset from a checkpoint with a full buffer (`pack_strategy="best_fit"`,
+  ~50 samples waiting) up to its first pack: each buffered sample is rebuilt from its file.
 Every figure is also given against local disk, measured in the same run.
 """
 
@@ -27,12 +26,13 @@ import yaml
 from ..schema import Settings
 from ..synthetic.dataset import DemoSizes, write_demo_dataset
 from .main import PACKING, QUICK_PACKING, default_paths
-from .moto_store import moto_store
 from .progress import progress
 from .runs import build, load_tokenizer_once
 from .s3_proxy import RequestCounter
+from .store_process import RemoteCounter, store_process
 
 DELAYS_MS = (0, 20, 100)
+RESUME_BUFFER_SIZE = 60
 BUCKET = "s3://bagel-bench-remote"
 GROUP, DATASET = "t2i_pretrain", "t2i"
 _now = time.perf_counter
@@ -61,7 +61,7 @@ def t2i_config(grouped_path: Path, data_dir: str, storage_options: dict | None =
     return {"grouped": grouped, "info": {GROUP: {DATASET: entry}}}
 
 
-def measure_phases(make: Callable, counter: RequestCounter | None, batches: int) -> dict:
+def measure_phases(make: Callable, counter: RequestCounter | RemoteCounter | None, batches: int) -> dict:
     """Start-up, steady and resume of one worker built by `make()`, each with its requests."""
 
     def requests() -> dict:
@@ -81,16 +81,18 @@ def measure_phases(make: Callable, counter: RequestCounter | None, batches: int)
     steady = {"seconds": seconds, "packs": batches, "packs_per_second": batches / seconds, "requests": counts,
               "requests_per_pack": sum(counts.values()) / batches}  # fmt: skip
     stream.close()
-    # Resume from a full buffer: best_fit keeps `max_buffer_size` samples waiting, each
-    # rebuilt from its file on resume (greedy rarely holds any at a checkpoint).
-    filled = make(pack_strategy="best_fit")
+    # Resume from a full buffer: best_fit draws until `max_buffer_size` samples wait, packs
+    # some, and keeps the rest, each rebuilt from its file on resume (greedy rarely holds
+    # any at a checkpoint). A pack takes ~10 of these images: 60 leaves ~50 waiting.
+    resume_packing = {"pack_strategy": "best_fit", "max_buffer_size": RESUME_BUFFER_SIZE}
+    filled = make(**resume_packing)
     stream = iter(filled)
     next(stream)
     state = filled.state_dict()
     stream.close()
     requests()  # filling the buffer is not a phase
     start = _now()
-    resumed = make(pack_strategy="best_fit")
+    resumed = make(**resume_packing)
     resumed.load_state_dict(state)
     next(iter(resumed))
     resume = {"seconds": _now() - start, "buffered_samples": len(state.get("buffer", ())), "requests": requests()}
@@ -116,7 +118,7 @@ def run_remote_benchmark(
         local = t2i_config(made.grouped_datasets, str(made.t2i_dir))
         progress("local disk")
         res["local"] = measure_phases(lambda **o: build(local, tok, special, packing, **o), None, batches)
-        with moto_store() as store:
+        with store_process() as store:  # the store's CPU is not the worker's, as with a real one
             uri = f"{BUCKET}/t2i"
             store.upload(made.t2i_dir, uri)
             remote = t2i_config(made.grouped_datasets, uri, store.proxy.storage_options())

@@ -143,11 +143,16 @@ class CountingProxy:
         self.server.delay_s = seconds
 
     def storage_options(self) -> dict:
-        """dataset_info `storage_options` that send pyarrow's S3 client through this proxy."""
-        scheme, host = self.endpoint.split("://")
-        # The AWS SDK gives up on a response silent for 3 s; a loaded test machine's moto can
-        # take that long to list a thousand keys.
-        return {"endpoint_override": host, "scheme": scheme, "request_timeout": 60.0, **CREDENTIALS}
+        return proxy_storage_options(self.endpoint)
+
+
+def proxy_storage_options(endpoint: str) -> dict:
+    """dataset_info `storage_options` that send pyarrow's S3 client through the proxy at
+    `endpoint` (`http://host:port`)."""
+    scheme, host = endpoint.split("://")
+    # The AWS SDK gives up on a response silent for 3 s; a loaded test machine's moto can
+    # take that long to list a thousand keys.
+    return {"endpoint_override": host, "scheme": scheme, "request_timeout": 60.0, **CREDENTIALS}
 
 
 @contextlib.contextmanager
