@@ -36,7 +36,7 @@ def test_a_child_serves_what_was_uploaded_and_counts_the_requests(tmp_path):
         fs.get_file_info("bucket/prefix/a.txt")
         assert time.perf_counter() - start >= 0.2  # the child's proxy waits before answering
         process = store._process
-    assert not process.is_alive()
+    assert process.poll() is not None  # gone with the block
 
 
 def test_a_failure_in_the_child_is_an_error_naming_the_command(tmp_path):
@@ -46,3 +46,11 @@ def test_a_failure_in_the_child_is_an_error_naming_the_command(tmp_path):
         with pytest.raises(RuntimeError, match="unknown command 'nonsense'"):
             store._call("nonsense")
         assert store.upload(tmp_path, "s3://bucket/x") == 0  # still serving after both
+
+
+def test_a_child_that_dies_is_an_error_not_a_hang():
+    with store_process() as store:
+        store._process.kill()
+        store._process.wait()
+        with pytest.raises(RuntimeError, match="the object store process exited"):
+            store.proxy.counter.reset()

@@ -15,13 +15,14 @@ gives the pipeline its `storage_options`.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from .s3_proxy import proxy_storage_options
-
-_START_TIMEOUT_S = 120.0  # the child imports pyarrow and moto, and starts two servers
 
 
 class RemoteCounter:
@@ -55,75 +56,97 @@ class _Proxy:
 
 
 class StoreProcess:
-    """moto behind the counting proxy, in a child process."""
+    """moto behind the counting proxy, in a child process: one JSON line per command on its
+    standard input, one answer per line on its standard output."""
 
-    def __init__(self, connection, process):
-        self._connection, self._process = connection, process
-        if not connection.poll(_START_TIMEOUT_S):
-            raise RuntimeError(f"the object store process did not start within {_START_TIMEOUT_S:.0f} s")
-        self.proxy = _Proxy(self._call, self._answer())
+    def __init__(self, process: subprocess.Popen):
+        self._process = process
+        self.proxy = _Proxy(self._call, self._answer("start"))
 
     def upload(self, local: str | Path, uri: str) -> int:
         """Every file under folder `local` to prefix `uri`, put straight into the child's moto."""
         return self._call("upload", str(local), uri)
 
     def _call(self, command: str, *args):
-        self._connection.send((command, *args))
-        return self._answer()
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(json.dumps([command, *args]) + "\n")
+            self._process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it has exited: `_answer` says how
+        return self._answer(command)
 
-    def _answer(self):
-        kind, value = self._connection.recv()
+    def _answer(self, command: str):
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            code = self._process.wait(10)
+            raise RuntimeError(f"the object store process exited (code {code}) at {command!r}; its errors are above")
+        kind, value = json.loads(line)
         if kind == "error":
             raise RuntimeError(f"the object store process failed: {value}")
         return value
 
     def close(self) -> None:
-        with contextlib.suppress(OSError, EOFError):
-            self._connection.send(("stop",))
-        self._process.join(10)
-        if self._process.is_alive():
+        with contextlib.suppress(OSError, ValueError):
+            assert self._process.stdin is not None
+            self._process.stdin.close()  # its end of input: it stops
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
             self._process.kill()
-            self._process.join()
+            self._process.wait()
 
 
 @contextlib.contextmanager
 def store_process(delay_s: float = 0.0) -> Iterator[StoreProcess]:
     """moto on loopback behind a counting proxy adding `delay_s` per round trip, served from
-    a child process (spawned: it inherits no threads or open files of this one)."""
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    process = context.Process(target=_serve, args=(child, delay_s), name="bagel-data-object-store", daemon=True)
-    process.start()
-    child.close()
+    a child interpreter (a fresh one: it inherits no threads or open files of this one)."""
+    package_parent = str(Path(__file__).resolve().parents[2])  # this very bagel_data, not another
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bagel_data.bench.store_process", str(delay_s)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
     store = None
     try:
-        store = StoreProcess(parent, process)
+        store = StoreProcess(process)
         yield store
     finally:
         if store is not None:
             store.close()
-        elif process.is_alive():
+        elif process.poll() is None:
             process.kill()
-            process.join()
+            process.wait()
 
 
-def _serve(connection, delay_s: float) -> None:
-    """The child: start the store, then answer the parent's commands until it says stop."""
+def _serve(delay_s: float) -> None:
+    """The child: start the store, then answer the parent's commands until its input ends."""
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # anything else printed goes to stderr
+
+    def answer(kind: str, value) -> None:
+        answers.write(json.dumps([kind, value]) + "\n")
+        answers.flush()
+
     from .moto_store import moto_store
 
     try:
-        with moto_store(delay_s) as store:
-            connection.send(("ok", store.proxy.endpoint))
-            while True:
-                command, *args = connection.recv()
-                if command == "stop":
-                    return
-                try:
-                    connection.send(("ok", _run(store, command, args)))
-                except Exception as exc:  # told to the parent, which raises it
-                    connection.send(("error", f"{command}: {type(exc).__name__}: {exc}"))
+        store_context = moto_store(delay_s)
+        store = store_context.__enter__()
     except Exception as exc:
-        connection.send(("error", f"start: {type(exc).__name__}: {exc}"))
+        answer("error", f"start: {type(exc).__name__}: {exc}")
+        return
+    try:
+        answer("ok", store.proxy.endpoint)
+        for line in sys.stdin:
+            command, *args = json.loads(line)
+            try:
+                answer("ok", _run(store, command, args))
+            except Exception as exc:  # told to the parent, which raises it
+                answer("error", f"{command}: {type(exc).__name__}: {exc}")
+    finally:
+        store_context.__exit__(None, None, None)
 
 
 def _run(store, command: str, args: list):
@@ -135,3 +158,7 @@ def _run(store, command: str, args: list):
     if command == "reset":
         return store.proxy.counter.reset()
     raise ValueError(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    _serve(float(sys.argv[1]))
