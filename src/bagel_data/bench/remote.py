@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -100,9 +101,20 @@ def measure_phases(make: Callable, counter: RequestCounter | RemoteCounter | Non
 
 
 def run_remote_benchmark(
-    root: Path | None = None, out_json: Path | None = None, *, batches: int, quick: bool = False, delays_ms=DELAYS_MS
+    root: Path | None = None,
+    out_json: Path | None = None,
+    *,
+    batches: int,
+    quick: bool = False,
+    delays_ms=DELAYS_MS,
+    rounds: int | None = None,
 ) -> dict:
-    """Every storage's phases, written to `out_json` (paths left None: `main.default_paths`)."""
+    """Every storage's phases, written to `out_json` (paths left None: `main.default_paths`).
+
+    The storages take turns, local first, for `rounds` rounds (default 3, quick 1): each
+    figure is the median over the rounds, and each ratio the median of the ratios paired
+    within a round, so that a burst of load on a shared machine moves both sides of one."""
+    rounds = (1 if quick else 3) if rounds is None else rounds
     root, out_json = default_paths(root, out_json, quick)
     if out_json.name == "results.json" and not quick:
         out_json = out_json.with_name("remote.json")  # not over the main benchmark's results
@@ -111,43 +123,69 @@ def run_remote_benchmark(
     tok, special = load_tokenizer_once()
     res: dict = {"config": {"root": str(root), "batches": batches, "quick": quick, "packing": packing,
                             "read_ahead": read_ahead_settings(packing), "delays_ms": list(delays_ms),
-                            "shards": len(list(made.t2i_dir.glob("*.parquet")))}}  # fmt: skip
+                            "rounds": rounds, "shards": len(list(made.t2i_dir.glob("*.parquet")))}}  # fmt: skip
+    runs: dict[str, list[dict]] = {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one intra-op thread, as in a DataLoader worker
     try:
         local = t2i_config(made.grouped_datasets, str(made.t2i_dir))
-        progress("local disk")
-        res["local"] = measure_phases(lambda **o: build(local, tok, special, packing, **o), None, batches)
         with store_process() as store:  # the store's CPU is not the worker's, as with a real one
             uri = f"{BUCKET}/t2i"
             store.upload(made.t2i_dir, uri)
             remote = t2i_config(made.grouped_datasets, uri, store.proxy.storage_options())
-            for delay in delays_ms:
-                progress(f"S3 on loopback, +{delay} ms per round trip")
-                store.proxy.delay_s = delay / 1000
-                res[f"s3_{delay}ms"] = measure_phases(
-                    lambda **o: build(remote, tok, special, packing, **o), store.proxy.counter, batches
+            for turn in range(rounds):
+                progress(f"round {turn + 1}/{rounds}: local disk")
+                runs.setdefault("local", []).append(
+                    measure_phases(lambda **o: build(local, tok, special, packing, **o), None, batches)
                 )
+                for delay in delays_ms:
+                    progress(f"round {turn + 1}/{rounds}: S3 on loopback, +{delay} ms per round trip")
+                    store.proxy.delay_s = delay / 1000
+                    runs.setdefault(f"s3_{delay}ms", []).append(
+                        measure_phases(
+                            lambda **o: build(remote, tok, special, packing, **o), store.proxy.counter, batches
+                        )
+                    )
     finally:
         torch.set_num_threads(threads)
-    res["against_local"] = against_local(res)
+    res.update({name: median_run(each) for name, each in runs.items()})
+    res["against_local"] = against_local(runs)
+    res["rounds"] = runs
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps(res, indent=2, default=float))
     progress(f"results written to {out_json}")
     return res
 
 
-def against_local(res: dict) -> dict:
-    """Each remote run's steady throughput as a share of local, and its start-up and resume
-    time as a multiple of local's."""
-    local = res["local"]
+_TIMED = (("startup", "seconds"), ("steady", "seconds"), ("steady", "packs_per_second"), ("resume", "seconds"))
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The first round's phases (their request counts are the same in every round) with each
+    timed figure the median over the rounds."""
+    merged = {phase: dict(values) for phase, values in runs[0].items()}
+    for phase, figure in _TIMED:
+        merged[phase][figure] = statistics.median(run[phase][figure] for run in runs)
+    return merged
+
+
+def against_local(runs: dict[str, list[dict]]) -> dict:
+    """Each remote storage's steady throughput as a share of local, and its start-up and
+    resume time as a multiple of local's: the median of the ratios within each round."""
     ratios = {}
-    for name, run in res.items():
+    for name, rounds in runs.items():
         if name.startswith("s3_"):
+            paired = list(zip(rounds, runs["local"]))
             ratios[name] = {
-                "steady_packs_per_second": run["steady"]["packs_per_second"] / local["steady"]["packs_per_second"],
-                "startup_seconds": run["startup"]["seconds"] / local["startup"]["seconds"],
-                "resume_seconds": run["resume"]["seconds"] / local["resume"]["seconds"],
+                "steady_packs_per_second": statistics.median(
+                    s3["steady"]["packs_per_second"] / local["steady"]["packs_per_second"] for s3, local in paired
+                ),
+                "startup_seconds": statistics.median(
+                    s3["startup"]["seconds"] / local["startup"]["seconds"] for s3, local in paired
+                ),
+                "resume_seconds": statistics.median(
+                    s3["resume"]["seconds"] / local["resume"]["seconds"] for s3, local in paired
+                ),
             }
     return ratios
 

@@ -264,7 +264,9 @@ def bench(
     ),
     dataset_info: Path | None = typer.Option(None, help="With --config: the dataset_info, if RUN.yaml lacks one."),
     remote: bool = typer.Option(
-        False, help="Instead: the T2I shards from S3 on loopback (moto) at +0/20/100 ms per round trip vs local disk."
+        False,
+        help="Instead: the T2I shards from S3 on loopback (moto) at +0/20/100 ms per round trip vs local disk, "
+        "3 interleaved rounds (--quick: 1).",
     ),
     scale: bool = typer.Option(
         False, help="Instead: start-up and memory at 10-5,000 parquet shards and 1e4-1e6 JSONL lines."
