@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bagel_data import ImageTransform, T2IIterableDataset, build_dataloader, make_bagel_multimodal_dataset
+from bagel_data import (
+    ConfigError,
+    ImageTransform,
+    T2IIterableDataset,
+    build_dataloader,
+    make_bagel_multimodal_dataset,
+)
 from bagel_data.bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data.checkpoint.collect import worker_dataset_states
 from bagel_data.checkpoint.state import Buffered
@@ -52,7 +58,8 @@ PACKING = dict(
 
 @pytest.fixture
 def threads_rebuilt(monkeypatch) -> list[str]:
-    """Three rebuild threads whatever the machine; the names of the threads that rebuilt rows."""
+    """The names of the threads that rebuilt rows ahead; by default three threads, whatever
+    the machine (`rebuild_threads` set explicitly wins over this)."""
     names: list[str] = []
     clean = rebuild._clean_rebuild
 
@@ -63,6 +70,12 @@ def threads_rebuilt(monkeypatch) -> list[str]:
     monkeypatch.setattr(stream_state, "rebuild_threads", lambda: 3)
     monkeypatch.setattr(rebuild, "_clean_rebuild", counted)
     return names
+
+
+def _resume_once(build, cut: int = 2, count: int = 2) -> list:
+    loader = build_dataloader(build(), num_workers=0)
+    list(itertools.islice(loader, cut))
+    return packs(build(), count, state=loader.state_dict())
 
 
 @pytest.fixture(scope="module")
@@ -107,15 +120,30 @@ def test_a_buffer_rebuilt_on_threads_resumes_exactly(
     assert rebuilt_any, "no buffered row was rebuilt on a thread: the test does not test it"
 
 
-def test_compat_bagel_rebuilds_in_order(dataset_info, tokenizer, special_tokens, threads_rebuilt):
+@pytest.mark.parametrize(
+    ("settings", "on_threads"),
+    [
+        ({"rebuild_threads": 0}, False),  # asked for none
+        ({"read_ahead_bytes": 0}, False),  # everything inline
+        ({"compat": "bagel"}, False),  # the rows replay one shared stream: in order
+        ({"rebuild_threads": 1}, True),  # asked for one, on any machine
+    ],
+)
+def test_who_rebuilds_on_threads(dataset_info, tokenizer, special_tokens, threads_rebuilt, settings, on_threads):
     def build():
-        return three_groups(dataset_info, tokenizer, special_tokens, compat="bagel", pack_strategy="greedy")
+        return three_groups(dataset_info, tokenizer, special_tokens, pack_strategy="best_fit", **settings)
 
-    loader = build_dataloader(build(), num_workers=0)
-    list(itertools.islice(loader, 4))
-    state = loader.state_dict()
-    assert packs(build(), 2, state=state)
-    assert not threads_rebuilt  # the rows replay one shared stream: never on threads
+    assert _resume_once(build)
+    workers = {name for name in threads_rebuilt if name.startswith("bagel-data-rebuild")}
+    assert bool(workers) == on_threads, threads_rebuilt
+    if settings.get("rebuild_threads") == 1:
+        assert workers == {"bagel-data-rebuild-0"}
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, "four", True])
+def test_a_bad_rebuild_threads_is_named_at_construction(dataset_info, tokenizer, special_tokens, value):
+    with pytest.raises(ConfigError, match="rebuild_threads"):
+        three_groups(dataset_info, tokenizer, special_tokens, rebuild_threads=value)
 
 
 # -- a row that fails where a thread rebuilds it -----------------------------------------

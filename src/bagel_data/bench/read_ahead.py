@@ -37,16 +37,16 @@ ON = Settings().read_ahead_bytes  # the default budget
 IMAGE_SIZE = [1024]
 
 
-def t2i_dataset(t2i_dir: str, read_ahead: int, files: int = 4):
+def t2i_dataset(t2i_dir: str, read_ahead: int, files: int = 4, **settings):
     size = IMAGE_SIZE[0]
     grouped = {"t2i_pretrain": {
         "dataset_names": ["t2i"], "num_used_data": [files], "weight": 1.0,
         "image_transform_args": {"image_stride": 16, "max_image_size": size, "min_image_size": size // 2},
     }}  # fmt: skip
     info = {"t2i_pretrain": {"t2i": {"data_dir": t2i_dir, "num_files": files, "num_total_samples": files * 64}}}
-    settings = Settings(**PACKING, read_ahead_bytes=read_ahead)
+    config = Settings(**{**PACKING, **settings}, read_ahead_bytes=read_ahead)
     return build_packed_dataset(
-        QwenTokenizer(), SPECIAL, grouped, info, settings, local_rank=0, world_size=1, num_workers=1
+        QwenTokenizer(), SPECIAL, grouped, info, config, local_rank=0, world_size=1, num_workers=1
     )
 
 
@@ -102,8 +102,10 @@ def _buffered_checkpoint(t2i_dir: str, size: int) -> tuple[dict, list[tuple]]:
     return state, cursors
 
 
-def resume(t2i_dir: str, delay: float, read_ahead: int, size: int) -> dict:
-    """Rebuilding a buffer of `size` samples, and the first pack after the restore."""
+def resume(t2i_dir: str, delay: float, read_ahead: int, size: int, rebuild_threads: int | None = None) -> dict:
+    """Rebuilding a buffer of `size` samples one after another, and the first best-fit pack
+    after the restore (which needs the whole buffer: rebuilt on `rebuild_threads` threads
+    beside the packer, by default the CPUs less one)."""
     state, cursors = _buffered_checkpoint(t2i_dir, size)
     opens = OpenCounter()
     with delayed_storage(delay, opens=opens):
@@ -115,7 +117,7 @@ def resume(t2i_dir: str, delay: float, read_ahead: int, size: int) -> dict:
         family.stop_read_ahead()
         assert all(sample is not None for sample in rebuilt)
         rebuild_opens = sum(opens.counts.values())
-        dataset = t2i_dataset(t2i_dir, read_ahead)
+        dataset = t2i_dataset(t2i_dir, read_ahead, pack_strategy="best_fit", rebuild_threads=rebuild_threads)
         dataset.load_state_dict(state)
         start = time.perf_counter()
         stream = iter(dataset)
@@ -147,10 +149,14 @@ def run(t2i_dir: str, delays: list[float], warmup: int, packs: int, buffer: int)
             elif "row_groups_per_second" in row:
                 row["vs_local_inline"] = row["row_groups_per_second"] / local_reads
         resume_delay = 0.02 if 0.02 in delays else delays[-1]
-        # 0 ms inline: the rebuild's own work (decoding `buffer` images), the floor.
-        for delay, budget in ((0.0, 0), (resume_delay, 0), (resume_delay, ON)):
+        # 0 ms inline: the rebuild's own work (decoding `buffer` images) on one thread.
+        cases: list[tuple[float, int, int | None]] = [
+            (0.0, 0, 0), (resume_delay, 0, 0), (resume_delay, ON, 0), (0.0, ON, None), (resume_delay, ON, None),
+        ]  # fmt: skip
+        for delay, budget, rebuilders in cases:
             name = f"resume {int(delay * 1000)}ms/{'ahead' if budget else 'inline'}"
-            rows[name] = resume(t2i_dir, delay, budget, buffer)
+            name += "" if rebuilders == 0 or not budget else "/threads"
+            rows[name] = resume(t2i_dir, delay, budget, buffer, rebuilders)
             print(f"{name}: {rows[name]}", flush=True)
         return rows
     finally:

@@ -154,7 +154,8 @@ class StreamState:
     def _prefetch_restored(self, state: PackState) -> Callable[[], None]:
         """Fetch the rows of the samples a checkpoint buffered (and carried) at once, grouped
         by file, through each family's read-ahead, and rebuild them from these reads on a
-        few threads (`packing/rebuild.py`); with `read_ahead_bytes: 0` both stay inline.
+        few threads (`packing/rebuild.py`, `rebuild_threads`); with `read_ahead_bytes: 0` both
+        stay inline.
         Returns what stops the rebuild when the stream closes."""
         restored = [*state.buffer, *([state.carry] if state.carry is not None else [])]
         waiting: dict[int, list[tuple]] = {}
@@ -166,8 +167,9 @@ class StreamState:
             if prefetch is not None:  # a family of ours (a user's group may have no read-ahead)
                 prefetch(cursors, self.config.read_ahead_bytes)
         # compat="bagel" rebuilds a row by replaying the one stream all groups share: in order.
+        threads = self.config.rebuild_threads
         if waiting and self.config.read_ahead_bytes > 0 and not self.policy.reference:
-            return rebuild_ahead(restored, self.grouped_datasets, rebuild_threads())
+            return rebuild_ahead(restored, self.grouped_datasets, rebuild_threads() if threads is None else threads)
         return lambda: None
 
     @property

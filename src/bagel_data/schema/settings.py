@@ -131,6 +131,15 @@ class Settings:
         "images): hides object-store latency, the output is unchanged; 0 reads inline (docs/performance.md)",
         "option",
     )
+    rebuild_threads: int | None = _setting(
+        None,
+        Int(0),
+        "threads per worker that rebuild a resumed checkpoint's buffered samples (decoding their images "
+        "again) beside the packer; default: the CPUs less one, at most 8; 0 rebuilds them in order; "
+        "the output is unchanged (docs/performance.md)",
+        "option",
+        nullable=True,
+    )
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)
