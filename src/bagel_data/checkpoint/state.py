@@ -60,8 +60,8 @@ class Buffered:
     sample: Any = None
     rng_state: dict | None = None  # compat="bagel": the shared stream before the sample's row
     waited: int = 0  # best-fit: packs this oldest sample found no room beside the mandatory ones
-    # Resume: a future of the sample, rebuilt ahead on another thread (`packing/rebuild.py`),
-    # which `_materialize` takes instead of rebuilding it; never saved.
+    # Resume: the queue rebuilding this sample ahead on other threads (`packing/rebuild.py`),
+    # which `_materialize` asks before rebuilding it itself; never saved.
     rebuilt: Any = None
 
 

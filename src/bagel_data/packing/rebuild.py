@@ -90,6 +90,8 @@ class RebuildQueue:
             self._finish(item)
 
     def take(self, item: Buffered) -> dict | None:
+        """`item`'s sample as a thread rebuilt it (waited for, rebuilding younger rows
+        meanwhile), or None: it failed there, or nobody had started it (now the caller's)."""
         while True:
             with self._lock:
                 if id(item) in self._built:
