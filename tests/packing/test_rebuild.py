@@ -302,5 +302,32 @@ def test_only_families_that_allow_it_and_only_when_there_is_work_to_share():
 
 @pytest.mark.parametrize(("cpus", "threads"), [(1, 0), (2, 1), (16, 8), (64, 8)])
 def test_threads_leave_the_packer_a_cpu_and_stay_few(monkeypatch, cpus, threads):
-    monkeypatch.setattr(rebuild.os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    def affinity(pid: int) -> set[int]:
+        assert pid == 0, "this process's CPUs"
+        return set(range(cpus))
+
+    monkeypatch.setattr(rebuild.os, "sched_getaffinity", affinity, raising=False)
     assert rebuild.rebuild_threads() == threads
+
+
+@pytest.mark.parametrize(("count", "threads"), [(6, 5), (None, 0)])
+def test_without_an_affinity_the_cpu_count_decides(monkeypatch, count, threads):
+    monkeypatch.delattr(rebuild.os, "sched_getaffinity", raising=False)  # e.g. macOS
+    monkeypatch.setattr(rebuild.os, "cpu_count", lambda: count)
+    assert rebuild.rebuild_threads() == threads
+
+
+@pytest.mark.parametrize(("rows", "threads", "started"), [(4, 8, 3), (4, 2, 2), (2, 8, 1)])
+def test_no_more_threads_than_rows_beside_the_packers_own(rows, threads, started):
+    release = threading.Event()
+    family = StandIn(hold={i: release for i in range(rows)})
+    before = set(threading.enumerate())
+    rebuild.rebuild_ahead(items(rows), [family], threads=threads)
+    try:
+        for row in range(started):  # each thread holds a row
+            assert family.entered[row].wait(10)
+        new = [thread for thread in set(threading.enumerate()) - before if thread.name.startswith("bagel-data-rebuild")]
+        assert len(new) == started
+        assert not family.entered[started].is_set()  # the last row is left for the packer
+    finally:
+        release.set()

@@ -27,11 +27,13 @@ MAX_THREADS = 8
 
 
 class _Tally(SkipLog):
-    """A skip log that only counts: a row that skips here is rebuilt again in order, and
-    warned about there."""
+    """A skip log that only notes a skip: a row that skips here is rebuilt again in order,
+    counted and warned about there."""
+
+    skipped = False
 
     def skip(self, reason: SkipReason, location: str, detail: str = "", rows: int = 1) -> None:
-        self.counts[reason.value] += max(int(rows), 1)
+        self.skipped = True
 
 
 def rebuild_threads() -> int:
@@ -136,4 +138,4 @@ def _clean_rebuild(dataset, cursor: tuple) -> dict | None:
         sample = dataset.sample_at(cursor, log=tally, pending=True)
     except Exception:  # raised again, in order, by the packer's own rebuild
         return None
-    return sample if tally.total() == 0 else None
+    return None if tally.skipped else sample
