@@ -9,7 +9,9 @@ counted by kind:
 - steady: the next `batches` packs (packs/s, requests per pack);
 - resume: a new dataset from a checkpoint with a full buffer (`pack_strategy="best_fit"`,
   ~50 samples waiting) up to its first pack: each buffered sample is rebuilt from its file.
-Every figure is also given against local disk, measured in the same run.
+Every figure is also given against local disk, measured in the same run: the storages take
+turns for a few rounds, and ratios are paired within a round. The store (moto and the
+proxy) runs in a child process (store_process.py), so that its CPU is not the worker's.
 """
 
 from __future__ import annotations
