@@ -117,6 +117,32 @@ def test_a_process_waits_for_the_one_building(tmp_path, cache):
     assert len(built[0]) == 40 and (cache / key).is_dir()
 
 
+def test_the_lock_is_let_go_before_the_index_is_mapped(tmp_path, cache, monkeypatch):
+    """Processes woken one at a time by the builder's unlock must not each map the arrays
+    while holding the lock: every mapping happens with the lock free."""
+    path = lines_file(tmp_path)
+    held: list[bool] = []
+    real_open = jsonl_cache._open
+
+    def probing_open(folder: str):
+        if not os.path.exists(folder + ".lock"):  # the first look, before any lock exists
+            return real_open(folder)
+        with open(folder + ".lock", "a+") as probe:  # a second open file: a held lock blocks it
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held.append(True)
+            else:
+                fcntl.flock(probe, fcntl.LOCK_UN)
+                held.append(False)
+        return real_open(folder)
+
+    monkeypatch.setattr(jsonl_cache, "_open", probing_open)
+    assert len(JsonlIndex([path], ["d"], [40])) == 40  # built, then mapped
+    assert len(JsonlIndex([path], ["d"], [40])) == 40  # mapped
+    assert held and not any(held), held
+
+
 CHILD = """
 import sys
 from bagel_data.sources import jsonl

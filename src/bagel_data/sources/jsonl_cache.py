@@ -93,12 +93,13 @@ def mapped(root: str, key: str, build: Build) -> tuple[tuple, str]:
     with open(final + ".lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the other processes of the node wait here
         try:
-            arrays = _open(final)
-            if arrays is None:
+            if not os.path.isdir(final):
                 _build_into(final, build)
-                arrays = _open(final)
         finally:
+            # Mapped after the lock is let go: the waiters, woken one at a time, each hold
+            # it only to see that the folder is there, not while they map it.
             fcntl.flock(lock, fcntl.LOCK_UN)
+    arrays = _open(final)
     assert arrays is not None
     return arrays, final
 
