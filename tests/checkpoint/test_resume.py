@@ -20,34 +20,13 @@ from bagel_data import ConfigError, ResumeError, build_dataloader, make_bagel_mu
 from bagel_data.packing.invariants import check_batch
 from bagel_data.sample import sample_length
 from helpers.batches import assert_same_batch
-from helpers.golden import absolute_dataset_info, load_case
+from helpers.three_groups import FRAMES, three_groups_config, three_groups_info
 
-GROUPS = {
-    "t2i_pretrain": {
-        "dataset_names": ["t2i"],
-        "image_transform_args": {"image_stride": 16, "max_image_size": 128, "min_image_size": 64},
-        "is_mandatory": True,
-        "num_used_data": [3],
-        "weight": 2,
-    },
-    "unified_edit": {
-        "dataset_names": ["edit"],
-        "image_transform_args": {"image_stride": 16, "max_image_size": 128, "min_image_size": 64},
-        "vit_image_transform_args": {"image_stride": 14, "max_image_size": 112, "min_image_size": 56},
-        "is_mandatory": False,
-        "num_used_data": [2],
-        "weight": 1,
-    },
-    "vlm_sft": {
-        "dataset_names": ["vlm"],
-        "image_transform_args": {"image_stride": 14, "max_image_size": 140, "min_image_size": 42, "max_pixels": 15680},
-        "frame_sampler_args": {"max_num_frames": 6, "min_num_frames": 2},
-        "is_mandatory": False,
-        "shuffle_lines": True,
-        "num_used_data": [1000],
-        "weight": 1,
-    },
-}
+GROUPS = three_groups_config(
+    t2i_pretrain={"is_mandatory": True},
+    unified_edit={"is_mandatory": False},
+    vlm_sft={"frame_sampler_args": FRAMES, "is_mandatory": False, "shuffle_lines": True},
+)
 PACKING = dict(
     expected_num_tokens=1490,
     max_num_tokens=1500,
@@ -62,8 +41,7 @@ PACKING = dict(
 
 @pytest.fixture(scope="module")
 def dataset_info(golden_root):
-    case, _, _ = load_case("packed_three_groups_flex")
-    return absolute_dataset_info(case)
+    return three_groups_info()
 
 
 def make(dataset_info, tokenizer, special_tokens, num_workers: int, **overrides):

@@ -8,45 +8,24 @@ import os
 import pickle
 import threading
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from PIL import Image
 
 from bagel_data import ImageTransform, T2IIterableDataset, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.bench.slow_reads import OpenCounter, delayed_storage, row_group_bytes
-from bagel_data.packing.config import PackingConfig
 from helpers.batches import assert_same_batch
-from helpers.builders import encode, write_t2i
-from helpers.fake_groups import one_group_packed
-from helpers.golden import absolute_dataset_info, load_case
+from helpers.noise_t2i import noise_t2i_packed, write_noise_t2i
+from helpers.three_groups import three_groups_config, three_groups_info
 
 ON, OFF = 1 << 20, 0
-TRANSFORM = {"image_stride": 16, "max_image_size": 128, "min_image_size": 64}
-GROUPS = {
-    "t2i_pretrain": {"dataset_names": ["t2i"], "image_transform_args": TRANSFORM, "num_used_data": [3], "weight": 2},
-    "unified_edit": {
-        "dataset_names": ["edit"],
-        "image_transform_args": TRANSFORM,
-        "vit_image_transform_args": {"image_stride": 14, "max_image_size": 112, "min_image_size": 56},
-        "num_used_data": [2],
-        "weight": 1,
-    },
-    "vlm_sft": {
-        "dataset_names": ["vlm"],
-        "image_transform_args": {"image_stride": 14, "max_image_size": 140, "min_image_size": 42, "max_pixels": 15680},
-        "num_used_data": [1000],
-        "weight": 1,
-    },
-}
+GROUPS = three_groups_config()
 PACKING = dict(expected_num_tokens=1490, max_num_tokens=1500, max_num_tokens_per_sample=900, max_buffer_size=4)
 
 
 @pytest.fixture(scope="module")
 def dataset_info(golden_root):
-    case, _, _ = load_case("packed_three_groups_flex")
-    return absolute_dataset_info(case)
+    return three_groups_info()
 
 
 def three_groups(dataset_info, tokenizer, special_tokens, read_ahead: int, num_workers: int = 0):
@@ -129,34 +108,12 @@ def test_a_checkpoint_resumes_exactly_through_the_read_ahead(
 
 
 # -- a read that fails mid-stream -------------------------------------------------------
-def _noise_row(seed: int) -> dict:
-    # Noise compresses badly and each row's differs (no dictionary sharing): each row group
-    # is larger than the footer read (64 KiB from the end), so a row group's bytes are read
-    # only when that row group is.
-    pixels = np.random.default_rng(seed).integers(0, 256, (120, 160, 3), dtype=np.uint8)
-    return {"image": encode(Image.fromarray(pixels)), "captions": {"c": f"noisy picture {seed}"}}
-
-
-def _t2i_files(folder) -> list[str]:
-    rows = iter(range(100))
-    files = [[[_noise_row(next(rows)) for _ in range(size)] for size in (3, 2, 3)] for _ in range(3)]
-    return write_t2i(folder, files)
-
-
-def _t2i_packed(folder, tokenizer, special_tokens, read_ahead: int):
-    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [3], num_workers=1)
-    config = PackingConfig(
-        expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, read_ahead_bytes=read_ahead
-    )
-    return one_group_packed("t2i", family, config, special_tokens)
-
-
 def test_a_failing_read_is_the_same_counted_skip_with_read_ahead(tmp_path, tokenizer, special_tokens):
-    paths = _t2i_files(tmp_path)
+    paths = write_noise_t2i(tmp_path)
     broken = {paths[1]: row_group_bytes(paths[1], 1)}  # the middle file's second row group (2 rows)
     runs = {}
     for budget in (OFF, ON):
-        dataset = _t2i_packed(tmp_path, tokenizer, special_tokens, budget)
+        dataset = noise_t2i_packed(tmp_path, tokenizer, special_tokens, read_ahead_bytes=budget)
         with delayed_storage(fail=broken):
             batches = packs(dataset, 12)
         runs[budget] = batches, dataset.stats["skips"]["t2i"]
@@ -168,7 +125,7 @@ def test_a_failing_read_is_the_same_counted_skip_with_read_ahead(tmp_path, token
 
 
 def test_a_resumed_buffer_is_fetched_one_open_per_file(tmp_path, tokenizer):
-    paths = _t2i_files(tmp_path)
+    paths = write_noise_t2i(tmp_path)
 
     def family():
         return T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
@@ -208,7 +165,7 @@ def assert_same_value(a, b, where: str) -> None:
 
 
 def test_an_older_stream_ending_leaves_the_newer_one_reading_ahead(tmp_path, tokenizer):
-    _t2i_files(tmp_path)
+    write_noise_t2i(tmp_path)
     family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
     inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 12)]
     first = family.iter_samples(read_ahead=ON)
@@ -225,7 +182,7 @@ def test_an_older_stream_ending_leaves_the_newer_one_reading_ahead(tmp_path, tok
 def test_a_family_that_plans_no_reads_reads_inline(tmp_path, tokenizer, monkeypatch):
     """A family of one's own without read tasks: the plan stops at once (no walk over
     every unit of a pass), and every read runs inline, as without read-ahead."""
-    _t2i_files(tmp_path)
+    write_noise_t2i(tmp_path)
     family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
     inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 10)]
     monkeypatch.setattr(family, "parquet_span", lambda unit_id, row_start: None)
@@ -239,7 +196,7 @@ def test_a_family_that_plans_no_reads_reads_inline(tmp_path, tokenizer, monkeypa
 def test_a_file_that_cannot_be_opened_leaves_the_rest_read_ahead(tmp_path, tokenizer):
     """A footer that fails to read is the family's counted skip; the plan goes on to the
     next file (it does not stop reading ahead at the first bad one)."""
-    paths = _t2i_files(tmp_path)
+    paths = write_noise_t2i(tmp_path)
     size = os.path.getsize(paths[1])
     family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
     with delayed_storage(fail={paths[1]: (size - 8, size)}):  # the footer's length and magic

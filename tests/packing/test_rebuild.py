@@ -9,46 +9,19 @@ import logging
 import pickle
 import threading
 
-import numpy as np
 import pytest
-from PIL import Image
 
-from bagel_data import (
-    ConfigError,
-    ImageTransform,
-    T2IIterableDataset,
-    build_dataloader,
-    make_bagel_multimodal_dataset,
-)
+from bagel_data import ConfigError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data.checkpoint.collect import worker_dataset_states
 from bagel_data.checkpoint.state import Buffered
 from bagel_data.errors import SkipReason
 from bagel_data.packing import rebuild, stream_state
-from bagel_data.packing.config import PackingConfig
 from helpers.batches import assert_same_batch
-from helpers.builders import encode, write_t2i
-from helpers.fake_groups import one_group_packed
-from helpers.golden import absolute_dataset_info, load_case
+from helpers.noise_t2i import noise_t2i_packed, write_noise_t2i
+from helpers.three_groups import FRAMES, three_groups_config, three_groups_info
 
-TRANSFORM = {"image_stride": 16, "max_image_size": 128, "min_image_size": 64}
-GROUPS = {
-    "t2i_pretrain": {"dataset_names": ["t2i"], "image_transform_args": TRANSFORM, "num_used_data": [3], "weight": 2},
-    "unified_edit": {
-        "dataset_names": ["edit"],
-        "image_transform_args": TRANSFORM,
-        "vit_image_transform_args": {"image_stride": 14, "max_image_size": 112, "min_image_size": 56},
-        "num_used_data": [2],
-        "weight": 1,
-    },
-    "vlm_sft": {
-        "dataset_names": ["vlm"],
-        "image_transform_args": {"image_stride": 14, "max_image_size": 140, "min_image_size": 42, "max_pixels": 15680},
-        "frame_sampler_args": {"max_num_frames": 6, "min_num_frames": 2},
-        "num_used_data": [1000],
-        "weight": 1,
-    },
-}
+GROUPS = three_groups_config(vlm_sft={"frame_sampler_args": FRAMES})
 # A buffer used only below 300 tokens: greedy too holds several samples at a checkpoint.
 PACKING = dict(
     expected_num_tokens=1490, max_num_tokens=1500, max_num_tokens_per_sample=900, max_buffer_size=6,
@@ -80,8 +53,7 @@ def _resume_once(build, cut: int = 2, count: int = 2) -> list:
 
 @pytest.fixture(scope="module")
 def dataset_info(golden_root):
-    case, _, _ = load_case("packed_three_groups_flex")
-    return absolute_dataset_info(case)
+    return three_groups_info()
 
 
 def three_groups(dataset_info, tokenizer, special_tokens, **overrides):
@@ -147,23 +119,14 @@ def test_a_bad_rebuild_threads_is_named_at_construction(dataset_info, tokenizer,
 
 
 # -- a row that fails where a thread rebuilds it -----------------------------------------
-def _noise_row(seed: int) -> dict:
-    pixels = np.random.default_rng(seed).integers(0, 256, (120, 160, 3), dtype=np.uint8)
-    return {"image": encode(Image.fromarray(pixels)), "captions": {"c": f"noisy picture {seed}"}}
-
-
 def _t2i_packed(folder, tokenizer, special_tokens):
-    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [3], num_workers=1)
-    config = PackingConfig(
-        expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, pack_strategy="best_fit",
-        max_buffer_size=5, read_ahead_bytes=1 << 20,
-    )  # fmt: skip
-    return one_group_packed("t2i", family, config, special_tokens)
+    return noise_t2i_packed(
+        folder, tokenizer, special_tokens, pack_strategy="best_fit", max_buffer_size=5, read_ahead_bytes=1 << 20
+    )
 
 
 def test_a_row_that_fails_on_a_thread_is_the_same_counted_skip(tmp_path, tokenizer, special_tokens, monkeypatch):
-    rows = iter(range(100))
-    write_t2i(tmp_path, [[[_noise_row(next(rows)) for _ in range(size)] for size in (3, 2, 3)] for _ in range(3)])
+    write_noise_t2i(tmp_path)
     loader = build_dataloader(_t2i_packed(tmp_path, tokenizer, special_tokens), num_workers=0)
     list(itertools.islice(loader, 2))
     state = loader.state_dict()
