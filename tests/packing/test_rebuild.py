@@ -16,7 +16,7 @@ from bagel_data.bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data.checkpoint.collect import worker_dataset_states
 from bagel_data.checkpoint.state import Buffered
 from bagel_data.errors import SkipReason
-from bagel_data.packing import rebuild, stream_state
+from bagel_data.packing import placement, rebuild, stream_state
 from helpers.batches import assert_same_batch
 from helpers.noise_t2i import noise_t2i_packed, write_noise_t2i
 from helpers.three_groups import FRAMES, three_groups_config, three_groups_info
@@ -72,11 +72,14 @@ def packs(dataset, count: int, state=None) -> list:
 
 @pytest.mark.parametrize("strategy", ["greedy", "best_fit"])
 def test_a_buffer_rebuilt_on_threads_resumes_exactly(
-    dataset_info, tokenizer, special_tokens, threads_rebuilt, strategy
+    dataset_info, tokenizer, special_tokens, threads_rebuilt, monkeypatch, strategy
 ):
     def build(**overrides):
         return three_groups(dataset_info, tokenizer, special_tokens, pack_strategy=strategy, **overrides)
 
+    in_order: list = []  # rows the packer rebuilt itself, in order
+    rebuild_in_order = placement._pending_sample_at
+    monkeypatch.setattr(placement, "_pending_sample_at", lambda *a: in_order.append(a) or rebuild_in_order(*a))
     reference = packs(build(read_ahead_bytes=0), 10)  # no read-ahead: no rebuild threads
     assert not threads_rebuilt
     rebuilt_any = False
@@ -84,11 +87,15 @@ def test_a_buffer_rebuilt_on_threads_resumes_exactly(
         loader = build_dataloader(build(), num_workers=0)
         list(itertools.islice(loader, cut))
         state = pickle.loads(pickle.dumps(loader.state_dict()))
-        del threads_rebuilt[:]
+        saved = worker_dataset_states(state)[0]
+        restored = len(saved["buffer"]) + (saved["carry"] is not None)
+        del threads_rebuilt[:], in_order[:]
         resumed = packs(build(), 10 - cut, state=state)
         for index, (want, have) in enumerate(zip(reference[cut:], resumed, strict=True)):
             assert_same_batch(have, want, f"{strategy}, cut {cut}, pack {cut + index}")
         rebuilt_any |= any(name.startswith("bagel-data-rebuild") for name in threads_rebuilt)
+        # each restored row is rebuilt once: ahead (by a thread or the packer helping) or in order
+        assert len(threads_rebuilt) + len(in_order) == restored, (len(threads_rebuilt), len(in_order), restored)
     assert rebuilt_any, "no buffered row was rebuilt on a thread: the test does not test it"
 
 
