@@ -109,3 +109,15 @@ def interleaved_docs(root: Path, count: int) -> Path:
         lines.append(json.dumps(doc))
     (root / "docs.jsonl").write_text("\n".join(lines) + "\n")
     return root / "docs.jsonl"
+
+
+def hf_t2i_parquet(path: Path, captions: list, image_column: str = "image", caption_column: str = "text") -> Path:
+    """A T2I table as the Hugging Face `datasets` library writes it (`Dataset.to_parquet`):
+    images in a `datasets.Image` column (`{bytes, path}` structs), one per caption cell."""
+    import datasets  # the dev extra
+
+    images = [image_bytes(index, "PNG") for index in range(len(captions))]
+    features = datasets.Features({image_column: datasets.Image(), caption_column: datasets.Value("string")})
+    cells = {image_column: [{"bytes": data, "path": None} for data in images], caption_column: captions}
+    datasets.Dataset.from_dict(cells, features=features).to_parquet(str(path))
+    return path

@@ -119,13 +119,24 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
 @prepare_app.command("t2i")
 @guarded
 def t2i_command(
-    source: Annotated[Path, typer.Argument(help="Folder of images with .txt/.json captions, or a CSV/JSONL manifest.")],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder of images with .txt/.json captions, a CSV/JSONL manifest, .tar shards, or parquet tables."
+        ),
+    ],
     out_dir: Annotated[Path, typer.Argument(help="Folder for part-NNNNN.parquet shards.")],
     rows_per_group: Annotated[int, typer.Option(help="Rows per parquet row group.")] = 100,
     rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file (T2I shards by file).")] = 1000,
     reencode: Annotated[str | None, typer.Option(help="Re-encode every image, e.g. JPEG, PNG, WEBP.")] = None,
     max_side: Annotated[int | None, typer.Option(help="Downscale so the longest side is at most this.")] = None,
     image_root: Annotated[Path | None, typer.Option(help="Base of manifest paths (default: its folder).")] = None,
+    image_column: Annotated[
+        str | None, typer.Option(help="Parquet input: the image column (default: image, img, jpg, png or webp).")
+    ] = None,
+    caption_column: Annotated[
+        str | None, typer.Option(help="Parquet input: the caption column (default: text, caption, captions, ...).")
+    ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
     resume: ResumeOption = False,
@@ -137,7 +148,9 @@ def t2i_command(
 ) -> None:
     """Text-to-image parquet shards: columns image (bytes) and captions (JSON object).
 
-    SOURCE may also be a WebDataset / img2dataset .tar shard, or a folder of them.
+    SOURCE may also be a WebDataset / img2dataset .tar shard or a folder of them, or parquet
+    tables (a Hugging Face datasets export: a .parquet file or a folder of them) whose image
+    cells are bytes, {bytes, path} structs or paths and caption cells texts or lists of texts.
     """
     _prepare(
         "t2i",
@@ -151,6 +164,8 @@ def t2i_command(
         reencode=reencode,
         max_side=max_side,
         image_root=image_root,
+        image_column=image_column,
+        caption_column=caption_column,
         overwrite=overwrite,
         resume=resume,
         engine=engine,

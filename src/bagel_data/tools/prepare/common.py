@@ -28,6 +28,7 @@ CAPTION_COLUMN = re.compile(r"caption_(\d+)$")
 # holds `url`, `status`, `width`..., and a user's may hold tags or labels that are not
 # captions. `caption` takes its numbered siblings `caption_1`, `caption_2`, ... with it.
 CAPTION_KEYS = ("caption", "captions", "text", "prompt", "alt_text", "description")
+BINARY_TABLE_SUFFIXES = (".parquet", ".arrow")
 SOURCE_KEY = "_source"  # in an output row: where its text came from, counted in the report
 
 Rows = list[tuple[str, object]]  # (location, row); a row that already failed is a `RowDropped`
@@ -52,6 +53,10 @@ def each_row(rows: Rows, handle: Callable[[str, object], None], notes: Notes, pr
 def manifest_rows(manifest: Path) -> Rows:
     """The rows of a CSV or JSONL manifest, located by file name and line number."""
     rows: Rows = []
+    if manifest.suffix.lower() in BINARY_TABLE_SUFFIXES:  # its bytes as JSON lines: thousands of bogus rows
+        raise ConfigError(
+            "manifest", str(manifest), "a parquet file is a table, not a manifest; this command takes CSV or JSONL"
+        )
     if manifest.suffix.lower() == ".csv":
         # utf-8-sig: spreadsheet exports often start with a byte-order mark. Bytes that are
         # not UTF-8 are kept as surrogates, so only their row is dropped.

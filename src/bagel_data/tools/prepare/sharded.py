@@ -25,7 +25,8 @@ from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
 from .shard_jobs import ShardJob, jsonl_bytes, parquet_bytes
 from .stored_images import check_format
-from .t2i import folder_rows, numbered_captions, t2i_row
+from .t2i import folder_rows, numbered_captions, t2i_row, table_columns, table_t2i_row
+from .tables import TableRow, parquet_files, table_rows
 from .vlm import fix_vlm_row, vlm_rows
 from .webdataset import TarSample, tar_captions, tar_files, tar_image, tar_rows
 
@@ -83,7 +84,13 @@ def _check_sizes(rows_per_group: int, rows_per_shard: int) -> None:
 
 
 # -- T2I ---------------------------------------------------------------------------------
-def _t2i_convert(layout: str, root: Path, fmt: str | None, max_side: int | None, location: str, row: object):
+def _t2i_convert(
+    layout: str, root: Path, fmt: str | None, max_side: int | None, columns: tuple[str, str] | None,
+    location: str, row: object,
+):  # fmt: skip
+    if columns is not None:
+        assert isinstance(row, TableRow)
+        return table_t2i_row(row, columns, root, fmt, max_side), []
     if layout != "tar":
         return t2i_row(row, layout == "folder", root, fmt, max_side), []
     assert isinstance(row, TarSample)
@@ -95,6 +102,7 @@ def _t2i_convert(layout: str, root: Path, fmt: str | None, max_side: int | None,
 def _t2i(
     source: Path, out_dir: Path, *, rows_per_group: int = 100, rows_per_shard: int = 1000,
     reencode: str | None = None, max_side: int | None = None, image_root: str | Path | None = None,
+    image_column: str | None = None, caption_column: str | None = None,
 ) -> _Plan:  # fmt: skip
     fmt = check_format(reencode)
     _check_sizes(rows_per_group, rows_per_shard)
@@ -103,12 +111,15 @@ def _t2i(
     if not source.exists():
         raise ConfigError("source", str(source), "neither a folder, a tar file nor a manifest file")
     tars = tar_files(source)
-    layout = "tar" if tars else "folder" if source.is_dir() else "manifest"
-    rows = tar_rows(tars) if tars else folder_rows(source) if source.is_dir() else manifest_rows(source)
-    root = Path(image_root or source.parent)
+    tables = [] if tars else parquet_files(source)
+    layout = "tar" if tars else "table" if tables else "folder" if source.is_dir() else "manifest"
+    columns = table_columns(tables, image_column, caption_column) if tables else None
+    rows = {"tar": lambda: tar_rows(tars), "table": lambda: table_rows(tables), "folder": lambda: folder_rows(source),
+            "manifest": lambda: manifest_rows(source)}[layout]()  # fmt: skip
+    root = Path(image_root or (source if layout == "table" and source.is_dir() else source.parent))
     fingerprint = _fingerprint("t2i", source, rows, rows_per_group=rows_per_group, reencode=reencode,
-                               max_side=max_side, image_root=root)  # fmt: skip
-    convert = functools.partial(_t2i_convert, layout, root, fmt, max_side)
+                               max_side=max_side, image_root=root, columns=list(columns or ()))  # fmt: skip
+    convert = functools.partial(_t2i_convert, layout, root, fmt, max_side, columns)
     job = ShardJob(convert, functools.partial(parquet_bytes, T2I_SCHEMA, rows_per_group), ".parquet", fingerprint)
     return _Plan(rows, job, out_dir, rows_per_shard)
 
