@@ -69,4 +69,6 @@ def prepare_edit(
         written = each_row(rows, lambda _, row: writer.add(edit_row(row, root)), notes, progress)
     finally:
         files = writer.close()
+    if not files:  # a parquet_info.json of {} would read as an empty dataset, not a failed prepare
+        return notes.report(written, files)
     return notes.report(written, (*files, write_parquet_info(out, files, data_dir)))

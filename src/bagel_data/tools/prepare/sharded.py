@@ -24,6 +24,7 @@ from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
 from .shard_jobs import ShardJob, jsonl_bytes, parquet_bytes
+from .staging import discard, publish, work_folder
 from .stored_images import check_format
 from .t2i import folder_rows, numbered_captions, t2i_row, table_columns, table_t2i_row
 from .tables import TableRow, parquet_files, table_rows
@@ -59,16 +60,26 @@ def prepare_sharded(
 
     `engine="ray"` maps the shards on Ray Data: a local cluster of `num_cpus` CPUs, or the
     running one at `address`. With `resume`, a rerun of the same command into the same
-    folder skips the shards already written (a crashed or interrupted run).
+    folder skips the shards already written (a crashed or interrupted run). Shards are
+    written beside `out` and moved into it at the end (`staging.py`): a run that fails or
+    writes nothing leaves `out` as it was.
     """
     plans: dict[str, Callable[..., _Plan]] = {"t2i": _t2i, "edit": _edit, "vlm": _vlm, "interleaved": _interleaved}
     if kind not in plans:
         raise ConfigError("kind", kind, f"use one of {', '.join(KINDS)}")
     plan = plans[kind](Path(source), Path(out), **options)
+    # Shards that land in OUT are written beside it first (staging.py); VLM's parts already are.
+    staged = plan.folder == Path(out)
+    folder = work_folder(plan.folder, overwrite) if staged else plan.folder
     report, _ = run_shards(
-        plan.job, plan.rows, plan.folder, rows_per_shard=plan.rows_per_shard, engine=engine, address=address,
+        plan.job, plan.rows, folder, rows_per_shard=plan.rows_per_shard, engine=engine, address=address,
         num_cpus=num_cpus, overwrite=overwrite, resume=resume, progress=progress,
     )  # fmt: skip
+    if report.rows_written == 0:  # nothing to keep: no empty parquet_info.json or JSONL either
+        discard(folder, plan.folder if staged else Path(out))
+        return report
+    if staged:
+        report = dataclasses.replace(report, files_written=publish(folder, plan.folder, report.files_written))
     return plan.finish(report)
 
 
