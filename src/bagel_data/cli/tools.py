@@ -177,7 +177,13 @@ def t2i_command(
 @prepare_app.command("edit")
 @guarded
 def edit_command(
-    manifest: Annotated[Path, typer.Argument(help='JSONL rows {"images": [...], "instructions": [[...], ...]}.')],
+    manifest: Annotated[
+        Path,
+        typer.Argument(
+            help='JSONL chains {"images": [...], "instructions": [[...], ...]}, or (source, instruction, target) '
+            "triples as JSONL, CSV or parquet (a file or a folder of them)."
+        ),
+    ],
     out_dir: Annotated[Path, typer.Argument(help="Folder for the shards and parquet_info.json.")],
     rows_per_group: Annotated[int, typer.Option(help="Rows per row group (the edit family's shard unit).")] = 16,
     rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file.")] = 1024,
@@ -185,6 +191,15 @@ def edit_command(
     data_dir: Annotated[
         str | None,
         typer.Option(help="The data_dir training will use; parquet_info keys join it (default: OUT_DIR, absolute)."),
+    ] = None,
+    source_column: Annotated[
+        str | None, typer.Option(help="Triples: the source image column (default: source, input_image, ...).")
+    ] = None,
+    instruction_column: Annotated[
+        str | None, typer.Option(help="Triples: the instruction column (default: instruction, edit_prompt, ...).")
+    ] = None,
+    target_column: Annotated[
+        str | None, typer.Option(help="Triples: the target image column (default: target, edited_image, ...).")
     ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
@@ -195,7 +210,12 @@ def edit_command(
     max_drop_fraction: MaxDropFractionOption = _DROPS,
     allow_drops: AllowDropsOption = False,
 ) -> None:
-    """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
+    """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json.
+
+    Image cells of triples are paths under --image-root, or in parquet bytes or datasets.Image structs.
+    """
+    from ..tools.prepare.edit import TripleColumns
+
     _prepare(
         "edit",
         manifest,
@@ -208,6 +228,7 @@ def edit_command(
         image_root=image_root,
         overwrite=overwrite,
         data_dir=data_dir,
+        columns=TripleColumns(source_column, instruction_column, target_column),
         resume=resume,
         engine=engine,
         address=address,

@@ -19,7 +19,7 @@ from ...errors import ConfigError
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
 from .common import SOURCE_KEY, Progress, Rows, manifest_rows
-from .edit import edit_row, write_parquet_info
+from .edit import TripleColumns, edit_rows, table_or_manifest_record, write_parquet_info
 from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
@@ -136,21 +136,23 @@ def _t2i(
 
 
 # -- edit --------------------------------------------------------------------------------
-def _edit_convert(root: Path, location: str, row: object):
-    return edit_row(row, root), []
+def _edit_convert(root: Path, columns: TripleColumns, table: tuple | None, location: str, row: object):
+    return table_or_manifest_record(row, root, columns, table), []
 
 
 def _edit(
     source: Path, out_dir: Path, *, rows_per_group: int = 16, rows_per_shard: int = 1024,
-    image_root: str | Path | None = None, data_dir: str | None = None,
+    image_root: str | Path | None = None, data_dir: str | None = None, columns: TripleColumns = TripleColumns(),
 ) -> _Plan:  # fmt: skip
     _check_sizes(rows_per_group, rows_per_shard)
-    if not source.is_file():
+    if not source.exists():
         raise ConfigError("manifest_jsonl", str(source), "the file does not exist")
-    root, rows = Path(image_root or source.parent), manifest_rows(source)
-    fingerprint = _fingerprint("edit", source, rows, rows_per_group=rows_per_group, image_root=root)
-    job = ShardJob(functools.partial(_edit_convert, root), functools.partial(parquet_bytes, EDIT_SCHEMA, rows_per_group),
-                   ".parquet", fingerprint)  # fmt: skip
+    root = Path(image_root or (source if source.is_dir() else source.parent))
+    rows, table = edit_rows(source, columns)
+    fingerprint = _fingerprint("edit", source, rows, rows_per_group=rows_per_group, image_root=root,
+                               columns=dataclasses.asdict(columns), table=list(table or ()))  # fmt: skip
+    job = ShardJob(functools.partial(_edit_convert, root, columns, table),
+                   functools.partial(parquet_bytes, EDIT_SCHEMA, rows_per_group), ".parquet", fingerprint)  # fmt: skip
 
     def finish(report: PrepareReport) -> PrepareReport:
         info = write_parquet_info(out_dir, report.files_written, data_dir)
