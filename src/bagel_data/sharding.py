@@ -34,6 +34,12 @@ def split_evenly(count: int, parts: int, index: int) -> range:
     return range(start, start + base + (1 if index < extra else 0))
 
 
+def units_needed(world_size: int, num_workers: int) -> int:
+    """The units a group needs so that every worker of every rank gets at least one (a
+    worker without any stops the run); validate and prepare both judge by it."""
+    return world_size * max(num_workers, 1)
+
+
 def stable_hash(text: str) -> int:
     """A hash that is the same in every process (Python's `hash` is salted)."""
     return zlib.crc32(text.encode("utf-8"))

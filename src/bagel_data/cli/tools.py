@@ -109,6 +109,8 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
     if report_path is not None:
         report_path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         console.print(f"full report: {report_path}")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True, highlight=False)
     if report.rows_written == 0:
         from ..tools.prepare.report import likely_cause
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import BagelDataError, SkipLog, SkipReason
 from ..schema.weights import phases
-from ..sharding import shard_unit_ids, split_evenly
+from ..sharding import shard_unit_ids, split_evenly, units_needed
 from .fixes import fix_for
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
 
@@ -212,7 +212,7 @@ def _check_group(
     if min(min(per_rank) for per_rank in sizes) == 0:
         report.errors.append(
             f"{name}: {group.units} units for {world_size} rank(s) x {num_workers} worker(s); "
-            f"some workers would get none (needs at least {world_size * max(num_workers, 1)}). "
+            f"some workers would get none (needs at least {units_needed(world_size, num_workers)}). "
             "Fix: raise num_used_data (parquet files repeat to fill it), add data, "
             "or use fewer workers (--num-workers) or ranks"
         )

@@ -69,6 +69,7 @@ class PrepareReport:
     fixed: tuple[RowNote, ...] = ()
     # Where the written rows' text came from -> rows (T2I from sidecars: ".txt", ".json caption").
     sources: dict[str, int] = dataclasses.field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # what runs but will bite later (too few shards for a job)
 
     @property
     def rows_dropped(self) -> int:
@@ -90,6 +91,7 @@ class PrepareReport:
             "dropped": [dataclasses.asdict(note) for note in self.dropped],
             "fixed": [dataclasses.asdict(note) for note in self.fixed],
             "sources": dict(self.sources),
+            "warnings": list(self.warnings),
         }
 
 

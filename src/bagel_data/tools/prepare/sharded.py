@@ -24,6 +24,7 @@ from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
 from .shard_jobs import ShardJob, jsonl_bytes, parquet_bytes
+from .small_sets import few_units_warning
 from .staging import discard, publish, work_folder
 from .stored_images import check_format
 from .t2i import folder_rows, numbered_captions, t2i_row, table_columns, table_t2i_row
@@ -80,7 +81,9 @@ def prepare_sharded(
         return report
     if staged:
         report = dataclasses.replace(report, files_written=publish(folder, plan.folder, report.files_written))
-    return plan.finish(report)
+    report = plan.finish(report)
+    warning = few_units_warning(kind, report.files_written, report.rows_written)
+    return report if warning is None else dataclasses.replace(report, warnings=(*report.warnings, warning))
 
 
 def _fingerprint(kind: str, source: Path, rows: Rows, **options) -> dict:
