@@ -9,6 +9,7 @@ wrong and where; `ok` is False when the run would fail or drop data.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import warnings
@@ -144,10 +145,30 @@ def validate_config(
     for name, family, mandatory in zip(dataset.group_names, dataset.grouped_datasets, dataset.is_mandatory):
         group = report.groups[name] = GroupReport(name, units=len(family.epoch_units))
         _check_group(report, group, family, world_size, num_workers, sample, budget, mandatory)
+        report.warnings.extend(repeats_note(name, family.epoch_units))
         report.warnings.extend(cfg_warnings(name, family, dataset.config))
     report.phases = schedule_phases(dataset)
     report.ok = not report.errors
     return report
+
+
+def repeats_note(name: str, units) -> list[str]:
+    """A note when num_used_data repeats a group's files (parquet files repeat to fill it):
+    an epoch reads them more than once, which is easy to miss. A unit is a file or a
+    (file, row group); a file's row group 0 stands for one reading of it."""
+    readings: collections.Counter[str] = collections.Counter()
+    for unit in units:
+        if isinstance(unit, str):
+            readings[unit] += 1
+        elif isinstance(unit, (tuple, list)) and len(unit) == 2 and isinstance(unit[0], str):
+            readings[unit[0]] += unit[1] == 0
+    times = sorted(set(readings.values()))
+    if not times or times[-1] < 2:
+        return []
+    each = f"{times[0]} times" if len(times) == 1 else f"{times[0]} to {times[-1]} times"
+    return [
+        f"{name}: num_used_data repeats files: {sum(readings.values())} files from {len(readings)}, each read {each}"
+    ]
 
 
 _DROPOUT = {
