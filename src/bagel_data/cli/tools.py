@@ -1,29 +1,20 @@
 """Command-line faces of the tools: `bagel-data prepare t2i|edit|vlm` and `bagel-data inspect`.
 
 `cli/main.py` registers them with `app.add_typer(prepare_app, name="prepare")` and
-`app.command("inspect")(inspect_command)`. Parameters use `Annotated`, so the functions can
+`app.command("inspect")(inspect_command)`; `prepare_run.py` runs a prepare and prints its
+summary. Parameters use `Annotated`, so the functions can
 also be called from Python with plain defaults.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
-from ..tools.drops import DEFAULT_MAX_DROP_FRACTION, Loss
-from .errors import ClearingProgress, guarded, print_whole
+from ..tools.drops import DEFAULT_MAX_DROP_FRACTION
+from .errors import guarded
 from .options import (
     DEFAULT_NUM_WORKERS,
     AllowDropsOption,
@@ -34,17 +25,12 @@ from .options import (
     TokenizerOption,
     WorldSizeOption,
     check_rank,
-    fail_on_losses,
 )
-
-if TYPE_CHECKING:
-    from ..tools.prepare import PrepareReport
+from .prepare_run import console, run_prepare
 
 prepare_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Write raw data in the BAGEL formats (T2I, edit, VLM SFT)."
 )
-console = Console()
-_SHOWN_ROWS = 20
 
 ReportOption = Annotated[Path | None, typer.Option(help="Also write the full report (every dropped row) as JSON.")]
 OverwriteOption = Annotated[bool, typer.Option(help="Replace parquet files already in OUT_DIR.")]
@@ -56,66 +42,6 @@ AddressOption = Annotated[str | None, typer.Option(help="With --engine ray: a ru
 ResumeOption = Annotated[bool, typer.Option(help="Finish an interrupted run into OUT: skip the shards it wrote.")]
 NumCpusOption = Annotated[int | None, typer.Option(help="With --engine ray: CPUs of the local cluster (default: all).")]
 _DROPS = DEFAULT_MAX_DROP_FRACTION
-
-
-def _run_with_progress(label: str, work: Callable[[Callable[[int, int], None]], PrepareReport]) -> PrepareReport:
-    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    try:
-        with ClearingProgress(*columns, console=console) as progress:
-            task = progress.add_task(label, total=None)
-            return work(lambda done, total: progress.update(task, completed=done, total=total))
-    except OSError as error:  # a file the user named: their mistake, said in one line
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
-
-
-def _prepare(
-    kind: str, source: Path, out: Path, report: Path | None, max_drop_fraction: float, allow_drops: bool, **options
-) -> None:
-    """Run one `prepare` kind shard by shard (`tools/prepare/sharded.py`) with a progress bar,
-    then print its summary (and write the full report when asked); exit 1 when nothing was
-    written or more than `max_drop_fraction` of the input rows was dropped (`tools/drops.py`)."""
-    from ..tools.prepare.report import likely_cause
-    from ..tools.prepare.sharded import prepare_sharded
-
-    result = _run_with_progress(kind, lambda progress: prepare_sharded(kind, source, out, progress=progress, **options))
-    _print_report(result, report)
-    loss = Loss("input", result.rows_dropped, result.rows_dropped + result.rows_written, likely_cause(result))
-    again = "fix the cause and run it again" + ("" if kind == "vlm" else " with --overwrite")
-    fail_on_losses([loss], max_drop_fraction, allow_drops, console,
-                   f"the kept rows were written; {again}, or pass --allow-drops to keep them")  # fmt: skip
-
-
-def _print_report(report: PrepareReport, report_path: Path | None) -> None:
-    table = Table(title="prepare summary", show_header=False)
-    table.add_row("rows written", str(report.rows_written))
-    table.add_row("rows dropped", str(report.rows_dropped))
-    for reason, locations in sorted(report.dropped_by_reason.items()):
-        table.add_row(f"  dropped: {reason}", str(len(locations)))
-    for reason, locations in sorted(report.fixed_by_reason.items()):
-        table.add_row(f"  fixed: {reason}", str(len(locations)))
-    for source, count in sorted(report.sources.items()):
-        table.add_row(f"  captions from {source}", str(count))
-    for path in report.files_written:
-        table.add_row("file", str(path))
-    print_whole(console, table)
-    if report.dropped:
-        rows = Table(title=f"dropped rows (first {min(_SHOWN_ROWS, report.rows_dropped)})")
-        for column in ("location", "reason", "detail"):
-            rows.add_column(column, overflow="fold")
-        for note in report.dropped[:_SHOWN_ROWS]:
-            rows.add_row(note.location, note.reason, note.detail)
-        console.print(rows)
-    if report_path is not None:
-        report_path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        console.print(f"full report: {report_path}")
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True, highlight=False)
-    if report.rows_written == 0:
-        from ..tools.prepare.report import likely_cause
-
-        console.print(f"[red]error:[/red] nothing was written. Likely cause: {likely_cause(report)}")
-        raise typer.Exit(1)
 
 
 @prepare_app.command("t2i")
@@ -154,7 +80,7 @@ def t2i_command(
     tables (a Hugging Face datasets export: a .parquet file or a folder of them) whose image
     cells are bytes, {bytes, path} structs or paths and caption cells texts or lists of texts.
     """
-    _prepare(
+    run_prepare(
         "t2i",
         source,
         out_dir,
@@ -218,7 +144,7 @@ def edit_command(
     """
     from ..tools.prepare.edit import TripleColumns
 
-    _prepare(
+    run_prepare(
         "edit",
         manifest,
         out_dir,
@@ -256,7 +182,7 @@ def vlm_command(
     allow_drops: AllowDropsOption = False,
 ) -> None:
     """Checked VLM SFT JSONL: roles and lone placeholders repaired, unusable rows dropped."""
-    _prepare(
+    run_prepare(
         "vlm",
         source,
         out_jsonl,
@@ -290,7 +216,7 @@ def interleaved_command(
     allow_drops: AllowDropsOption = False,
 ) -> None:
     """Interleaved parquet shards (one `segments` column) plus parquet_info.json and run.yaml."""
-    _prepare(
+    run_prepare(
         "interleaved",
         docs,
         out_dir,
@@ -317,10 +243,14 @@ def inspect_command(
     num_workers: NumWorkersOption = DEFAULT_NUM_WORKERS,
     world_size: WorldSizeOption = 1,
     rank: RankOption = 0,
+    step: Annotated[
+        int, typer.Option(min=0, help="Pack with the group weights of this training step (a staged config's stage).")
+    ] = 0,
 ) -> None:
     """Draw packs: position kinds, attention, sample lengths and fill, and a text rendering.
 
-    The packs are those of worker 0 of rank RANK when the job runs with NUM_WORKERS workers.
+    The packs are those of worker 0 of rank RANK when the job runs with NUM_WORKERS workers;
+    with --step N, under the weights the mixture schedule gives at step N.
     """
     check_rank(rank, world_size)
     from ..tools.inspect.packs import (
@@ -338,6 +268,7 @@ def inspect_command(
                 num_workers=max(num_workers, 1),
                 world_size=world_size,
                 rank=rank,
+                step=step,
             )
     except (ImportError, OSError) as error:  # a missing extra (matplotlib) or an unwritable --out
         console.print(f"[red]error:[/red] {type(error).__name__}: {error}")

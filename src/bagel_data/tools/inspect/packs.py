@@ -29,6 +29,7 @@ from .plots import (
     draw_histograms,
     draw_strip,
 )
+from .steps import config_at_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,13 +230,17 @@ def inspect_packs(
     num_workers: int = 1,
     world_size: int = 1,
     rank: int = 0,
+    step: int = 0,
 ) -> InspectReport:
     """Draw the first `num_batches` packs of a run config into `out_dir`: those of worker 0
-    of `rank` in a job of `world_size` ranks x `num_workers` workers.
+    of `rank` in a job of `world_size` ranks x `num_workers` workers, with the groups'
+    weights of training step `step` (`steps.py`: a staged config's later stage).
 
     `tokenizer` is None / "qwen2" / a local HF tokenizer folder, or a tokenizer object.
     """
     config = _resolve_config(run_config, dataset_info)
+    if step:
+        config = config_at_step(config, step)
     dataset, tok, special_tokens = build_from_run_config(
         config, rank=rank, world_size=world_size, num_workers=num_workers, tokenizer=tokenizer
     )
