@@ -109,8 +109,14 @@ def test_an_img2dataset_folder_with_parquet_metadata_stays_a_folder(tmp_path):
     assert parquet_files(tmp_path / "00000.parquet") == [tmp_path / "00000.parquet"]
 
 
-@pytest.mark.parametrize("command", ["edit", "interleaved"])
-def test_a_parquet_file_is_never_read_as_a_jsonl_manifest(tmp_path, command):
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("edit", r"no \(source, instruction, target\) columns"),
+        ("interleaved", "a parquet file is a table, not a manifest"),
+    ],
+)
+def test_a_parquet_file_is_never_read_as_a_jsonl_manifest(tmp_path, command, message):
     table = hf_t2i_parquet(tmp_path / "one.parquet", ["a cat"])
-    with pytest.raises(ConfigError, match="a parquet file is a table, not a manifest"):
+    with pytest.raises(ConfigError, match=message):
         prepare_sharded(command, table, tmp_path / "out")

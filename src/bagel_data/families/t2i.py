@@ -15,6 +15,7 @@ from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources.parquet import parquet_data_files
+from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
 from .worst_case import RowSkip, measured, t2i_worst_length
 
@@ -37,7 +38,9 @@ def parse_captions(raw: object) -> list[str] | None:
 class T2IIterableDataset(DistributedIterableDataset):
     """Iterable over a parquet-sharded (image, captions) text-to-image dataset."""
 
-    GROUP_KEYS = frozenset({"file_order"})  # group keys beyond the common ones (families/registry.py)
+    # Group keys beyond the common ones (families/registry.py); `image_column` /
+    # `caption_column` read a user's table (Hugging Face parquet) in place: `_table_cells`.
+    GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column"})
     parallel_rebuild = True  # a row is built from locals only (see the base class)
 
     def __init__(
@@ -53,6 +56,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         data_status=None,
         *,
         file_order: str | None = None,
+        image_column: str | None = None,
+        caption_column: str | None = None,
         **options,
     ):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
@@ -62,6 +67,12 @@ class T2IIterableDataset(DistributedIterableDataset):
         self.data_status = data_status
         self.file_order = self.policy.file_order(file_order)
         self.data_paths = self.get_data_paths(data_dir_list, num_used_data)
+        # BAGEL's own columns unless the group names a table's (checked now where the
+        # first file's footer is local; a remote one when a worker opens it).
+        self.table = None
+        if image_column is not None or caption_column is not None:
+            self.table = local_table_columns(self.data_paths, image_column, caption_column)
+        self.columns = COLUMNS if self.table is None else self.table
         self.set_epoch()
 
     def get_data_paths(self, data_dir_list, num_used_data):
@@ -75,7 +86,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
 
     def parquet_columns(self, names):
-        return COLUMNS if all(name in names for name in COLUMNS) else None
+        return self.columns if all(name in names for name in self.columns) else None
 
     def describe_row(self, unit, row):
         return f"{unit}, row group {row[0]}, row {row[1]}"
@@ -100,10 +111,29 @@ class T2IIterableDataset(DistributedIterableDataset):
         return measured(rows, log)
 
     def _worst_length(self, cells: dict) -> int:
+        problem = self._table_cells(cells)
+        if problem is not None:
+            raise RowSkip(*problem)
         captions = parse_captions(cells["captions"])
         if captions is None:
             raise RowSkip(SkipReason.CAPTION_INVALID, f"captions cell {str(cells['captions'])[:80]!r}")
         return t2i_worst_length(self, captions, cells["image"])
+
+    def _table_cells(self, cells: dict) -> tuple[SkipReason, str] | None:
+        """A table row's cells, in place, as BAGEL's: embedded image bytes (binary or a
+        `datasets.Image` struct) and captions as a JSON object; the reason when they cannot be."""
+        if self.table is None:
+            return None
+        try:
+            image = image_cell(cells["image"])
+            captions = caption_cell(cells["captions"])
+        except CellError as exc:
+            return SkipReason.SCHEMA, str(exc)
+        if not isinstance(image, bytes):  # a path: `prepare t2i` reads those
+            return SkipReason.SCHEMA, f"image cell names a file ({image[:80]!r}); read in place needs its bytes"
+        cells["image"] = image
+        cells["captions"] = json.dumps({f"caption_{i}": text for i, text in enumerate(captions, 1)})
+        return None
 
     def _rows(self, path: str, group_start: int, row_start: int, log, single: bool = False):
         """(row group, row, {column: cell}) for every row from the start point on (the
@@ -114,16 +144,16 @@ class T2IIterableDataset(DistributedIterableDataset):
             log.skip(SkipReason.UNIT_UNREADABLE, path, str(exc))
             return
         with reader:
-            missing = [name for name in COLUMNS if name not in reader.schema.names]
+            missing = [name for name in self.columns if name not in reader.schema.names]
             if missing:
-                detail = f"missing column(s) {missing}; T2I needs {list(COLUMNS)}"
+                detail = f"missing column(s) {missing}; T2I needs {list(self.columns)}"
                 log.skip(SkipReason.SCHEMA, path, detail, rows=reader.num_rows)
                 return
             for row_group in range(group_start, reader.num_row_groups):
                 try:  # a corrupt page loses its row group, not the run
-                    table = reader.read_row_group(row_group, COLUMNS)
-                    images = table.column("image").to_pylist()
-                    captions = table.column("captions").to_pylist()
+                    table = reader.read_row_group(row_group, list(self.columns))
+                    images = table.column(self.columns[0]).to_pylist()
+                    captions = table.column(self.columns[1]).to_pylist()
                 except Exception as exc:
                     rows = reader.row_group_rows(row_group)
                     location = f"{path}, row group {row_group} ({rows} rows)"
@@ -138,6 +168,11 @@ class T2IIterableDataset(DistributedIterableDataset):
                         return
 
     def build_sample(self, cells: dict, rng, location: str, log) -> SampleBuilder | None:
+        problem = self._table_cells(cells)
+        if problem is not None:
+            reason, detail = problem
+            log.skip(reason, location, detail)
+            return None
         captions = parse_captions(cells["captions"])
         if captions is None:
             log.skip(SkipReason.CAPTION_INVALID, location, f"captions cell {str(cells['captions'])[:80]!r}")

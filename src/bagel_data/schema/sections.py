@@ -91,6 +91,14 @@ GROUP_FIELDS: dict[str, Field] = {
         Str(FILE_ORDERS), "order of parquet files: by name, or the filesystem's listing (the reference's)", "sorted",
         scope="t2i_pretrain, unified_edit, interleaved, user families",
     ),
+    "image_column": Field(
+        Str(), "a table's image column, read in place: binary or a datasets.Image struct (docs/formats/t2i.md)", None,
+        scope="t2i_pretrain",
+    ),
+    "caption_column": Field(
+        Str(), "a table's caption column, read in place: a text, a list of texts or BAGEL's JSON captions", None,
+        scope="t2i_pretrain",
+    ),
     "dataset_class": Field(
         Str(), 'the family class as "package.module:Class" instead of DATASET_REGISTRY[group] (docs/extending.md)',
         scope="all",

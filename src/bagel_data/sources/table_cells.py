@@ -11,8 +11,10 @@ so a table that prepares is a table that reads.
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..errors import ConfigError
 
@@ -71,6 +73,20 @@ def resolve_columns(
             )
         chosen.append(name)
     return chosen[0], chosen[1]
+
+
+def local_table_columns(paths: list[str], image_column: str | None, caption_column: str | None) -> tuple[str, str]:
+    """The (image, caption) columns a group reads its table files by: checked against the
+    first file's footer when it is local (a mistake named at construction), else the names
+    given (or `image` / `text`), checked when a worker opens the file."""
+    first = next((path for path in paths if os.path.isfile(path)), None)
+    if first is None:
+        return image_column or IMAGE_COLUMNS[0], caption_column or CAPTION_COLUMNS[0]
+    try:
+        schema = pq.read_schema(first)
+    except (OSError, pa.ArrowException) as exc:
+        raise ConfigError("data_dir", first, f"not a readable parquet file: {exc}") from None
+    return resolve_columns(schema, image_column, caption_column, first)
 
 
 def image_cell(value: object) -> bytes | str:
