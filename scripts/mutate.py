@@ -150,7 +150,7 @@ MORE: dict[str, list[str]] = {
     "distributed.py": ["tests/test_distributed_topology.py", "tests/checkpoint", "tests/test_sharding.py"],
     "errors.py": ["tests/test_errors.py", "tests/test_bad_data.py", "tests/test_bad_rows.py"],
     "formats.py": ["tests/tools/test_prepare.py", "tests/families"],
-    "metrics.py": ["tests/test_metrics.py"],
+    "metrics.py": ["tests/test_metrics.py", "tests/test_metrics_resume.py"],
     "loader.py": [
         "tests/checkpoint",
         "tests/dropin",

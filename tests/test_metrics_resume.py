@@ -114,6 +114,15 @@ def test_the_state_is_plain_data_and_continues_the_figures(tmp_path):
     assert second.state_dict() == whole.state_dict()
 
 
+def test_a_fresh_state_loads():
+    """Zero steps and zero totals are a state too (a checkpoint before the first step)."""
+    metrics = _fed(3)
+    metrics.load_state_dict(DataMetrics().state_dict())
+    got = metrics.as_dict()
+    assert got["data/steps"] == 0.0 and got["data/fill/since_start"] == 0.0
+    assert got["data/token_share/since_start/a"] == 0.0 and got["data/samples_per_pack"] == 0.0
+
+
 def test_a_smaller_window_keeps_the_last_saved_steps():
     batches = _batches(6)
     saved = _fed(6, window=4).state_dict()

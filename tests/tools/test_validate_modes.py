@@ -27,7 +27,7 @@ from bagel_data.synthetic.sizes import DemoSizes, ImageSize, ParquetSizes, VlmSi
 from bagel_data.tools.run import RunConfig, load_run_config
 from bagel_data.tools.validate import validate_config
 from helpers.golden import GOLDEN_CASES, absolute_dataset_info, all_case_folders, reference_file_order
-from helpers.interleaved import write_interleaved
+from helpers.interleaved import write_interleaved, write_interleaved_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = 2  # rows per group: the modes are what is under test here, not the data
@@ -129,10 +129,12 @@ def test_validate_takes_every_conformance_case_in_both_modes(name, tokenizer):
     check_both_modes(config, tokenizer, world_size, num_workers)
 
 
-def test_the_cfg_warning_is_given_in_both_modes(tmp_path, tokenizer):
+@pytest.mark.parametrize("storage", ["parquet", "jsonl"])
+def test_the_cfg_warning_is_given_in_both_modes(tmp_path, tokenizer, storage):
     """The reference mode walks a group's first samples for the CFG check as the default
     mode does (they start the reference stream, not assume one): an understanding-only
-    interleaved group whose question image CFG may drop is warned about in both."""
+    interleaved group whose question image CFG may drop is warned about in both, whether
+    its documents are parquet rows or JSONL lines (whose worst case is measured too)."""
     shards = tmp_path / "docs"
     shards.mkdir()
     Image.new("RGB", (40, 30), (200, 30, 30)).save(shards / "q.png")
@@ -141,19 +143,19 @@ def test_the_cfg_warning_is_given_in_both_modes(tmp_path, tokenizer):
         {"type": "text", "text": "what colour is it?"},
         {"type": "text", "text": "red", "supervised": True},
     ]
-    write_interleaved(shards / "part-0.parquet", [[doc] * 4])
+    if storage == "parquet":
+        write_interleaved(shards / "part-0.parquet", [[doc] * 4])
+        info = {"data_dir": str(shards)}
+    else:
+        info = {"jsonl_path": write_interleaved_jsonl(shards / "docs.jsonl", [doc] * 4), "data_dir": str(shards)}
     group = {
         "dataset_names": ["docs"],
-        "num_used_data": [1],
+        "num_used_data": [1 if storage == "parquet" else 4],
         "weight": 1,
         "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32},
         "vit_image_transform_args": {"image_stride": 14, "max_image_size": 56, "min_image_size": 28},
     }
-    config = RunConfig(
-        {"interleaved": group},
-        {"interleaved": {"docs": {"data_dir": str(shards)}}},
-        {"vit_cond_dropout_prob": 0.3},
-    )
+    config = RunConfig({"interleaved": group}, {"interleaved": {"docs": info}}, {"vit_cond_dropout_prob": 0.3})
     for mode in (None, "bagel"):
         report = validate_config(in_mode(config, mode), sample=SAMPLE, tokenizer=tokenizer)
         assert report.ok, (mode, report.errors)

@@ -22,7 +22,7 @@ from ..media.safe_read import check_video_path, read_media
 from ..schema.kinds import did_you_mean
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
-from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row
+from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row, planned_length
 
 SEGMENT_TYPE = pa.struct(
     [
@@ -171,6 +171,20 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         builder = self._parse(Row(document, line), self.sample_rng(unit_id, pass_index), location, log)
         if builder is not None:
             yield (), builder
+
+    def worst_case_rows(self, shard, index, unit_id, log):
+        if self.jsonl_path_list is None:
+            yield from super().worst_case_rows(shard, index, unit_id, log)
+            return
+        # A line is one document: the run's own draw (its skips counted in `log`), then
+        # validate's extra draws over the same document.
+        firsts = [found[1] for found in self._unit_samples(unit_id, 0, (), log)]
+        if not firsts:
+            return
+        line = int(self.epoch_units[unit_id])
+        location = self.data_paths.location(line)
+        others = self._other_draw_lengths(Row(json.loads(self.data_paths.read_line(line)), line), location, unit_id)
+        yield location, max([planned_length(firsts[0]), *others])
 
     def _rows(self, unit_id, row_start, log, stop_row=None):
         path, _ = self.epoch_units[unit_id]

@@ -210,6 +210,11 @@ def builder_from_data(data: dict) -> SampleBuilder:
 _WORST_CASE_TAG = 0x3C5E  # keys validate's extra draws apart from every draw of the run
 
 
+def planned_length(builder) -> int:
+    """A parsed sample's length as the packer counts it: its tokens plus two per plan item."""
+    return builder.num_tokens + 2 * len(builder.sequence_plan)
+
+
 class ParquetStandardIterableDataset(DistributedIterableDataset):
     """Parquet rows handed to `parse_row`; units are (file, row group) pairs.
 
@@ -299,19 +304,23 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         """Each row's longest sample over `worst_case_draws` draws of `parse_row`: the run's
         own draw (its skips counted in `log`), then draws from other generators."""
         path, row_group = self.epoch_units[unit_id]
-        scratch = SkipLog(self.dataset_name, strict=False, max_consecutive_failures=10**12)
         for row, cells in self._rows(unit_id, 0, log):
             location = f"{path}, row group {row_group}, row {row}"
             first = self._parse(Row(cells, row), self.sample_rng(unit_id, 0, row), location, log)
-            if first is None:
-                continue
-            lengths = [first.num_tokens + 2 * len(first.sequence_plan)]
-            for draw in range(1, self.worst_case_draws):
-                rng = self.sample_rng(unit_id, 0, row, _WORST_CASE_TAG, draw)
-                other = self._parse(Row(cells, row), rng, location, scratch)
-                if other is not None:
-                    lengths.append(other.num_tokens + 2 * len(other.sequence_plan))
-            yield location, max(lengths)
+            if first is not None:
+                others = self._other_draw_lengths(Row(cells, row), location, unit_id, row)
+                yield location, max([planned_length(first), *others])
+
+    def _other_draw_lengths(self, row: Row, location: str, unit_id: int, *position: int) -> list[int]:
+        """The lengths `parse_row` gives `row` on validate's extra draws (its skips uncounted)."""
+        scratch = SkipLog(self.dataset_name, strict=False, max_consecutive_failures=10**12)
+        lengths = []
+        for draw in range(1, self.worst_case_draws):
+            rng = self.sample_rng(unit_id, 0, *position, _WORST_CASE_TAG, draw)
+            other = self._parse(row, rng, location, scratch)
+            if other is not None:
+                lengths.append(planned_length(other))
+        return lengths
 
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]
