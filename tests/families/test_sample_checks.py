@@ -104,3 +104,12 @@ def test_num_tokens_equal_to_the_items_passes_and_one_less_fails(kind):
     check_sample(image_sample(kind, side, side, num_tokens=counted), STRIDES, VOCAB)
     with pytest.raises(SampleInvalid, match=f"understates the {counted} tokens"):
         check_sample(image_sample(kind, side, side, num_tokens=counted - 1), STRIDES, VOCAB)
+
+
+def test_numpy_integer_ids_are_ints_and_bools_or_floats_are_not():
+    import numpy as np
+
+    check_sample(text_sample([np.int64(5), 7, np.int32(VOCAB - 1)]), STRIDES, VOCAB)
+    for bad in ([True, 2], [2.0, 3]):
+        with pytest.raises(SampleInvalid, match="list of ints"):
+            check_sample(text_sample(bad), STRIDES, VOCAB)
