@@ -86,6 +86,7 @@ def test_a_special_token_label_stops_at_the_vocabulary_size(label, ok):
         ("vae_image", 32, 48, True),
         ("vae_image", 32, 42, False),  # the ViT's grid, not the VAE's
         ("vae_image", 0, 16, False),
+        ("vit_image", 14, 0, False),  # an empty width is on every grid, and still refused
     ],
 )
 def test_an_image_side_must_sit_on_its_own_kinds_patch_grid(kind, height, width, ok):
