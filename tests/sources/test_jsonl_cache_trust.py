@@ -195,3 +195,27 @@ def test_off_in_any_case_writes_no_cache(tmp_path, default_cache, monkeypatch, v
     index = JsonlIndex([path], ["d"], [40])
     assert index._mapped is None and texts(index) == expected(path, 40)
     assert not default_cache.exists() and not (tmp_path / value).exists()
+
+
+def test_a_waiter_whose_lock_file_was_removed_takes_a_new_one(tmp_path, cache):
+    """A failed builder removes its lock file: a process that was waiting on that file must
+    not build under it (a third one would take a new file and build beside it)."""
+    import fcntl
+    import threading
+    import time
+
+    path = lines_file(tmp_path)
+    key = jsonl_cache.cache_key([path], [["d"], ["40"], False, 0])
+    cache.mkdir(mode=0o700)
+    lock_path = cache / f"{key}.lock"
+    built: list = []
+    with open(lock_path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waiter = threading.Thread(target=lambda: built.append(JsonlIndex([path], ["d"], [40])))
+        waiter.start()
+        time.sleep(0.5)
+        lock_path.unlink()  # as a failed builder leaves it
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    waiter.join(timeout=60)
+    assert texts(built[0]) == expected(path, 40)
+    assert lock_path.exists()  # the waiter built under a lock file others can find
