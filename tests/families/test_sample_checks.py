@@ -114,3 +114,13 @@ def test_numpy_integer_ids_are_ints_and_bools_or_floats_are_not():
     for bad in ([True, 2], [2.0, 3]):
         with pytest.raises(SampleInvalid, match="list of ints"):
             check_sample(text_sample(bad), STRIDES, VOCAB)
+
+
+def test_each_image_is_checked_on_its_own_items_grid_in_plan_order():
+    builder = SampleBuilder()
+    for kind, side in (("vit_image", 28), ("vae_image", 32), ("vit_image", 42)):
+        builder.sequence_plan.append({"type": kind, "enable_cfg": 0, "loss": 0})
+        builder.image_tensor_list.append(torch.zeros(3, side, side))
+    builder.add_text([1], enable_cfg=False, loss=True)
+    builder.num_tokens = 4 + 4 + 9 + 1
+    assert check_sample(builder, STRIDES, VOCAB) is builder
