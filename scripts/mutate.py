@@ -197,6 +197,29 @@ MORE: dict[str, list[str]] = {
     "packing/invariants.py": ["tests/packing", *_GOLDEN],
     "packing/segments.py": _SHARED_MEMORY,
     "sources/storage.py": ["tests/sources"],
+    # The node cache and the content digest it and checkpoints key on (issue 41).
+    "sources/jsonl_cache.py": [
+        "tests/sources/test_jsonl_cache.py",
+        "tests/sources/test_jsonl_cache_trust.py",
+        "tests/sources/test_jsonl_index.py",
+    ],
+    "sources/content_stamp.py": [
+        "tests/sources/test_jsonl_cache_trust.py",
+        "tests/sources/test_jsonl_cache.py",
+        "tests/checkpoint/test_resume_inputs.py",
+    ],
+    "families/sample_checks.py": [
+        "tests/families/test_sample_checks.py",
+        "tests/families/test_parse_row_results.py",
+        "tests/families/test_parse_row_fuzz.py",
+        "tests/families/test_user_family.py",
+    ],
+    "packing/dropout.py": [
+        "tests/packing/test_dropout.py",
+        "tests/packing/test_strategies.py",
+        "tests/dropin/test_entrances.py",
+    ],
+    "tools/drops.py": ["tests/tools/test_drops.py", "tests/tools/test_prepare_messages.py", "tests/cli"],
     # Needs the `ray` extra (else its tests skip and every mutant survives): `make test-ray`'s setup.
     "tools/prepare/ray_engine.py": ["tests/tools/test_prepare_ray.py", "tests/tools/test_prepare_engine.py"],
     # cfg_warnings is also reached through user families (the worked example of extending.md).

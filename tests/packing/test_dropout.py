@@ -189,3 +189,37 @@ def test_compat_keeps_the_reference_draw_at_pack_time():
     counted = dataset._live.group_tokens[0]
     assert all("cfg_dropped" not in item.sample for item in dataset._live.buffer)
     assert batch["sequence_length"] < counted
+
+
+# -- exact decisions: each kind's own probability and its own stride ------------------------
+def _decided(config, items):
+    sample = make_sample(items, config)
+    decide_dropout(sample, config, np.random.default_rng(0))
+    return sample["cfg_dropped"], sample["cfg_dropped_tokens"]
+
+
+def test_vae_only_dropout_drops_exactly_the_whole_vae_cfg_items():
+    config = PackingConfig(text_cond_dropout_prob=0.0, vit_cond_dropout_prob=0.0, vae_cond_dropout_prob=1.0)
+    items = [
+        text_item([1, 2, 3], cfg=True),
+        vit_item(2, 3, cfg=True),
+        vae_item(2, 2, loss=False, cfg=True),  # dropped: 4 latents + 2 markers
+        vae_item(1, 3, loss=False, cfg=False),  # no enable_cfg
+        vae_item(3, 1, loss=False, cfg=True, split_end=False),  # a frame inside a split
+        vae_item(5, 5, loss=True, cfg=True, split_start=False),
+    ]
+    assert _decided(config, items) == (frozenset({2}), 4 + 2)
+
+
+def test_vit_and_vae_strides_that_differ_each_count_their_own_tokens():
+    config = PackingConfig(vit_patch_size=14, vae_image_downsample=32, vit_cond_dropout_prob=1.0,
+                           vae_cond_dropout_prob=1.0, text_cond_dropout_prob=0.0)  # fmt: skip
+    # 2 x 3 ViT patches (28 x 42 pixels) and 2 x 3 VAE latents (64 x 96 pixels).
+    dropped, saved = _decided(config, [vit_item(2, 3, cfg=True), vae_item(2, 3, loss=False, cfg=True)])
+    assert dropped == frozenset({0, 1}) and saved == (6 + 2) + (6 + 2)
+
+
+def test_text_only_dropout_counts_the_ids_and_the_two_markers():
+    config = PackingConfig(text_cond_dropout_prob=1.0, vit_cond_dropout_prob=0.0, vae_cond_dropout_prob=0.0)
+    items = [text_item([1, 2, 3, 4], cfg=True), vit_item(1, 1, cfg=True), text_item([5], cfg=False)]
+    assert _decided(config, items) == (frozenset({0}), 6)

@@ -310,3 +310,25 @@ def test_best_fit_draws_past_its_buffer_while_samples_fill_the_pack():
     cfg = _config(pack_strategy="best_fit", max_buffer_size=2, max_num_tokens=200, expected_num_tokens=180)
     _, _, batches = _run(cfg, lambda i: 10, 3)
     assert all(sum(b["sample_lens"][: len(b["batch_data_indexes"])]) >= 180 for b in batches)
+
+
+# -- ties under mix_by="tokens" -------------------------------------------------------------
+def _draws(weights, tokens, count=4000):
+    from bagel_data.packing.strategies import choose_by_deficit
+
+    rng = np.random.default_rng(5)
+    return collections.Counter(choose_by_deficit(weights, tokens, rng) for _ in range(count))
+
+
+@pytest.mark.parametrize("tokens", [[0, 0, 0], [10, 30, 0], [1000, 3000, 0]])
+def test_a_tie_goes_to_a_weighted_random_positive_group(tokens):
+    """At their targets (the start, or shares met exactly) the tied groups are drawn by weight,
+    not the first in config order, and a zero-weight group is never drawn."""
+    counts = _draws([1.0, 3.0, 0.0], tokens)
+    assert set(counts) == {0, 1}
+    assert counts[1] / sum(counts.values()) == pytest.approx(0.75, abs=0.03)
+
+
+def test_one_token_below_target_is_no_tie():
+    assert _draws([1.0, 3.0], [10, 29], count=50) == {1: 50}
+    assert _draws([1.0, 3.0], [9, 30], count=50) == {0: 50}

@@ -132,7 +132,7 @@ def test_a_lock_it_may_not_open_gives_a_warning_not_a_permission_error(tmp_path,
     assert index._mapped is None and texts(index) == expected(path, 40)
 
 
-def damage(folder, how):
+def damage(folder, how, size):
     offsets = folder / "offsets.npy"
     if how == "missing":
         offsets.unlink()
@@ -144,17 +144,21 @@ def damage(folder, how):
         offsets.write_bytes(os.urandom(len(offsets.read_bytes())))
     elif how == "out of range":  # a whole file whose values point past the input's end
         np.save(offsets, np.full(40, 1 << 40, np.int64))
+    elif how == "at the end":  # a line start equal to the input's size: no line is there
+        np.save(offsets, np.full(40, size, np.int64))
     elif how == "other type":
         np.save(offsets, np.zeros(40, np.float64))
 
 
-@pytest.mark.parametrize("how", ["missing", "empty", "truncated", "garbage", "out of range", "other type"])
+@pytest.mark.parametrize(
+    "how", ["missing", "empty", "truncated", "garbage", "out of range", "at the end", "other type"]
+)
 def test_a_damaged_index_is_built_again(tmp_path, cache, how):
     path = lines_file(tmp_path)
     first = JsonlIndex([path], ["d"], [40])
     folder = first._mapped
     del first
-    damage(pathlib.Path(folder), how)
+    damage(pathlib.Path(folder), how, os.path.getsize(path))
     again = JsonlIndex([path], ["d"], [40])
     assert again._mapped == folder and texts(again) == expected(path, 40)
     assert np.load(os.path.join(folder, "offsets.npy")).dtype == np.int64
@@ -191,3 +195,27 @@ def test_off_in_any_case_writes_no_cache(tmp_path, default_cache, monkeypatch, v
     index = JsonlIndex([path], ["d"], [40])
     assert index._mapped is None and texts(index) == expected(path, 40)
     assert not default_cache.exists() and not (tmp_path / value).exists()
+
+
+def test_a_waiter_whose_lock_file_was_removed_takes_a_new_one(tmp_path, cache):
+    """A failed builder removes its lock file: a process that was waiting on that file must
+    not build under it (a third one would take a new file and build beside it)."""
+    import fcntl
+    import threading
+    import time
+
+    path = lines_file(tmp_path)
+    key = jsonl_cache.cache_key([path], [["d"], ["40"], False, 0])
+    cache.mkdir(mode=0o700)
+    lock_path = cache / f"{key}.lock"
+    built: list = []
+    with open(lock_path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waiter = threading.Thread(target=lambda: built.append(JsonlIndex([path], ["d"], [40])))
+        waiter.start()
+        time.sleep(0.5)
+        lock_path.unlink()  # as a failed builder leaves it
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    waiter.join(timeout=60)
+    assert texts(built[0]) == expected(path, 40)
+    assert lock_path.exists()  # the waiter built under a lock file others can find

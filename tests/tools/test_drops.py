@@ -131,3 +131,51 @@ def test_run_fails_when_a_group_loses_rows_and_names_the_cause(demo_missing_imag
     assert "error: vlm_sft:" in text and "skipped as image_file_missing: check the image path" in text
     assert "t2i_pretrain:" not in text.split("run summary")[-1].split("error:", 1)[-1], "clean groups pass"
     assert runner.invoke(app, [*args, "--allow-drops"]).exit_code == 0
+
+
+# -- unreadable files count their rows ------------------------------------------------------
+@pytest.fixture
+def three_of_ten_truncated(tmp_path):
+    """Ten T2I files of 8 rows each, three of them cut short (no footer): 30 % of the rows."""
+    from helpers.builders import encode, t2i_run_config
+
+    def row(i):
+        return {"image": encode(Image.new("RGB", (32, 32), (i * 7 % 256, 0, 0))), "captions": {"c": f"red {i}"}}
+
+    files = [[[row(10 * f + r) for r in range(8)]] for f in range(10)]
+    config = t2i_run_config(tmp_path / "t2i", files, budget=60, num_used_data=10)
+    for path in sorted((tmp_path / "t2i").glob("*.parquet"))[::4][:3]:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return config
+
+
+def test_run_counts_an_unreadable_files_rows_from_its_siblings(three_of_ten_truncated):
+    from bagel_data.tools.run import run_pipeline
+
+    summary = run_pipeline(three_of_ten_truncated, num_batches=40, num_workers=0)
+    assert summary.skips["t2i_pretrain"].get("unit_unreadable", 0) >= 3
+    assert summary.unit_rows == {"t2i_pretrain": 8.0}  # the readable files' rows per file
+    [loss] = group_losses(summary.samples, summary.skips, summary.unit_rows)
+    assert loss.lost == 8 * summary.skips["t2i_pretrain"]["unit_unreadable"]
+    assert loss.fraction == pytest.approx(0.3, abs=0.05)
+    assert over_limit([loss], 0.1) == [loss]
+
+
+def test_run_exits_1_when_three_of_ten_files_are_unreadable(three_of_ten_truncated, tmp_path):
+    run = three_of_ten_truncated
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"grouped_datasets": run.grouped_datasets, "dataset_info": run.dataset_info,
+                                    "packing": run.packing}))  # fmt: skip
+    result = runner.invoke(app, ["run", str(path), "--batches", "40", "--num-workers", "0"])
+    assert result.exit_code == 1, result.output
+    assert "skipped as unit_unreadable" in flat(result.output)
+
+
+def test_unit_rows_scale_only_the_unreadable_count():
+    skips = {"g": {"unit_unreadable": 2, "image_decode_failed": 3}}
+    [loss] = group_losses({"g": 95}, skips, {"g": 10.0})
+    assert (loss.lost, loss.total) == (23, 118)
+    [plain] = group_losses({"g": 95}, skips)
+    assert (plain.lost, plain.total) == (5, 100)
+    [fewer] = group_losses({"g": 95}, skips, {"g": 0.25})  # never fewer rows than units
+    assert fewer.lost == 5

@@ -169,7 +169,7 @@ def run(
         world_size=world_size, tokenizer=tokenizer,
     )  # fmt: skip
     _print_summary(summary)
-    losses = group_losses(summary.samples, summary.skips)
+    losses = group_losses(summary.samples, summary.skips, summary.unit_rows)
     fail_on_losses(losses, max_drop_fraction, allow_drops, console,
                    "fix the data or the config (`bagel-data validate` names every row), or pass --allow-drops")  # fmt: skip
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SkipReason
+from ..sources.parquet import ParquetReader
 from .fixes import fix_for
 
 DEFAULT_MAX_DROP_FRACTION = 0.1
+UNREADABLE = SkipReason.UNIT_UNREADABLE.value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,12 +51,49 @@ def over_limit(losses: Iterable[Loss], max_fraction: float) -> list[Loss]:
     return [loss for loss in losses if loss.lost and loss.fraction > max_fraction]
 
 
-def group_losses(samples: Mapping[str, int], skips: Mapping[str, Mapping[str, int]]) -> list[Loss]:
+def rows_per_unit(dataset) -> float | None:
+    """The rows an unreadable unit of a parquet group stands for: the mean over the group's
+    units whose file footer reads (a whole file for T2I, a row group for edit and
+    interleaved). A skip names no file, so the unreadable unit's own footer is not looked
+    up: the mean of its siblings is the estimate (exact where the files are alike). None
+    when the group is not parquet or no footer reads."""
+    units = list(getattr(dataset, "sorted_units", list)())
+    paths = [unit if isinstance(unit, str) else unit[0] for unit in units]
+    if not units or not all(isinstance(path, str) and path.endswith(".parquet") for path in paths):
+        return None
+    readers: dict[str, ParquetReader | None] = {}
+    rows = []
+    try:
+        for unit, path in zip(units, paths):
+            if path not in readers:
+                try:
+                    readers[path] = ParquetReader(path)
+                except Exception:  # the unreadable files themselves
+                    readers[path] = None
+            reader = readers[path]
+            if reader is not None:
+                rows.append(reader.num_rows if isinstance(unit, str) else reader.row_group_rows(int(unit[1])))
+    finally:
+        for reader in readers.values():
+            if reader is not None:
+                reader.close()
+    return sum(rows) / len(rows) if rows else None
+
+
+def group_losses(
+    samples: Mapping[str, int],
+    skips: Mapping[str, Mapping[str, int]],
+    unit_rows: Mapping[str, float | None] | None = None,
+) -> list[Loss]:
     """Per group of a run: rows skipped against rows skipped plus samples packed, with the fix
-    for its most frequent skip reason (`tools/fixes.py`)."""
+    for its most frequent skip reason (`tools/fixes.py`). `unit_rows`: per group, the rows an
+    unreadable unit stands for (`rows_per_unit`); a skip log counts such a unit as one row."""
     losses = []
     for group in sorted(samples.keys() | skips.keys()):
-        counts = skips.get(group, {})
+        counts = dict(skips.get(group, {}))
+        per_unit = (unit_rows or {}).get(group)
+        if per_unit and counts.get(UNREADABLE):
+            counts[UNREADABLE] = max(counts[UNREADABLE], round(counts[UNREADABLE] * per_unit))
         lost = sum(counts.values())
         if lost:
             reason = max(counts, key=lambda name: counts[name])

@@ -29,6 +29,7 @@ from ..metrics import DataMetrics
 from ..packing.packed_dataset import PackedDataset
 from ..schema import RUN_PACKING_FIELDS, Settings, check_run_config
 from ..tokenizer import TokenizerLike, add_special_tokens, load_tokenizer
+from .drops import UNREADABLE, rows_per_unit
 
 # Every setting but `compat` (a top-level key of the run config): `Settings`' fields.
 PACKING_KEYS = set(RUN_PACKING_FIELDS)
@@ -82,6 +83,8 @@ class RunSummary:
     skips: dict = dataclasses.field(default_factory=dict)
     state_bytes: int = 0
     metrics: dict = dataclasses.field(default_factory=dict)  # DataMetrics.as_dict() after the last batch
+    # Per group with unreadable units: the rows each stands for (tools/drops.py, rows_per_unit).
+    unit_rows: dict = dataclasses.field(default_factory=dict)
 
     @property
     def fill_ratio(self) -> float:
@@ -163,6 +166,9 @@ def run_pipeline(
     summary.seconds = time.perf_counter() - start
     summary.skips, summary.state_bytes = _gather_worker_state(loader.state_dict())
     summary.metrics = metrics.as_dict()
+    for name, group in zip(dataset.group_names, dataset.grouped_datasets):
+        if summary.skips.get(name, {}).get(UNREADABLE):
+            summary.unit_rows[name] = rows_per_unit(group)
     return summary
 
 
