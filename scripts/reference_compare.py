@@ -6,7 +6,8 @@
 Each round runs, each in a fresh child process with one intra-op thread: the reference
 (`scripts/reference_bench.py`, in the side virtual environment that has `nemo_automodel` and
 torchvision), then bagel-data with the float32 default, with `pixel_format: uint8`, and with
-the opt-in faster floor (`resample: bilinear` + `fast_decode`, uint8), and float32 with
+the opt-in faster floor (`bench.approximate.OPTIONS`: `resize_backend: torch` + `fast_decode`,
+uint8), and float32 with
 `compat: bagel` (the reference's packing rules and draws: the very same packs, which the
 default mode does not give, as it decides CFG dropout before packing). Every child draws
 `--warmup` packs from a new iterator and times the next `--batches`, collated, as the

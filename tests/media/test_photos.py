@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from bagel_data.errors import SkipLog
+from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.fast_decode import ORIGINAL_SIZE_KEY
 from bagel_data.media.images import ImageTransform, decode_image
 from bagel_data.media.photos import exif_orientation, in_srgb
-from helpers.builders import encode
+from helpers.builders import encode, write_t2i
 from helpers.photos import animated, cmyk_jpeg, linear_rgb_profile, oriented_jpeg, ycck_jpeg
 
 
@@ -152,3 +154,18 @@ def test_a_profile_is_applied_under_alpha_too():
     image = Image.new("RGBA", (2, 1), (128, 128, 128, 255))
     data = encode(image, "PNG", icc_profile=linear_rgb_profile())
     assert abs(decode_image(data).getpixel((0, 0))[0] - 188) <= 1
+
+
+# -- the families decode as their mode says --------------------------------------------------
+@pytest.mark.parametrize(("compat", "shape"), [(None, (3, 64, 32)), ("bagel", (3, 32, 64))])
+def test_a_t2i_family_turns_a_photo_upright_unless_in_compat_mode(tmp_path, tokenizer, compat, shape):
+    row = {"image": oriented_jpeg(marked(64, 128), 6), "captions": '{"a": "a photo on its side"}'}
+    write_t2i(tmp_path, [[[row]]])
+    family = T2IIterableDataset(
+        "t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [1], num_workers=1, compat=compat
+    )
+    if compat:
+        family.policy.start_stream(0)  # the reference's draws start with an iteration
+    log = SkipLog("t2i")
+    (_, sample), *_ = family.iter_pass(log)
+    assert tuple(sample["image_tensor_list"][0].shape) == shape

@@ -157,10 +157,11 @@ def test_approximate_grouped_sets_both_options_in_every_transform_and_leaves_the
         "x": {},
     }
     out = approximate_grouped(grouped)
-    assert out["t2i"]["image_transform_args"] == {"max_image_size": 64, "resample": "bilinear", "fast_decode": True}
-    assert out["vlm"]["vit_image_transform_args"] == {"resample": "bilinear", "fast_decode": True}
+    options = {"resize_backend": "torch", "fast_decode": True}
+    assert out["t2i"]["image_transform_args"] == {"max_image_size": 64, **options}
+    assert out["vlm"]["vit_image_transform_args"] == options
     assert out["x"] == {} and grouped["t2i"]["image_transform_args"] == {"max_image_size": 64}
     exact = ImageTransform(96, 32, 16, 5000, (0.1, 0.2, 0.3), (0.4, 0.5, 0.6))
     fast = approximate(exact)
     assert (fast.rule, fast.image_mean, fast.image_std) == (exact.rule, exact.image_mean, exact.image_std)
-    assert (fast.resample, fast.fast_decode) == ("bilinear", True)
+    assert (fast.resample, fast.resize_backend, fast.fast_decode) == ("bicubic", "torch", True)

@@ -1,10 +1,11 @@
 """The opt-in faster floor, measured on a run config's own images: what it saves and what
 it costs in pixels, per group.
 
-"Approximate" is every image transform with `resample: bilinear` (Pillow's bilinear
-resize instead of the reference's bicubic: half the filter taps) and `fast_decode: true`
-(JPEGs decoded at a reduced DCT scale when the target is at most half the source). Shapes,
-token counts and packs do not change; pixel values do, by what the PSNR says.
+"Approximate" is every image transform with `OPTIONS`: `resize_backend: torch` (torch's
+antialiased uint8 resize instead of Pillow's, the reference's bicubic filter kept: on torch
+bilinear is no faster, media/resize.py) and `fast_decode: true` (JPEGs decoded at a reduced
+DCT scale when the target is at most half the source).
+Shapes, token counts and packs do not change; pixel values do, by what the PSNR says.
 
 * `floor_seconds`: the measured packs' decodes and resizes replayed both ways, interleaved;
 * `pixel_error`: per group, the PSNR of the approximate resized pixels against the exact
@@ -26,7 +27,7 @@ from .floor import _decode
 from .recorder import WorkRecorder, load_source
 
 _now = time.perf_counter
-OPTIONS: dict = {"resample": "bilinear", "fast_decode": True}
+OPTIONS: dict = {"resize_backend": "torch", "fast_decode": True}
 
 
 def approximate_grouped(grouped: dict) -> dict:
@@ -48,8 +49,7 @@ def approximate(transform: ImageTransform) -> ImageTransform:
         rule.max_pixels,
         transform.image_mean,
         transform.image_std,
-        fast_decode=OPTIONS["fast_decode"],
-        resample=OPTIONS["resample"],
+        **{"resample": transform.resample, **OPTIONS},
     )
 
 
