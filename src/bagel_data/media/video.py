@@ -23,6 +23,7 @@ from ..errors import ConfigError, VideoDecodeError
 from ..sources import storage
 from .video_decode import decode_at
 from .video_probe import FrameTable, TableCache, probe_stream
+from .video_remote import probe_remote
 
 _SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
 # Same pattern as the reference (the dot is unescaped there too), so the order is identical.
@@ -221,12 +222,16 @@ def _file_key(path: str) -> tuple:
     return (os.path.realpath(path), status.st_size, status.st_mtime_ns)
 
 
-def _frame_table(path: str, container: av.container.InputContainer | None = None) -> FrameTable:
+def _frame_table(path: str) -> FrameTable:
     key = _file_key(path)
     table = _TABLES.get(key)
     if table is None:
-        with contextlib.nullcontext(container) if container else _open_container(path) as opened:
-            table = probe_stream(opened, _video_stream(opened, path))
+        if storage.is_uri(path):
+            with storage.open_input(path) as handle:
+                table = probe_remote(handle, path)
+        else:
+            with _open_container(path) as container:
+                table = probe_stream(container, _video_stream(container, path))
         _TABLES.put(key, table)
     return table
 
@@ -253,6 +258,6 @@ def decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
     frame decoding from the start gives, reached by seeking to the keyframe before it."""
     if not indices:
         return []
+    table = _frame_table(path)
     with _open_container(path) as container:
-        table = _frame_table(path, container)
         return decode_at(lambda: _open_container(path), container, path, table, indices)

@@ -65,7 +65,7 @@ def decode_at(
         _count(f"from_start:{reason}")
         logger.debug("decoding %s from the start: %s", path, reason)
         with open_container() as fresh:
-            found = _decode_from_start(fresh, path, set(indices))
+            found = decode_from_start(fresh, path, set(indices))
     return _in_order(found, indices)
 
 
@@ -120,7 +120,7 @@ def _frames_after_seek(
             yield frame
 
 
-def _decode_from_start(container: av.container.InputContainer, path: str, wanted: set[int]) -> dict[int, Image.Image]:
+def decode_from_start(container: av.container.InputContainer, path: str, wanted: set[int]) -> dict[int, Image.Image]:
     """Frame i is the i-th frame decoding outputs, as in every decoder that reads on."""
     if not container.streams.video:
         raise VideoDecodeError(path, "no video stream")

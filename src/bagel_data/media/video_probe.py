@@ -39,8 +39,15 @@ class FrameTable:
         return int(self.seek_pts[at - 1]) if at else None
 
 
-def probe_stream(container: av.container.InputContainer, stream: av.VideoStream) -> FrameTable:
-    """Demux every packet of `stream` (reading, not decoding) into its FrameTable."""
+def probe_stream(
+    container: av.container.InputContainer, stream: av.VideoStream, keyframes: list[bool] | None = None
+) -> FrameTable:
+    """Demux every packet of `stream` (reading, not decoding) into its FrameTable.
+
+    `keyframes`, one flag per packet in decode order, replaces the packets' own flags (a
+    parser may set them from payload bytes that were not fetched); when its length is not
+    the packet count, no keyframe is trusted and every decode starts from the start.
+    """
     timestamps: list[int | None] = []
     keyframe: list[bool] = []
     discard: list[bool] = []
@@ -54,6 +61,8 @@ def probe_stream(container: av.container.InputContainer, stream: av.VideoStream)
     count = stream.frames if stream.frames > 0 else len(timestamps)
     if any(t is None for t in timestamps):
         return FrameTable(count, rate if rate > 0 else 1.0, None, np.zeros(0, np.int64))
+    if keyframes is not None:
+        keyframe = keyframes if len(keyframes) == len(timestamps) else [False] * len(timestamps)
     pts = np.asarray(timestamps, np.int64)
     shown = np.sort(pts[~np.asarray(discard, bool)])
     seek = np.sort(pts[clean_keyframes(pts, np.asarray(keyframe, bool))])
