@@ -21,10 +21,15 @@ from PIL import Image
 from ..compat import CompatRandom, reference_frame_picks
 from ..errors import ConfigError, VideoDecodeError
 from ..sources import storage
+from .video_decode import decode_at
+from .video_probe import FrameTable, TableCache, probe_stream
+from .video_remote import probe_remote
 
 _SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
 # Same pattern as the reference (the dot is unescaped there too), so the order is identical.
 _FRAME_NUMBER = re.compile(r"_(\d+).jpg$")
+# Demuxing a video once serves both the sampler's count and the decode that follows.
+_TABLES = TableCache()
 
 
 def _output_fps(sample: str) -> float | None:
@@ -200,17 +205,35 @@ def open_frame(folder: str, file: str) -> Image.Image:
 
 
 def _probe(path: str) -> tuple[int, float]:
-    """(frame count, average fps) of the first video stream."""
-    with _open_container(path) as container:
-        stream = _video_stream(container, path)
-        rate = float(stream.average_rate) if stream.average_rate else 0.0
-        vlen = stream.frames
-        if vlen <= 0:
-            # Containers such as Matroska carry no frame count; decoding is the only truth.
-            vlen = sum(1 for _ in container.decode(stream))
-    if vlen <= 0:
-        raise VideoDecodeError(path, "video stream holds no decodable frames")
-    return vlen, rate if rate > 0 else 1.0
+    """(frame count, average fps) of the first video stream, from its header or its packets."""
+    table = _frame_table(path)
+    if table.count <= 0:
+        raise VideoDecodeError(path, "video stream holds no frames")
+    return table.count, table.rate
+
+
+def _file_key(path: str) -> tuple:
+    """What identifies a file's contents for the table cache. An object is known by its path
+    alone: a replaced one whose timestamps moved fails its seeks' checks and is decoded from
+    the start."""
+    if storage.is_uri(path):
+        return (path,)
+    status = os.stat(path)
+    return (os.path.realpath(path), status.st_size, status.st_mtime_ns)
+
+
+def _frame_table(path: str) -> FrameTable:
+    key = _file_key(path)
+    table = _TABLES.get(key)
+    if table is None:
+        if storage.is_uri(path):
+            with storage.open_input(path) as handle:
+                table = probe_remote(handle, path)
+        else:
+            with _open_container(path) as container:
+                table = probe_stream(container, _video_stream(container, path))
+        _TABLES.put(key, table)
+    return table
 
 
 @contextlib.contextmanager
@@ -231,23 +254,10 @@ def _video_stream(container: av.container.InputContainer, path: str) -> av.Video
 
 
 def decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
-    """The frames of the video at `path` at `indices` (repeats allowed), decoding the stream once."""
+    """The frames of the video at `path` at `indices` (repeats allowed): frame i is the i-th
+    frame decoding from the start gives, reached by seeking to the keyframe before it."""
     if not indices:
         return []
-    wanted, last = set(indices), max(indices)
-    found: dict[int, Image.Image] = {}
+    table = _frame_table(path)
     with _open_container(path) as container:
-        for i, frame in enumerate(container.decode(_video_stream(container, path))):
-            if i in wanted:
-                found[i] = frame.to_image()
-            if i >= last:
-                break
-    if len(found) < len(wanted):
-        raise VideoDecodeError(path, f"stream metadata promised frame {last} but decoding stopped before it")
-    # Repeated (padded) indices get their own copy: in-place edits such as thumbnail()
-    # on one list entry must not change another.
-    images, used = [], set()
-    for i in indices:
-        images.append(found[i].copy() if i in used else found[i])
-        used.add(i)
-    return images
+        return decode_at(lambda: _open_container(path), container, path, table, indices)

@@ -1,0 +1,114 @@
+"""Seeking decode of chosen frames (bagel_data.media.video_decode via video.decode_frames):
+the same pixels as decoding from the start, at the cost of the frames kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import av
+import numpy as np
+import pytest
+
+from bagel_data.errors import VideoDecodeError
+from bagel_data.media import video
+from bagel_data.media.video_decode import decode_at, decode_counts
+from bagel_data.media.video_probe import probe_stream
+from helpers.videos import has_x264, make_h264, truncate
+
+pytestmark = pytest.mark.skipif(not has_x264(), reason="this PyAV wheel has no libx264")
+
+STREAMS = {
+    "b-frames.mp4": {},
+    "b-frames.mkv": {},
+    "open-gop.mp4": {"open_gop": True},
+    "open-gop.mkv": {"open_gop": True},
+    "vfr.mp4": {"frame_steps": [4, 4, 2, 6, 3, 5, 8]},
+    "vfr.mkv": {"frame_steps": [4, 4, 2, 6, 3, 5, 8]},
+    "late-start.mp4": {"first_pts": 400},
+    "late-start.mkv": {"first_pts": 400},
+    "edit-list.mp4": {"first_pts": -20},
+}
+
+
+@pytest.fixture(scope="module")
+def streams(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("streams")
+    paths = {name: make_h264(root / name, 72, **kwargs) for name, kwargs in STREAMS.items()}
+    damaged = shutil.copy(paths["b-frames.mkv"], root / "damaged-tail.mkv")
+    paths["damaged-tail.mkv"] = truncate(str(damaged), 0.8)
+    return paths
+
+
+def _from_start(path: str) -> list[np.ndarray]:
+    with av.open(path) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def _delta(before: dict[str, int]) -> dict[str, int]:
+    after = decode_counts()
+    return {key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key, 0)}
+
+
+@pytest.mark.parametrize("name", [*STREAMS, "damaged-tail.mkv"])
+def test_same_pixels_as_decoding_from_the_start(streams, name):
+    path, expected = streams[name], _from_start(streams[name])
+    last = len(expected) - 1
+    # Out of order, repeated, both sides of keyframes (GOP 12), first and last frames.
+    indices = [last, 0, 11, 12, 13, 35, 36, 5, 5, 47, last - 1]
+    before = decode_counts()
+    frames = video.decode_frames(path, indices)
+    assert [np.asarray(f).shape for f in frames] == [expected[0].shape] * len(indices)
+    for frame, i in zip(frames, indices):
+        assert np.array_equal(np.asarray(frame), expected[i]), f"frame {i} of {name}"
+    if "open-gop" not in name:
+        assert _delta(before).get("seeked") == 1  # served by seeking, not from the start
+
+
+def test_far_frames_cost_their_gops_not_the_stream(tmp_path):
+    path = make_h264(tmp_path / "long.mkv", 240, gop=12, bframes=0)
+    before = decode_counts()
+    frames = video.decode_frames(path, [30, 100, 170, 230])
+    assert len(frames) == 4
+    decoded = _delta(before)["frames_decoded"]
+    assert decoded <= 4 * 12  # at most a GOP for each, where decoding on would take 231
+
+
+def test_near_frames_decode_on_without_a_seek(tmp_path):
+    path = make_h264(tmp_path / "clip.mkv", 48, gop=12, bframes=0)
+    before = decode_counts()
+    video.decode_frames(path, [13, 14, 16])  # all in the GOP of keyframe 12
+    assert _delta(before)["seeks"] == 1
+    assert _delta(before)["frames_decoded"] <= 12
+
+
+def test_untrusted_seeks_fall_back_to_decoding_from_the_start_and_are_counted(tmp_path):
+    path = make_h264(tmp_path / "clip.mkv", 48, gop=12, bframes=2)
+    expected = _from_start(path)
+    with av.open(path) as container:
+        table = probe_stream(container, container.streams.video[0])
+    # A table whose timestamps are off (a stale one): the decoder never shows them.
+    stale = dataclasses.replace(table, frame_pts=table.frame_pts + 1)
+    no_keyframes = dataclasses.replace(table, seek_pts=table.seek_pts[:0])
+    for bad, reason in ((stale, "skipped a wanted frame"), (no_keyframes, "no safe keyframe")):
+        before = decode_counts()
+        with av.open(path) as container:
+            frames = decode_at(lambda: av.open(path), container, path, bad, [3, 30])
+        assert [np.array_equal(np.asarray(f), expected[i]) for f, i in zip(frames, [3, 30])] == [True, True]
+        assert any(reason in key for key in _delta(before)), _delta(before)
+
+
+def test_frame_past_what_decodes_raises(streams):
+    path = streams["edit-list.mp4"]  # the header counts 72 frames, 67 decode
+    with pytest.raises(VideoDecodeError, match="promised frame 71"):
+        video.decode_frames(path, [0, 71])
+
+
+def test_sampler_reads_long_matroska_without_decoding_it_to_count(tmp_path):
+    path = make_h264(tmp_path / "long.mkv", 240, gop=24, bframes=0)
+    video._TABLES.clear()
+    before = decode_counts()
+    frames = video.FrameSampler(max_num_frames=4, min_num_frames=4, sample="middle")(path)
+    expected = _from_start(path)
+    assert [np.array_equal(np.asarray(f), expected[i]) for f, i in zip(frames, [29, 89, 149, 209])] == [True] * 4
+    assert _delta(before)["frames_decoded"] <= 4 * 24

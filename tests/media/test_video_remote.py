@@ -1,0 +1,105 @@
+"""Remote videos counted without fetching their frames (bagel_data.media.video_remote)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bagel_data.media import video
+from bagel_data.media.video_probe import probe_stream
+from bagel_data.media.video_remote import HollowFile, indexed_payload, probe_remote
+from helpers.videos import has_x264, make_h264
+
+needs_x264 = pytest.mark.skipif(not has_x264(), reason="this PyAV wheel has no libx264")
+
+
+class CountingFile(io.BytesIO):
+    """Bytes in memory that count what is read from them, as an object store bills it."""
+
+    fetched = 0
+
+    def read(self, size=-1):
+        data = super().read(size)
+        self.fetched += len(data)
+        return data
+
+
+def _spans(draw_list: list[int], size: int) -> list[tuple[int, int]]:
+    edges = sorted({min(edge, size) for edge in draw_list})
+    return [(a, b) for a, b in zip(edges[::2], edges[1::2]) if a < b]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(min_size=1, max_size=300),
+    edges=st.lists(st.integers(0, 300), max_size=8),
+    reads=st.lists(st.tuples(st.integers(0, 320), st.integers(0, 120)), min_size=1, max_size=6),
+)
+def test_hollow_reads_zeros_inside_and_the_file_outside(data, edges, reads):
+    hollow_spans = _spans(edges, len(data))
+    expected = bytearray(data)
+    for start, stop in hollow_spans:
+        expected[start:stop] = bytes(stop - start)
+    source = CountingFile(data)
+    hollow = HollowFile(source, len(data))
+    hollow.hollow_out(hollow_spans)
+    for offset, size in reads:
+        hollow.seek(offset)
+        got = hollow.read(size)
+        assert got == bytes(expected[offset : offset + size])
+        assert hollow.tell() == offset + len(got)
+    hollow.seek(0)
+    source.fetched = 0
+    assert hollow.read() == bytes(expected)
+    assert source.fetched == len(data) - sum(stop - start for start, stop in hollow_spans)
+
+
+@needs_x264
+def test_mp4_table_matches_a_full_demux_without_fetching_the_frames(tmp_path):
+    path = make_h264(tmp_path / "clip.mp4", 720, gop=12, bframes=2, frame_steps=[4, 3, 5])
+    raw = Path(path).read_bytes()
+    source, whole = CountingFile(raw), CountingFile(raw)
+    table = probe_remote(source, path)
+    with av.open(whole) as container:
+        full = probe_stream(container, container.streams.video[0])
+        payload = sum(stop - start for start, stop in indexed_payload(container))
+    assert table.count == full.count == 720
+    assert table.frame_pts.tolist() == full.frame_pts.tolist()
+    assert table.seek_pts.tolist() == full.seek_pts.tolist()
+    assert payload > 0.9 * len(raw) and whole.fetched >= len(raw)
+    # Opening reads the header, the index and the first frames (stream info); no more.
+    assert source.fetched < 0.4 * len(raw), (source.fetched, len(raw))
+
+
+@needs_x264
+def test_matroska_has_no_complete_index_and_is_demuxed_whole(tmp_path):
+    path = make_h264(tmp_path / "clip.mkv", 48, gop=12)
+    with av.open(path) as container:
+        assert indexed_payload(container) == []
+    source = CountingFile(Path(path).read_bytes())
+    table = probe_remote(source, path)
+    assert table.count == 48 and len(table.seek_pts) == 4
+
+
+@needs_x264
+@pytest.mark.parametrize("suffix", ["mp4", "mkv"])
+def test_sampler_on_an_object_store_gives_the_local_frames(tmp_path, suffix):
+    import fsspec
+
+    path = make_h264(tmp_path / f"clip.{suffix}", 96, gop=12, bframes=2)
+    memory = fsspec.filesystem("memory")
+    memory.pipe(f"/video-remote/clip.{suffix}", Path(path).read_bytes())
+    sampler = video.FrameSampler(max_num_frames=6, min_num_frames=3)
+    try:
+        remote = sampler(f"memory://video-remote/clip.{suffix}", np.random.default_rng(4))
+    finally:
+        memory.rm(f"/video-remote/clip.{suffix}")
+    local = sampler(path, np.random.default_rng(4))
+    assert len(remote) == len(local)
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(remote, local))
