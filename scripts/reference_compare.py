@@ -18,7 +18,7 @@ Each variant's packs are compared with the reference's (`same_packs_as_reference
 
 Each round also times the floor (`floor`): Pillow's decode and resize of exactly the images
 of the reference's timed packs (bagel-data's `compat: bagel` run records them; the replay is
-`bagel_data.bench.floor.replay_floor`, best of two), nothing else. No bit-exact pipeline can
+`bagel_bench.floor.replay_floor`, best of two), nothing else. No bit-exact pipeline can
 do less on one core, so the reference's CPU seconds over the floor's is the ceiling of any
 exact pipeline's ratio to the reference (`ceiling_over_reference_per_cpu_second`).
 """
@@ -50,10 +50,10 @@ def run_floor(config: Path, batches: int, warmup: int) -> dict:
 
     import torch
 
+    from bagel_bench.floor import replay_floor
+    from bagel_bench.recorder import WorkRecorder
+    from bagel_bench.runs import load_tokenizer_once
     from bagel_data.batch import collate_wrapper
-    from bagel_data.bench.floor import replay_floor
-    from bagel_data.bench.recorder import WorkRecorder
-    from bagel_data.bench.runs import load_tokenizer_once
     from bagel_data.tools.run import build_from_run_config, load_run_config
 
     torch.set_num_threads(1)
@@ -83,9 +83,9 @@ def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
 
     rss_torch = peak_rss_mb()  # a training process has torch loaded on either side
 
+    from bagel_bench.approximate import approximate_grouped
+    from bagel_bench.runs import load_tokenizer_once
     from bagel_data.batch import collate_wrapper
-    from bagel_data.bench.approximate import approximate_grouped
-    from bagel_data.bench.runs import load_tokenizer_once
     from bagel_data.tools.run import build_from_run_config, load_run_config
 
     torch.set_num_threads(1)

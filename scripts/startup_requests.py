@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
+from bagel_bench.moto_store import moto_store
 from bagel_data import ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
-from bagel_data.bench.moto_store import moto_store
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.tokenizer import QwenTokenizer

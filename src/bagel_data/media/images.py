@@ -23,6 +23,7 @@ import torch
 from PIL import Image
 
 from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
+from ..instruments import seam
 from .convert import PendingImage
 from .safe_read import ALLOWED_IMAGE_FORMATS
 
@@ -77,6 +78,7 @@ def pil_img2rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+@seam("decode")
 def decode_image(
     source: bytes | str | BinaryIO, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, draft_size=None
 ) -> Image.Image:
@@ -201,6 +203,7 @@ class ImageTransform:
         its resize target with `fast_decode`, the full size (no drafting) otherwise."""
         return self.target_size(width, height) if self.fast_decode else (width, height)
 
+    @seam("resize")
     def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
         # A drafted image (fast_decode) carries its original size; others use image.size.
         original: tuple[int, int] = image.info.get("bagel_original_size", image.size)
@@ -209,15 +212,18 @@ class ImageTransform:
             return image
         return image.resize(size, self._filter)
 
+    @seam("to_uint8")
     def pending(self, image: Image.Image) -> PendingImage:
         """An (already resized) image's pixels, with this transform's mean / std, to convert."""
         return pending_image(image if image.mode == "RGB" else image.convert("RGB"), self.image_mean, self.image_std)
 
+    @seam("prepare")
     def prepare(self, image: Image.Image, img_num: int = 1) -> PendingImage:
         """Resize now, convert later: what the families hand to the packer, which writes
         the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
         return self.pending(self.resize(image, img_num=img_num))
 
+    @seam("tensorize")
     def to_tensor(self, image: Image.Image) -> torch.Tensor:
         """`(x / 255 - mean) / std` in float32, `(C, H, W)`: ToTensor + Normalize, bit for bit."""
         return self.pending(image).tensor()

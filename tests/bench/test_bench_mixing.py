@@ -7,7 +7,7 @@ import json
 
 from typer.testing import CliRunner
 
-from bagel_data.bench.mixing import measure_mixing, pack_figures
+from bagel_bench.mixing import measure_mixing, pack_figures
 from bagel_data.cli.main import app
 from bagel_data.tools.run import build_from_run_config, load_run_config
 
@@ -20,7 +20,7 @@ def _demo(tmp_path):
 
 def test_bench_mixing_reports_every_mode_with_shares_fill_and_dropouts(tmp_path):
     out, plot = tmp_path / "mixing.json", tmp_path / "mixing.png"
-    args = ["bench", "--mixing", str(_demo(tmp_path)), "--packs", "12", "--out", str(out), "--plot", str(plot)]
+    args = ["bench", "mixing", str(_demo(tmp_path)), "--packs", "12", "--out", str(out), "--plot", str(plot)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     results = json.loads(out.read_text())

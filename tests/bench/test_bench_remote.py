@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bagel_data.bench.remote import (
+from bagel_bench.remote import (
     against_local,
     median_run,
     print_remote_report,

@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 import yaml
 
-from ..schema import Settings
-from ..synthetic.dataset import DemoSizes, write_demo_dataset
+from bagel_data.schema import Settings
+from bagel_data.synthetic.dataset import DemoSizes, write_demo_dataset
+
 from .main import PACKING, QUICK_PACKING, default_paths
 from .progress import progress
 from .runs import build, load_tokenizer_once

@@ -19,9 +19,10 @@ import threading
 import time
 from pathlib import Path
 
-from ..datasets import make_bagel_multimodal_dataset
-from ..tokenizer import add_special_tokens, load_tokenizer
-from . import physical
+from bagel_data.datasets import make_bagel_multimodal_dataset
+from bagel_data.tokenizer import add_special_tokens, load_tokenizer
+
+from . import child_env, physical
 from .progress import progress
 
 _now = time.perf_counter
@@ -107,9 +108,9 @@ class RssSampler(threading.Thread):
 
 # -- children: fresh interpreters for the loader and the JSONL index -------------------------------
 def run_child(kind: str, args: dict) -> dict:
-    code = "from bagel_data.bench.runs import child_main; child_main()"
+    code = "from bagel_bench.runs import child_main; child_main()"
     proc = subprocess.run([sys.executable, "-c", code, kind, json.dumps(args)], capture_output=True, text=True,
-                          timeout=900, check=False)  # fmt: skip
+                          timeout=900, check=False, env=child_env())  # fmt: skip
     if proc.returncode:
         raise RuntimeError(f"benchmark child {kind} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -123,8 +124,8 @@ def child_main() -> None:
 def _loader_child(paths: dict, packing: dict, workers: int, batches: int, warmup: int) -> dict:
     """`warmup + batches` batches through the loader; the steady rate is that of the last
     `batches` (each worker has then filled its packer's buffer and its batch buffers)."""
-    from ..checkpoint.collect import worker_dataset_states
-    from ..loader import build_dataloader
+    from bagel_data.checkpoint.collect import worker_dataset_states
+    from bagel_data.loader import build_dataloader
 
     tok, special = load_tokenizer_once()
     dataset = build(paths, tok, special, packing, num_workers=max(workers, 1))
@@ -163,7 +164,7 @@ def _loader_child(paths: dict, packing: dict, workers: int, batches: int, warmup
 
 
 def _jsonl_child(path: str, lines: int) -> dict:
-    from ..sources.jsonl import JsonlIndex, release_free_heap
+    from bagel_data.sources.jsonl import JsonlIndex, release_free_heap
 
     gc.collect()
     reset = reset_peak()

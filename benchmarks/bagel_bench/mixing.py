@@ -14,7 +14,7 @@ size, not a resampled one. Nothing this measures depends on pixel values, and th
 is most of the pipeline's time; `pixels=True` (`--pixels`) does the real resize, and
 `tests/tools/test_bench_mixing.py` checks that both give the same packs.
 
-    python -m bagel_data.bench.mixing RUN.yaml [--packs 1000] [--pixels] [--out FILE] [--plot PNG]
+    python -m bagel_bench.mixing RUN.yaml [--packs 1000] [--pixels] [--out FILE] [--plot PNG]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .patcher import Patcher
+from bagel_data.instruments import attached
 
 MODES = [("samples", "greedy"), ("samples", "best_fit"), ("tokens", "greedy"), ("tokens", "best_fit")]
 DROPOUT_KEYS = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
@@ -67,17 +67,15 @@ def pack_figures(batches, weights: dict[str, float], max_num_tokens: int, use_fl
     }
 
 
-def _blank_resize(resize):
-    """`ImageTransform.resize` giving the exact target size as a blank image (no resampling)."""
+def _blank_resize(call, args, kwargs):
+    """At the `resize` seam: the exact target size as a blank image (no resampling)."""
+    from PIL import Image
 
-    def blank(self, image, img_num: int = 1):
-        from PIL import Image
-
-        original = image.info.get("bagel_original_size", image.size)
-        size = self.target_size(*original, img_num=img_num)
-        return image if size == image.size else Image.new("RGB", size)
-
-    return blank
+    transform, image = args[:2]
+    img_num = kwargs.get("img_num", args[2] if len(args) > 2 else 1)
+    original = image.info.get("bagel_original_size", image.size)
+    size = transform.target_size(*original, img_num=img_num)
+    return image if size == image.size else Image.new("RGB", size)
 
 
 def measure_mixing(
@@ -90,18 +88,14 @@ def measure_mixing(
     pixels: bool = False,
 ) -> dict:
     """Real packs of every mode of `modes`; the dropouts are the run config's."""
-    from ..media.images import ImageTransform
-
-    with Patcher() as patch:
-        if not pixels:
-            patch.wrap(ImageTransform, "resize", _blank_resize)
+    with attached({} if pixels else {"resize": _blank_resize}):
         return _measure(run_config, packs, world_size, modes, dataset_info, progress, pixels)
 
 
 def _measure(run_config, packs, world_size, modes, dataset_info, progress, pixels) -> dict:
-    from ..datasets import make_bagel_multimodal_dataset
-    from ..tokenizer import add_special_tokens, load_tokenizer
-    from ..tools.run import load_run_config
+    from bagel_data.datasets import make_bagel_multimodal_dataset
+    from bagel_data.tokenizer import add_special_tokens, load_tokenizer
+    from bagel_data.tools.run import load_run_config
 
     run = load_run_config(run_config, dataset_info)
     tokenizer, special_tokens, _ = add_special_tokens(load_tokenizer("qwen2"))

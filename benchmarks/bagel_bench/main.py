@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..synthetic.dataset import DemoSizes, write_demo_dataset
+from bagel_data.synthetic.dataset import DemoSizes, write_demo_dataset
+
 from . import runs as running
 from .in_process import measure_in_process
 from .progress import progress

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 
-from ..media import video
-from ..media.images import decode_image
+from bagel_data.media import video
+from bagel_data.media.images import decode_image
+
 from .recorder import WorkRecorder, load_source
 
 _now = time.perf_counter

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..media.fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
-from ..media.images import ImageTransform, decode_image
-from ..synthetic.dataset import encode_image, photo_like_image
+from bagel_data.media.fast_decode import ORIGINAL_SIZE_KEY, joint_draft_size
+from bagel_data.media.images import ImageTransform, decode_image
+from bagel_data.synthetic.dataset import encode_image, photo_like_image
 
 _now = time.perf_counter
 

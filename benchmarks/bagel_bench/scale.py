@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import child_env
 from .progress import progress
 
 SHARDS = (10, 1_000, 5_000)
@@ -66,7 +67,7 @@ print(json.dumps({"seconds": seconds, "lines": len(index), "end": time.time(), "
 # Prints {"construct_seconds", "first_pack_seconds", "peak_rss_mb"} of the packed dataset.
 _PIPELINE_CHILD = """
 import json, os, sys, time
-from bagel_data.bench.runs import build, load_tokenizer_once, process_status, reset_peak
+from bagel_bench.runs import build, load_tokenizer_once, process_status, reset_peak
 paths, packing = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 tok, special = load_tokenizer_once()
 reset_peak()
@@ -95,10 +96,7 @@ def _result(proc: subprocess.Popen) -> dict:
 
 
 def _env(cache: str, src: str | None) -> dict:
-    env = {**os.environ, "BAGEL_DATA_INDEX_CACHE": cache}
-    if src is not None:
-        env["PYTHONPATH"] = src
-    return env
+    return {**child_env(src), "BAGEL_DATA_INDEX_CACHE": cache}
 
 
 def _index_runs(path: str, lines: int, cache: str, src: str | None, processes: int = 1) -> list[dict]:
@@ -172,8 +170,8 @@ def write_shards(folder: Path, count: int) -> Path:
     """`count` T2I shards of one small row each (one written, the rest copied: same bytes)."""
     from PIL import Image
 
-    from ..formats import T2I_SCHEMA
-    from ..synthetic.images import encode_image
+    from bagel_data.formats import T2I_SCHEMA
+    from bagel_data.synthetic.images import encode_image
 
     if folder.is_dir() and len(list(folder.glob("*.parquet"))) == count:
         return folder

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import child_env
 from .s3_proxy import proxy_storage_options
 
 
@@ -102,10 +103,9 @@ class StoreProcess:
 def store_process(delay_s: float = 0.0) -> Iterator[StoreProcess]:
     """moto on loopback behind a counting proxy adding `delay_s` per round trip, served from
     a child interpreter (a fresh one: it inherits no threads or open files of this one)."""
-    package_parent = str(Path(__file__).resolve().parents[2])  # this very bagel_data, not another
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    env = child_env()  # this very bagel_data and bagel_bench, not another
     process = subprocess.Popen(
-        [sys.executable, "-m", "bagel_data.bench.store_process", str(delay_s)],
+        [sys.executable, "-m", "bagel_bench.store_process", str(delay_s)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     store = None

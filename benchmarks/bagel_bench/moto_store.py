@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sources import storage
+from bagel_data.sources import storage
+
 from .s3_proxy import CountingProxy, counting_proxy
 
 

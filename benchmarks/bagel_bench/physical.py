@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import time
@@ -23,10 +24,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..batch import collate_wrapper
-from ..media.images import ImageTransform
-from ..packing import buffers
-from .patcher import Patcher
+from bagel_data.batch import collate_wrapper
+from bagel_data.instruments import attached
+from bagel_data.media.images import ImageTransform
+from bagel_data.packing import buffers
 
 _now = time.perf_counter
 
@@ -116,21 +117,28 @@ def _lookup_table_tensor(transform: ImageTransform, image: Image.Image) -> torch
     return torch.from_numpy(chw)
 
 
-def previous_path() -> Patcher:
+def _whole_transform(call, args, kwargs) -> torch.Tensor:
+    """At the `prepare` seam: the transform's float tensor (`__call__`), not pending pixels."""
+    transform, image = args[:2]
+    return transform(image, img_num=kwargs.get("img_num", args[2] if len(args) > 2 else 1))
+
+
+def previous_path() -> contextlib.AbstractContextManager:
     """Baseline: float tensors made in the family (lookup table), then padded /
-    patchified copies in the packer, as before media/convert.py."""
-    patcher = Patcher()
-    patcher.wrap(ImageTransform, "to_tensor", lambda fn: _lookup_table_tensor)
-    patcher.wrap(ImageTransform, "prepare", lambda fn: lambda self, image, img_num=1: self(image, img_num=img_num))
-    return patcher
+    patchified copies in the packer, as before media/convert.py (the library's `prepare`
+    and `tensorize` stages stood in for, for the block)."""
+    return attached({
+        "prepare": _whole_transform,
+        "tensorize": lambda call, args, kwargs: _lookup_table_tensor(*args),
+    })  # fmt: skip
 
 
 def same_batches(make_dataset, batches: int) -> bool:
     """Whether the first `batches` packs are bit-identical (every tensor, every other field)
     built now and built through `previous_path`."""
     runs = []
-    for patcher in (Patcher(), previous_path()):
-        with patcher:
+    for path in (contextlib.nullcontext(), previous_path()):
+        with path:
             iterator = iter(make_dataset())
             runs.append([next(iterator) for _ in range(batches)])
             iterator.close()

@@ -8,7 +8,7 @@ import time
 import pyarrow.fs as pafs
 import pytest
 
-from bagel_data.bench.store_process import store_process
+from bagel_bench.store_process import store_process
 
 pytest.importorskip("moto.server")
 

@@ -2,8 +2,8 @@
 trip. For measuring the read-ahead (`bench/read_ahead.py`) and for tests that need a read
 to fail at a chosen place (`fail`: a byte range whose reads raise OSError).
 
-`delayed_storage` swaps `storage.open_input` for the duration of a `with` block, so every
-reader that opens through it (parquet, JSONL, object-store media) pays the delay; local
+`delayed_storage` attaches to the library's `open` stage (`storage.open_input`, a seam of
+`bagel_data.instruments`) for the duration of a `with` block, so every reader that opens through it (parquet, JSONL, object-store media) pays the delay; local
 media read with `open()` directly do not. A round trip per read is what an object store
 charges for a ranged GET, and the open stands for the HEAD that gets the size.
 """
@@ -18,7 +18,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..sources import storage
+from bagel_data.instruments import attached
+from bagel_data.sources import storage
 
 
 class DelayedFile(io.RawIOBase):
@@ -85,23 +86,20 @@ def delayed_storage(
 ) -> Iterator[None]:
     """Local paths open as `DelayedFile`s (an open waits `delay` too) while the block runs;
     `fail` maps a path to the byte range whose reads fail; `opens` counts the opens."""
-    original = storage.open_input
     failing = {os.path.abspath(path): span for path, span in (fail or {}).items()}
 
-    def open_input(path: str):
+    def open_input(call, args, kwargs):
+        path = args[0]
         if storage.is_uri(path):
-            return original(path)
+            return call(*args, **kwargs)
         if opens is not None:
             opens.add(os.path.abspath(path))
         if delay:
             time.sleep(delay)
         return DelayedFile(path, delay, failing.get(os.path.abspath(path)))
 
-    storage.open_input = open_input
-    try:
+    with attached({"open": open_input}):
         yield
-    finally:
-        storage.open_input = original
 
 
 def row_group_bytes(path: str, row_group: int) -> tuple[int, int]:

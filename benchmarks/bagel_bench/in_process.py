@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..batch import collate_wrapper
+from bagel_data.batch import collate_wrapper
+
 from . import fast, formats, physical
 from . import runs as running
 from .floor import replay_floor
@@ -124,7 +125,7 @@ def measure_in_process(paths: dict, packing: dict, batches: int, repeats: int, q
     progress("one cold pack, then the profiled run")
     cold = _run_packs(setup.build(), 1)["first_batch_seconds"]
     dataset = setup.build()
-    profiler = StageProfiler(tok)  # times the window only; the recorder sees every pack
+    profiler = StageProfiler()  # times the window only; the recorder sees every pack
     with WorkRecorder() as recorder:
         profiled = _run_packs(dataset, batches, setup.warmup, window=profiler)
     res["checkpoint"] = {"bytes": len(pickle.dumps(dataset.state_dict()))}
@@ -223,7 +224,7 @@ def _nested_mask_section(setup: _Setup, best: dict) -> dict:
     runs_nested = []
     warm_rebuild = None  # the same masks rebuilt in warm memory: the code's cost, not the VM's
     for _ in range(setup.repeats):
-        profiler = StageProfiler(setup.tok)
+        profiler = StageProfiler()
         with WorkRecorder() as recorder:
             run = _run_packs(setup.build(use_flex=False), setup.batches, setup.warmup, window=profiler)
         runs_nested.append((run, profiler.seconds["mask"], recorder.mask_rows(run["packs"])))

@@ -21,7 +21,8 @@ import time
 
 import numpy as np
 
-from ..media.images import ImageTransform, decode_image
+from bagel_data.media.images import ImageTransform, decode_image
+
 from .floor import _decode
 from .recorder import WorkRecorder, load_source
 

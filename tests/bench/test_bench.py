@@ -8,8 +8,9 @@ from pathlib import Path
 import torch
 import yaml
 
-from bagel_data.bench.main import SECTIONS, default_paths
+from bagel_bench.main import SECTIONS, default_paths
 from bagel_data.families import edit, t2i, vlm
+from bagel_data.instruments import SEAMS
 from bagel_data.media import images
 from bagel_data.packing import buffers, pack
 from bagel_data.sample import SampleBuilder
@@ -33,7 +34,8 @@ def test_quick_benchmark_writes_every_section(tmp_path):
     assert set(SECTIONS) <= set(saved)
     assert "pipeline / floor" in result.output  # the report was printed
 
-    # the instruments put everything back
+    # the instruments detached, and left the library's functions as they were
+    assert all(point.instrument is None for point in SEAMS.values())
     assert (images.ImageTransform.prepare, images.ImageTransform.to_tensor, t2i.decode_image,
             pack.PackBuilder.add, pack.pad_images, pack.stack_patches, buffers.in_worker,
             pack.prepare_attention_mask_per_sample, SampleBuilder.build) == originals  # fmt: skip
@@ -124,7 +126,7 @@ def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path):
         "prefer_buffer_before: 2048, use_flex: true, max_latent_size: 64}\n"
     )
     out = tmp_path / "config.json"
-    result = CliRunner().invoke(app, ["bench", "--config", str(run), "--quick", "--batches", "2", "--out", str(out)])
+    result = CliRunner().invoke(app, ["bench", "config", str(run), "--quick", "--batches", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     saved = json.loads(out.read_text())
     assert saved["config"]["run_config"] == str(run) and saved["images"] > 0
@@ -148,7 +150,7 @@ def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path):
 
 
 def test_approximate_grouped_sets_both_options_in_every_transform_and_leaves_the_input_alone():
-    from bagel_data.bench.approximate import approximate, approximate_grouped
+    from bagel_bench.approximate import approximate, approximate_grouped
     from bagel_data.media.images import ImageTransform
 
     grouped = {

@@ -20,8 +20,9 @@ import time
 
 import torch
 
-from ..media.convert import PendingPatches
-from ..media.pixels import _write_chw, _write_patches
+from bagel_data.media.convert import PendingPatches
+from bagel_data.media.pixels import _write_chw, _write_patches
+
 from . import approximate
 from .floor import _decode, replay_floor
 from .profiler import StageProfiler
@@ -147,7 +148,7 @@ def measure_formats(
     with WorkRecorder() as recorder:
         for fmt in FORMATS:
             progress(f"profiled run, pixel_format {fmt}")
-            profiler = StageProfiler(tokenizer)
+            profiler = StageProfiler()
             dataset = build(pixel_format=fmt)
             run = _run_packs(dataset, batches, warmup, window=profiler)
             res["stages"][fmt] = profiler.breakdown(run["seconds"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from bagel_data.bench import scale
+from bagel_bench import scale
 
 
 def test_shards_are_readable_t2i_files_of_one_row(tmp_path):

@@ -1,7 +1,7 @@
 """What the read-ahead buys on slow storage: steady packs/s and resume time, with and
 without it, at a round-trip delay per open and per read (`bench/slow_reads.py`).
 
-    python -m bagel_data.bench.read_ahead --t2i bench_data/t2i [--out read_ahead.json]
+    python -m bagel_bench.read_ahead --t2i bench_data/t2i [--out read_ahead.json]
 
 It reads the benchmark's T2I shards (`DemoSizes.bench()`: 4 files x 4 row groups x 16 rows
 of ~1 MP images; `bagel-data bench` writes them) in this process, which walks the stream
@@ -21,9 +21,10 @@ from pathlib import Path
 
 import torch
 
-from ..assembly import build_packed_dataset
-from ..schema.settings import Settings
-from ..tokenizer import QwenTokenizer
+from bagel_data.assembly import build_packed_dataset
+from bagel_data.schema.settings import Settings
+from bagel_data.tokenizer import QwenTokenizer
+
 from .slow_reads import OpenCounter, delayed_storage
 
 SPECIAL = {"bos_token_id": 151644, "eos_token_id": 151645, "start_of_image": 151652, "end_of_image": 151653}
@@ -70,7 +71,7 @@ def read_path(t2i_dir: str, delay: float, read_ahead: int, row_groups: int) -> d
     """Row groups per second through the T2I family's own reads (`open_parquet`, then each
     row group, as `_rows` reads them) with no decoding: the I/O side alone, which the CPU
     of a shared machine does not hide. A pack of the benchmark's images is ~half a row group."""
-    from ..families.t2i import COLUMNS
+    from bagel_data.families.t2i import COLUMNS
 
     with delayed_storage(delay):
         family = t2i_dataset(t2i_dir, read_ahead).grouped_datasets[0]

@@ -1,26 +1,23 @@
 """`WorkRecorder`: which decoded image, through which transform, each built sample holds.
 
 What the floor (`floor.py`) replays, and what the mask report (`mask_cost.py`) weighs the
-dense-mask builds against. Like the profiler it wraps library functions only inside its
-`with` block.
+dense-mask builds against. Like the profiler it attaches to the library's seams
+(`bagel_data.instruments`), only inside its `with` block.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 import weakref
 from dataclasses import dataclass, field
 
-from ..media import video
-from ..media.images import ImageTransform
-from ..packing import pack as pack_module
-from ..packing.layout import prepare_attention_mask_per_sample as build_mask
-from ..sample import SampleBuilder
-from ..sources import storage
+from bagel_data.instruments import attached
+from bagel_data.packing.layout import prepare_attention_mask_per_sample as build_mask
+from bagel_data.sources import storage
+
 from .mask_cost import best_seconds
-from .patcher import Patcher
-from .profiler import DECODERS
 
 _now = time.perf_counter
 
@@ -48,6 +45,7 @@ class WorkRecorder:
         self._image_ids: dict[int, tuple] = {}
         self._tensor_ids: dict[int, tuple] = {}
         self._current: int | None = None
+        self._block = contextlib.ExitStack()
 
     def _add_image(self, image, source, seconds: float) -> int:
         self.images.append(ImageRecord(source, seconds))
@@ -59,98 +57,78 @@ class WorkRecorder:
         entry = table.get(id(obj))
         return entry[1] if entry is not None and entry[0]() is obj else None
 
-    def _wrap_decode(self, fn):
-        def decode(source, *args, **kwargs):
-            start = _now()
-            image = fn(source, *args, **kwargs)
-            self._add_image(image, _describe(source), _now() - start)
-            return image
+    # Each instrument below gets `(call, args, kwargs)` at its stage (bagel_data.instruments)
+    # and returns what the call returns.
+    def _decode(self, call, args, kwargs):
+        start = _now()
+        image = call(*args, **kwargs)
+        self._add_image(image, _describe(args[0]), _now() - start)
+        return image
 
-        return decode
+    def _decode_frame(self, call, args, kwargs):  # (folder, file)
+        start = _now()
+        image = call(*args, **kwargs)
+        self._add_image(image, ("file", args[1]), _now() - start)
+        return image
 
-    def _wrap_open_rgb(self, fn):
-        def open_rgb(folder, file):
-            start = _now()
-            image = fn(folder, file)
-            self._add_image(image, ("file", file), _now() - start)
-            return image
+    def _decode_video(self, call, args, kwargs):  # (path, indices)
+        start = _now()
+        images = call(*args, **kwargs)
+        seconds = _now() - start  # charged to the first frame: the stream is decoded once
+        path, indices = args
+        for position, image in enumerate(images):
+            self._add_image(image, ("video", path, tuple(indices), position), seconds if position == 0 else 0.0)
+        return images
 
-        return open_rgb
+    def _prepare(self, call, args, kwargs):  # (transform, image, img_num=1)
+        transform, image = args[:2]
+        img_num = kwargs.get("img_num", args[2] if len(args) > 2 else 1)
+        start = _now()
+        tensor = call(transform, image, img_num=img_num)
+        seconds = _now() - start
+        index = self._lookup(self._image_ids, image)
+        if index is None:  # not from a recorded decoder: replay its pixels
+            index = self._add_image(image, ("pixels", image.copy()), 0.0)
+        record = self.images[index]
+        record.calls.append((transform, img_num, seconds))
+        self._tensor_ids[id(tensor)] = (weakref.ref(tensor), (index, len(record.calls) - 1))
+        return tensor
 
-    def _wrap_frames(self, fn):
-        def decode_frames(path, indices):
-            start = _now()
-            images = fn(path, indices)
-            seconds = _now() - start  # charged to the first frame: the stream is decoded once
-            for position, image in enumerate(images):
-                self._add_image(image, ("video", path, tuple(indices), position), seconds if position == 0 else 0.0)
-            return images
+    def _build(self, call, args, kwargs):  # (builder, ...)
+        sample = call(*args, **kwargs)
+        work = {}
+        for tensor in args[0].image_tensor_list:  # a tensor used twice counts once
+            found = self._lookup(self._tensor_ids, tensor)
+            if found is not None:
+                work[id(tensor)] = found
+        self.samples[id(sample["data_indexes"])] = (sample["data_indexes"], list(work.values()))
+        return sample
 
-        return decode_frames
+    def _pack(self, call, args, kwargs):  # (pack builder, sample)
+        self._current = id(args[1]["data_indexes"])
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self._current = None
 
-    def _wrap_call(self, fn):
-        def call(transform, image, img_num=1):
-            start = _now()
-            tensor = fn(transform, image, img_num=img_num)
-            seconds = _now() - start
-            index = self._lookup(self._image_ids, image)
-            if index is None:  # not from a recorded decoder: replay its pixels
-                index = self._add_image(image, ("pixels", image.copy()), 0.0)
-            record = self.images[index]
-            record.calls.append((transform, img_num, seconds))
-            self._tensor_ids[id(tensor)] = (weakref.ref(tensor), (index, len(record.calls) - 1))
-            return tensor
-
-        return call
-
-    def _wrap_build(self, fn):
-        def build(builder, *args, **kwargs):
-            sample = fn(builder, *args, **kwargs)
-            work = {}
-            for tensor in builder.image_tensor_list:  # a tensor used twice counts once
-                found = self._lookup(self._tensor_ids, tensor)
-                if found is not None:
-                    work[id(tensor)] = found
-            self.samples[id(sample["data_indexes"])] = (sample["data_indexes"], list(work.values()))
-            return sample
-
-        return build
-
-    def _wrap_add(self, fn):
-        def add(pack, sample):
-            self._current = id(sample["data_indexes"])
-            try:
-                return fn(pack, sample)
-            finally:
-                self._current = None
-
-        return add
-
-    def _wrap_mask(self, fn):
-        def mask(split_lens, attn_modes, *args, **kwargs):
-            self.mask_calls.append((self._current, list(split_lens), list(attn_modes)))
-            start = _now()
-            try:
-                return fn(split_lens, attn_modes, *args, **kwargs)
-            finally:
-                self.mask_seconds[self._current] += _now() - start
-
-        return mask
+    def _mask(self, call, args, kwargs):  # (split_lens, attn_modes, ...)
+        self.mask_calls.append((self._current, list(args[0]), list(args[1])))
+        start = _now()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self.mask_seconds[self._current] += _now() - start
 
     def __enter__(self):
-        self._patcher = Patcher()
-        for owner, name in DECODERS:
-            self._patcher.wrap(owner, name, self._wrap_decode)
-        self._patcher.wrap(video, "open_frame", self._wrap_open_rgb)
-        self._patcher.wrap(video, "decode_frames", self._wrap_frames)
-        self._patcher.wrap(ImageTransform, "prepare", self._wrap_call)
-        self._patcher.wrap(SampleBuilder, "build", self._wrap_build)
-        self._patcher.wrap(pack_module.PackBuilder, "add", self._wrap_add)
-        self._patcher.wrap(pack_module, "prepare_attention_mask_per_sample", self._wrap_mask)
+        instruments = {
+            "decode": self._decode, "decode_frame": self._decode_frame, "decode_video": self._decode_video,
+            "prepare": self._prepare, "build": self._build, "pack": self._pack, "mask": self._mask,
+        }  # fmt: skip
+        self._block.enter_context(attached(instruments))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._patcher.__exit__(*exc)
+        self._block.close()
 
     # -- what the packs needed -----------------------------------------------------------
     def work_of(self, packs: list[list[dict]] | None) -> dict[int, set[int]]:

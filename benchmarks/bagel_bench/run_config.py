@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from ..tools.run import build_from_run_config, load_run_config
+from bagel_data.tools.run import build_from_run_config, load_run_config
+
 from .approximate import approximate_grouped
 from .formats import FORMATS, measure_formats
 from .in_process import _run_packs
