@@ -1,6 +1,6 @@
 """bagel-data against the reference, side by side in one run, on a run config's data.
 
-    PYTHONPATH=src python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
+    PYTHONPATH=src:benchmarks python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
         --reference-python /work/refvenv/bin/python --rounds 5 --out benchmarks/reference_results.json
 
 Each round runs, each in a fresh child process with one intra-op thread: the reference
@@ -132,7 +132,11 @@ def best(runs: list[dict]) -> dict:
 
 
 def compare(args: argparse.Namespace) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "benchmarks")]),
+    }
     common = ["--config", str(args.config), "--batches", str(args.batches), "--warmup", str(args.warmup)]
     ref_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # nothing of ours on the reference's path
     runs: dict[str, list[dict]] = {"reference": [], "floor": [], **{v: [] for v in VARIANTS}}

@@ -2,7 +2,7 @@
 delaying proxy of bench/s3_proxy.py) at several shard counts: seconds and requests of
 construction and of one worker's first pack. The issue-29 reproduction:
 
-    PYTHONPATH=src .venv/bin/python scripts/startup_requests.py --shards 100,1000 --delay-ms 20
+    PYTHONPATH=src:benchmarks .venv/bin/python scripts/startup_requests.py --shards 100,1000 --delay-ms 20
 
 Shards are tiny copies of one file (two rows, two row groups for edit), so the figures are
 requests and round trips, not reading. One JSON line per (shard count, family).
