@@ -1,7 +1,8 @@
 # Entry points: `make demo` (the main job on the embedded default), `make test`, and
 # `make lint` (ruff check, ruff format --check, mypy; `.ci/run` runs it before the tests).
 # Each creates .venv on first use: `demo` installs the project alone (its runtime
-# dependencies, no dev tools); `test`, `lint`, `bench` and `mutate` add the `dev` extra.
+# dependencies, no dev tools); `test`, `lint`, `bench` and `mutate` add the `dev` extra and
+# the benchmark (./benchmarks: the `bagel-data-bench` distribution, kept out of the wheel).
 # To install into an environment you already train in (your own torch), see the README,
 # "Installing into your training environment": none of this is needed there.
 PY ?= python3
@@ -28,9 +29,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --progress-bar on -e .
 	touch $(STAMP)
 
-# The dev tools: pytest, hypothesis, ruff, mypy, the object-store fakes, ... (pyproject.toml).
-$(DEV_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --progress-bar on -e '.[dev]'
+# The dev tools: pytest, hypothesis, ruff, mypy, the object-store fakes, ... (pyproject.toml),
+# and the benchmark package, whose tests are part of the suite.
+$(DEV_STAMP): $(STAMP) pyproject.toml benchmarks/pyproject.toml
+	$(BIN)/pip install --progress-bar on -e '.[dev]' -e ./benchmarks
 	touch $(DEV_STAMP)
 
 install: $(STAMP)
@@ -41,8 +43,8 @@ demo: $(STAMP)
 	$(BIN)/bagel-data demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src tests examples
-	$(BIN)/ruff format --check src tests examples
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
 	$(BIN)/mypy
 
 test: $(DEV_STAMP)
@@ -56,7 +58,7 @@ test-ray: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	$(BIN)/bagel-data bench
 
-# Mutation testing of every module but cli/, bench/ and synthetic/ (slow; not in CI):
+# Mutation testing of every library module but cli/ and synthetic/ (slow; not in CI):
 # see docs/testing.md. MODULES="packing/pack.py ..." narrows it.
 mutate: $(DEV_STAMP)
 	$(BIN)/python scripts/mutate.py $(MODULES)

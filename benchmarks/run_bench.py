@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bagel_data.bench.main import run_benchmark
+from bagel_bench.main import run_benchmark
 
 
 def main() -> None:

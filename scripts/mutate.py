@@ -1,6 +1,6 @@
 """A small mutation-testing harness: does the test suite notice when the code is wrong?
 
-For each module (every one under src/bagel_data but the CLI, the benchmark and the
+For each module (every one under src/bagel_data but the CLI and the
 synthetic data) it applies one small change at a time (a comparison flipped, an
 arithmetic or boolean operator swapped, a constant moved by one, a `not` removed, a
 `break`/`continue` removed) to a private copy of `src/`, runs the tests that cover that
@@ -8,7 +8,7 @@ module, and counts the mutant as *killed* when they fail (or time out). Survivor
 printed with their line, so each one can be read and either killed by a new test or
 explained as equivalent (docs/testing.md keeps the last run's list).
 
-    python scripts/mutate.py                       # every module but cli/, bench/, synthetic/ (slow: many hours on 2 cores)
+    python scripts/mutate.py                       # every module but cli/, synthetic/ (slow: many hours on 2 cores)
     python scripts/mutate.py --list                # which modules, with the tests run for each
     python scripts/mutate.py packing/pack.py       # one module
     python scripts/mutate.py --sample 40 --jobs 2  # a seeded sample of 40 mutants per module
@@ -106,10 +106,10 @@ CORE: dict[str, list[str]] = {
     "families/conversation.py": ["tests/families", "tests/conformance/test_golden_stream.py"],
 }
 
-# Every other module under src/bagel_data except the CLI, the benchmark and the synthetic
+# Every other module under src/bagel_data except the CLI and the synthetic
 # data (added 2026-12-01; not yet scored, see docs/testing.md) -> the tests meant to catch a
 # fault in it. A module listed in neither table runs the whole suite.
-EXCLUDED = ("cli/", "bench/", "synthetic/")
+EXCLUDED = ("cli/", "synthetic/")  # the benchmark is not under src/bagel_data (benchmarks/)
 # Modules whose tests need an optional extra: run only where it is installed (`make test-ray`'s).
 NEEDS = {"tools/prepare/ray_engine.py": ("ray",)}
 _GOLDEN = ["tests/conformance/test_golden_stream.py", "tests/conformance/test_golden_packed.py"]
@@ -539,7 +539,7 @@ def _earlier_survivors(module: str, earlier: dict, mutants: list[Mutant]) -> lis
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "modules", nargs="*", help="paths under src/bagel_data (default: every module but cli/, bench/, synthetic/)"
+        "modules", nargs="*", help="paths under src/bagel_data (default: every module but cli/, synthetic/)"
     )
     parser.add_argument("--list", action="store_true", help="print each module and its tests, then stop")
     parser.add_argument("--sample", type=int, default=0, help="at most this many mutants per module (seeded)")

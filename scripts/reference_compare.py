@@ -1,6 +1,6 @@
 """bagel-data against the reference, side by side in one run, on a run config's data.
 
-    PYTHONPATH=src python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
+    PYTHONPATH=src:benchmarks python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
         --reference-python /work/refvenv/bin/python --rounds 5 --out benchmarks/reference_results.json
 
 Each round runs, each in a fresh child process with one intra-op thread: the reference
@@ -19,7 +19,7 @@ Each variant's packs are compared with the reference's (`same_packs_as_reference
 
 Each round also times the floor (`floor`): Pillow's decode and resize of exactly the images
 of the reference's timed packs (bagel-data's `compat: bagel` run records them; the replay is
-`bagel_data.bench.floor.replay_floor`, best of two), nothing else. No bit-exact pipeline can
+`bagel_bench.floor.replay_floor`, best of two), nothing else. No bit-exact pipeline can
 do less on one core, so the reference's CPU seconds over the floor's is the ceiling of any
 exact pipeline's ratio to the reference (`ceiling_over_reference_per_cpu_second`).
 """
@@ -51,10 +51,10 @@ def run_floor(config: Path, batches: int, warmup: int) -> dict:
 
     import torch
 
+    from bagel_bench.floor import replay_floor
+    from bagel_bench.recorder import WorkRecorder
+    from bagel_bench.runs import load_tokenizer_once
     from bagel_data.batch import collate_wrapper
-    from bagel_data.bench.floor import replay_floor
-    from bagel_data.bench.recorder import WorkRecorder
-    from bagel_data.bench.runs import load_tokenizer_once
     from bagel_data.tools.run import build_from_run_config, load_run_config
 
     torch.set_num_threads(1)
@@ -84,9 +84,9 @@ def run_ours(config: Path, variant: str, batches: int, warmup: int) -> dict:
 
     rss_torch = peak_rss_mb()  # a training process has torch loaded on either side
 
+    from bagel_bench.approximate import approximate_grouped
+    from bagel_bench.runs import load_tokenizer_once
     from bagel_data.batch import collate_wrapper
-    from bagel_data.bench.approximate import approximate_grouped
-    from bagel_data.bench.runs import load_tokenizer_once
     from bagel_data.tools.run import build_from_run_config, load_run_config
 
     torch.set_num_threads(1)
@@ -133,7 +133,11 @@ def best(runs: list[dict]) -> dict:
 
 
 def compare(args: argparse.Namespace) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "benchmarks")]),
+    }
     common = ["--config", str(args.config), "--batches", str(args.batches), "--warmup", str(args.warmup)]
     ref_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # nothing of ours on the reference's path
     runs: dict[str, list[dict]] = {"reference": [], "floor": [], **{v: [] for v in VARIANTS}}

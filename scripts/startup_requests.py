@@ -2,7 +2,7 @@
 delaying proxy of bench/s3_proxy.py) at several shard counts: seconds and requests of
 construction and of one worker's first pack. The issue-29 reproduction:
 
-    PYTHONPATH=src .venv/bin/python scripts/startup_requests.py --shards 100,1000 --delay-ms 20
+    PYTHONPATH=src:benchmarks .venv/bin/python scripts/startup_requests.py --shards 100,1000 --delay-ms 20
 
 Shards are tiny copies of one file (two rows, two row groups for edit), so the figures are
 requests and round trips, not reading. One JSON line per (shard count, family).
@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
+from bagel_bench.moto_store import moto_store
 from bagel_data import ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
-from bagel_data.bench.moto_store import moto_store
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.tokenizer import QwenTokenizer

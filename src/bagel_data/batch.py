@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import torch
 
+from .instruments import seam
 from .media.pixels import has_raw_pixels, normalize_pixels
 
 
@@ -34,6 +35,7 @@ class SimpleCustomBatch:
     packed_position_ids: torch.Tensor
     batch_data_indexes: list[dict]
 
+    @seam("collate")
     def __init__(self, batch: list[dict]):
         if len(batch) != 1:
             raise ValueError(f"a packed batch holds one sequence; got {len(batch)} (use batch_size=1)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from .instruments import seam
 from .media.convert import materialize
 
 ItemType = Literal["text", "vit_image", "vae_image"]
@@ -58,6 +59,7 @@ class SampleBuilder:
     def has_loss(self) -> bool:
         return any(item["loss"] for item in self.sequence_plan)
 
+    @seam("build")
     def build(self, data_indexes: Any, worker_id: int, dataset_name: str) -> dict:
         return dict(
             image_tensor_list=self.image_tensor_list,

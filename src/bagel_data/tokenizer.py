@@ -15,6 +15,8 @@ from typing import Any, cast
 
 import tiktoken
 
+from .instruments import seam
+
 QWEN2_PAT_STR = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -113,6 +115,7 @@ class QwenTokenizer:
             self._split_re = re.compile("(" + "|".join(map(re.escape, names)) + ")")
         return self._split_re
 
+    @seam("tokenize")
     def encode(self, text: str) -> list[int]:
         """Encode ``text`` without adding BOS/EOS; special and added token strings map to their ids."""
         table, enc = self._token_table(), _qwen_encoding()
@@ -229,6 +232,7 @@ class HFTokenizerAdapter:
         special = [decoder[i].content for i in sorted(decoder) if decoder[i].special]
         return {"additional_special_tokens": special} if special else {}
 
+    @seam("tokenize")
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 

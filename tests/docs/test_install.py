@@ -25,7 +25,7 @@ def test_core_dependencies_hold_no_dev_tool_and_keep_torch_a_floor():
     assert {"torch", "torchdata", "av"} <= core
     torch = next(r for r in project["dependencies"] if r.startswith("torch") and not r.startswith("torchdata"))
     assert torch.startswith("torch>="), "a floor, never a pin: an installed CUDA torch must be kept"
-    assert set(project["optional-dependencies"]) == {"dev", "ray", "plots"}
+    assert set(project["optional-dependencies"]) == {"dev", "ray", "plots", "bench"}
     assert {"pytest", "ruff", "mypy", "hypothesis"} <= names(project["optional-dependencies"]["dev"])
 
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from bagel_bench.slow_reads import OpenCounter, delayed_storage, row_group_bytes
 from bagel_data import ImageTransform, T2IIterableDataset, build_dataloader, make_bagel_multimodal_dataset
-from bagel_data.bench.slow_reads import OpenCounter, delayed_storage, row_group_bytes
 from helpers.batches import assert_same_batch
 from helpers.noise_t2i import noise_t2i_packed, write_noise_t2i
 from helpers.three_groups import three_groups_config, three_groups_info

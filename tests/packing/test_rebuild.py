@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
+from bagel_bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data import ConfigError, build_dataloader, make_bagel_multimodal_dataset
-from bagel_data.bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data.checkpoint.collect import worker_dataset_states
 from bagel_data.checkpoint.state import Buffered
 from bagel_data.errors import SkipReason

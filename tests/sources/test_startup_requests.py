@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from bagel_bench.moto_store import moto_store
 from bagel_data import ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
-from bagel_data.bench.moto_store import moto_store
 from bagel_data.checkpoint.inputs import input_record
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset

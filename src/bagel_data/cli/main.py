@@ -240,73 +240,31 @@ def _print_group_table(report) -> None:
     print_whole(console, table)
 
 
-@app.command()
-@guarded
-def bench(
-    root: Path = typer.Option(
-        None,
-        help="Benchmark dataset folder, generated on first use [default: bench_data; --quick: a temporary folder].",
-    ),
-    out: Path = typer.Option(
-        None, help="Where to write the results JSON [default: benchmarks/results.json; --quick: a temporary folder]."
-    ),
-    batches: int = typer.Option(8, min=1, help="Packs per measured run."),
-    quick: bool = typer.Option(False, help="Tiny sizes, one round: a smoke test in about 15 s on a free machine."),
-    warm_mb: int = typer.Option(None, help="MiB touched and freed before measuring (default 3072, 256 with --quick)."),
-    mixing: Path | None = typer.Option(
-        None, help="Instead: real packs of RUN.yaml in every packing/mixing mode, its dropouts on (docs/packing.md)."
-    ),
-    packs: int = typer.Option(1000, min=1, help="With --mixing: packs per mode."),
-    plot: Path | None = typer.Option(None, help="With --mixing: write the fill and token-share plot (PNG) here."),
-    config: Path | None = typer.Option(
-        None,
-        help="Instead: on RUN.yaml's data, the stage shares, pixel_format float32 vs uint8 and the float write's cost.",
-    ),
-    dataset_info: Path | None = typer.Option(None, help="With --config: the dataset_info, if RUN.yaml lacks one."),
-    remote: bool = typer.Option(
-        False,
-        help="Instead: the T2I shards from S3 on loopback (moto) at +0/20/100 ms per round trip vs local disk, "
-        "3 interleaved rounds (--quick: 1).",
-    ),
-    scale: bool = typer.Option(
-        False, help="Instead: start-up and memory at 10-5,000 parquet shards and 1e4-1e6 JSONL lines."
-    ),
-) -> None:
-    """Measure the pipeline against its floor (the image work it cannot avoid), memory and more."""
-    if remote:
-        from ..bench.remote import print_remote_report, run_remote_benchmark
+# The benchmark is a package of its own (benchmarks/, not in this wheel): mounted here as
+# `bagel-data bench` where it is installed, otherwise a command that says how to install it.
+BENCH_INSTALL = "pip install -e ./benchmarks (from a checkout of bagel-data; `make bench` does it)"
 
-        print_remote_report(run_remote_benchmark(root, out, batches=batches, quick=quick))
-        return
-    if scale:
-        from ..bench.scale import run_scale
 
-        run_scale(root, out, quick=quick)
-        return
-    if config is not None:
-        from ..bench.run_config import measure_run_config, print_run_config_report
+def bench_missing(ctx: typer.Context) -> None:
+    """Measure the pipeline: needs the benchmark package, not installed here."""
+    typer.echo(f"bagel-data bench: the benchmark package (bagel_bench) is not installed: {BENCH_INSTALL}", err=True)
+    raise typer.Exit(2)
 
-        results = measure_run_config(
-            str(config), batches=batches, repeats=1 if quick else 2, warmup=1 if quick else 2,
-            dataset_info=None if dataset_info is None else str(dataset_info),
-        )  # fmt: skip
-        print_run_config_report(results, out)
-        return
-    if mixing is not None:
-        import json
 
-        from ..bench.mixing import measure_mixing, plot_mixing, print_mixing
+def mount_bench(cli: typer.Typer) -> None:
+    """`bench` on `cli`: the benchmark's app, or `bench_missing` where it is not installed."""
+    try:
+        from bagel_bench.cli import app as bench_app
+    except ModuleNotFoundError as error:
+        if error.name not in ("bagel_bench", "bagel_bench.cli"):  # installed, but broken: let that show
+            raise
+        settings = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+        cli.command("bench", context_settings=settings, add_help_option=False)(bench_missing)
+    else:
+        cli.add_typer(bench_app, name="bench")
 
-        results = measure_mixing(str(mixing), packs=packs)
-        print_mixing(results)
-        if out is not None:
-            out.write_text(json.dumps(results, indent=1))
-        if plot is not None:
-            plot_mixing(results, str(plot))
-        return
-    from ..bench.main import run_benchmark
 
-    run_benchmark(root, out, batches=batches, quick=quick, warm_mb=warm_mb)
+mount_bench(app)
 
 
 def main() -> None:

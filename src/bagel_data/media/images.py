@@ -20,6 +20,7 @@ import torch
 from PIL import Image
 
 from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
+from ..instruments import seam
 from .convert import PendingImage
 from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb
 from .resize import RESIZE_BACKENDS, resize_rgbx
@@ -47,6 +48,7 @@ def pil_img2rgb(image: Image.Image) -> Image.Image:
     return reference_rgb(image)
 
 
+@seam("decode")
 def decode_image(
     source: bytes | str | BinaryIO,
     max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
@@ -206,6 +208,7 @@ class ImageTransform:
         original: tuple[int, int] = image.info.get("bagel_original_size", image.size)
         return self.target_size(*original, img_num=img_num)
 
+    @seam("resize")
     def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
         size = self._size_for(image, img_num)
         if size == image.size:
@@ -223,10 +226,12 @@ class ImageTransform:
             storage = np.asarray(rgb.convert("RGBA"))
         return resize_rgbx(storage, size, self.resample)
 
+    @seam("to_uint8")
     def pending(self, image: Image.Image) -> PendingImage:
         """An (already resized) image's pixels, with this transform's mean / std, to convert."""
         return pending_image(image if image.mode == "RGB" else image.convert("RGB"), self.image_mean, self.image_std)
 
+    @seam("prepare")
     def prepare(self, image: Image.Image, img_num: int = 1) -> PendingImage:
         """Resize now, convert later: what the families hand to the packer, which writes
         the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
@@ -236,6 +241,7 @@ class ImageTransform:
             return PendingImage(planes.transpose(1, 2, 0), self.image_mean, self.image_std)
         return self.pending(self.resize(image, img_num=img_num))
 
+    @seam("tensorize")
     def to_tensor(self, image: Image.Image) -> torch.Tensor:
         """`(x / 255 - mean) / std` in float32, `(C, H, W)`: ToTensor + Normalize, bit for bit."""
         return self.pending(image).tensor()

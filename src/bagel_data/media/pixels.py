@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..instruments import seam
 from .convert import PendingImage, PendingPatches
 
 SIDE_KEYS = {
@@ -55,6 +56,7 @@ def _write_chw(dest: np.ndarray, image: PendingImage) -> None:
     np.copyto(dest, image.pixels.transpose(2, 0, 1))
 
 
+@seam("convert_vae")
 def pad_pixels(images: list, pool=None) -> dict[str, torch.Tensor]:
     """`padded_images` as bytes (zero-padded bottom/right) with its side tensors, in a buffer
     of the packer's `pool` (`packing/buffers.py`) when given, else in a fresh tensor."""
@@ -98,6 +100,7 @@ def _write_patches(dest: np.ndarray, image: PendingImage, p: int) -> None:
     np.copyto(grid, pixels.reshape(rows_p, p, cols_p, p, c).transpose(0, 2, 1, 3, 4))
 
 
+@seam("convert_vit")
 def stack_pixel_patches(parts: list, pool=None) -> dict[str, torch.Tensor]:
     """`packed_vit_tokens` as bytes with its side tensors (`parts`: `PendingPatches`), in a
     buffer of the packer's `pool` when given, else in a fresh tensor."""

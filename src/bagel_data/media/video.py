@@ -20,6 +20,7 @@ from PIL import Image
 
 from ..compat import CompatRandom, reference_frame_picks
 from ..errors import ConfigError, VideoDecodeError
+from ..instruments import seam
 from ..sources import storage
 from .video_decode import decode_at
 from .video_probe import FrameTable, TableCache, probe_stream
@@ -180,8 +181,8 @@ class FrameSampler:
             raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
 
 
-# The two decoders below are the module's decode seams: FrameSampler calls them through
-# this module's namespace, so a profiler (bagel_data.bench) can wrap them to time decoding.
+# The two decoders below are the module's decode stages (bagel_data.instruments).
+@seam("decode_frame")
 def open_frame(folder: str, file: str) -> Image.Image:
     """One frame file of the frame folder `folder`, as RGB; VideoDecodeError if it cannot be read.
     Frames get the same pixel bound as images (Pillow's own bomb check gives way to it)."""
@@ -253,6 +254,7 @@ def _video_stream(container: av.container.InputContainer, path: str) -> av.Video
     return container.streams.video[0]
 
 
+@seam("decode_video")
 def decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
     """The frames of the video at `path` at `indices` (repeats allowed): frame i is the i-th
     frame decoding from the start gives, reached by seeking to the keyframe before it."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..instruments import seam
 from ..media.convert import PendingImage, PendingPatches
 
 
@@ -81,6 +82,7 @@ def attention_allowed(split_lens: Sequence[int], attn_modes: Sequence[str]) -> n
     return allowed
 
 
+@seam("mask")
 def prepare_attention_mask_per_sample(split_lens: Sequence[int], attn_modes: Sequence[str], device="cpu"):
     """Additive float mask of one sample: 0 where attention is allowed, -inf elsewhere.
 

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..instruments import seam
 from ..media.convert import PendingImage, PendingPatches
 from ..media.pixels import pad_pixels, stack_pixel_patches
 from .buffers import PadBufferPool, empty_float32, zeroed_float32
@@ -114,6 +115,7 @@ class PackBuilder:
             self.label_ids.extend([item["special_token_label"]])
         self.curr += 1
 
+    @seam("pack")
     def add(self, sample: dict) -> bool:
         """Append one sample; consumes its id and tensor lists in plan order. False (and the
         pack unchanged) when CFG dropout dropped every item: a zero-length sample would
@@ -236,6 +238,7 @@ class PackBuilder:
             walk.rope += 1
         return True
 
+    @seam("to_batch")
     def to_batch(self) -> dict:
         """The packed batch dict of docs/formats/batch.md."""
         batch: dict[str, Any] = dict(
@@ -289,6 +292,7 @@ class PackBuilder:
         return batch
 
 
+@seam("convert_vae")
 def pad_images(images: list, pool: PadBufferPool | None = None) -> torch.Tensor:
     """Stack images zero-padded (bottom/right) to the largest height and width.
 
@@ -311,6 +315,7 @@ def pad_images(images: list, pool: PadBufferPool | None = None) -> torch.Tensor:
     return padded
 
 
+@seam("convert_vit")
 def stack_patches(parts: list, pool: PadBufferPool | None = None) -> torch.Tensor:
     """`torch.cat` of the images' patch rows; `PendingPatches` are converted in place there."""
     width = parts[0].width if isinstance(parts[0], PendingPatches) else parts[0].shape[1]

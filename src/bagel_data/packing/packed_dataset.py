@@ -44,7 +44,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
     """Packs the samples of several dataset groups into token-budgeted sequences."""
 
     # The pool each iteration lends `padded_images` buffers from: a hook, so the benchmark
-    # can measure against fresh zero-filled buffers (`bagel_data.bench.fast.FreshZeroPool`).
+    # can measure against fresh zero-filled buffers (benchmarks' `bagel_bench.fast.FreshZeroPool`).
     pad_pool_factory: Callable[[], PadBufferPool] = PadBufferPool
 
     def __init__(

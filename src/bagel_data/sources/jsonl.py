@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..instruments import seam
 from . import jsonl_cache, jsonl_sort, storage
 
 # Bytes read at a time; finding a block's line starts takes a bool array this size. Small
@@ -255,6 +256,7 @@ class JsonlIndex(Sequence):
             self._handles, self._handles_pid = {}, os.getpid()
         return self._handles
 
+    @seam("read")
     def read_line(self, index: int) -> bytes:
         file_id = int(self.file_ids[index])
         handles = self._own_handles()

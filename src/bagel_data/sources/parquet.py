@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from ..distributed import process_group_ready
 from ..errors import ConfigError
+from ..instruments import seam
 from . import storage
 
 FILE_ORDERS = ("sorted", "filesystem")
@@ -131,6 +132,7 @@ class ParquetReader:
     def schema(self) -> pa.Schema:
         return self._file.schema_arrow
 
+    @seam("read")
     def read_row_group(self, index: int, columns: Sequence[str]) -> pa.Table:
         return self._file.read_row_group(index, columns=list(columns))
 

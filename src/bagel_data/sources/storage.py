@@ -14,6 +14,7 @@ from typing import BinaryIO, NamedTuple
 import pyarrow.fs as pafs
 
 from ..errors import StorageOptionsError
+from ..instruments import seam
 
 
 def is_uri(path: str) -> bool:
@@ -118,6 +119,7 @@ def _inner_path(uri: str) -> str:
     return inner
 
 
+@seam("open")
 def open_input(path: str) -> BinaryIO:
     """A seekable binary file object for `path` (local path or URI)."""
     if not is_uri(path):

@@ -1,0 +1,245 @@
+"""`bagel-data bench video [--quick] [--out FILE]`: what one video sample costs.
+
+For a short and a long video, in mp4 and in Matroska (640x360, 30 fps, a keyframe every
+2 s, H.264 where this PyAV has libx264), it measures the CPU seconds (process time, all
+threads) of `FrameSampler(max_num_frames=8, min_num_frames=8, sample="middle")`, with the
+sampler's table cache emptied before each round so every round demuxes the file as a first
+read does; the same frames through decord, the reference's reader, when it is installed
+(it is not a dependency); and the bytes and round trips the long mp4 and Matroska cost when
+read as an object store serves them (`--delay` seconds per read, 20 ms by default).
+Figures are medians of `--rounds` rounds; they are printed and written as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import av
+import numpy as np
+
+from bagel_data.media import video
+from bagel_data.media.video_decode import decode_counts, decode_from_start
+from bagel_data.sources import storage
+
+WIDTH, HEIGHT, RATE, GOP = 640, 360, 30, 60
+FULL_SECONDS, QUICK_SECONDS = (20, 240), (5, 60)
+SAMPLER = video.FrameSampler(max_num_frames=8, min_num_frames=8, sample="middle")
+_SCHEME = "benchstore://"
+
+
+def _codec() -> str:
+    return "libx264" if "libx264" in av.codecs_available else "mpeg4"
+
+
+def encode(path: Path, seconds: int) -> None:
+    """A moving test picture, so that frames differ and P/B-frames carry real work."""
+    rows, cols = np.mgrid[0:HEIGHT, 0:WIDTH]
+    base = ((cols + rows) % 256).astype(np.uint8)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream(_codec(), rate=RATE)
+        assert isinstance(stream, av.VideoStream)
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        if _codec() == "libx264":
+            stream.options = {"preset": "veryfast", "x264-params": f"keyint={GOP}:min-keyint={GOP}:scenecut=0"}
+        else:
+            stream.codec_context.gop_size = GOP
+        for i in range(seconds * RATE):
+            pixels = np.stack([np.roll(base, 3 * i, 1), np.roll(base, i, 0), np.full_like(base, i % 256)], -1)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def remux(source: Path, target: Path) -> None:
+    """The same packets in another container (Matroska carries no frame count)."""
+    with av.open(str(source)) as reader, av.open(str(target), "w") as writer:
+        inner = reader.streams.video[0]
+        outer = writer.add_stream_from_template(inner)
+        for packet in reader.demux(inner):
+            if packet.dts is not None:
+                packet.stream = outer
+                writer.mux(packet)
+
+
+def make_videos(folder: Path, durations: tuple[int, ...]) -> dict[str, Path]:
+    """`<seconds>s.mp4` and `<seconds>s.mkv` for each duration, kept when already there."""
+    videos = {}
+    for seconds in durations:
+        mp4, mkv = folder / f"{seconds}s.mp4", folder / f"{seconds}s.mkv"
+        if not mp4.exists():
+            encode(mp4, seconds)
+        if not mkv.exists():
+            remux(mp4, mkv)
+        videos[mp4.name], videos[mkv.name] = mp4, mkv
+    return videos
+
+
+def cpu_seconds(read: Callable[[], object], rounds: int) -> list[float]:
+    spent = []
+    for _ in range(rounds):
+        start = time.process_time()
+        read()
+        spent.append(time.process_time() - start)
+    return spent
+
+
+def ours(path: Path) -> Callable[[], object]:
+    def read() -> object:
+        video._TABLES.clear()  # each round demuxes the file, as its first read does
+        return SAMPLER(str(path), np.random.default_rng(0))
+
+    return read
+
+
+def from_start(path: Path) -> Callable[[], object]:
+    """The sampler before seeking (the baseline): count by the header or by decoding the
+    whole stream, then decode from the start up to the last frame kept."""
+
+    def read() -> object:
+        with av.open(str(path)) as container:
+            count = container.streams.video[0].frames or sum(1 for _ in container.decode(video=0))
+        with av.open(str(path)) as container:
+            return decode_from_start(container, str(path), set(video.frame_indices(8, count, "middle")))
+
+    return read
+
+
+def decord_reader(path: Path) -> Callable[[], object] | None:
+    """The reference's read: decord's VideoReader on one thread, the same frame indices."""
+    try:
+        import decord
+    except ImportError:
+        return None
+    from PIL import Image
+
+    def read() -> object:
+        reader = decord.VideoReader(str(path), num_threads=1)
+        indices = video.frame_indices(8, len(reader), "middle")
+        return [Image.fromarray(frame) for frame in reader.get_batch(indices).asnumpy()]
+
+    return read
+
+
+class _StoreFile(io.RawIOBase):
+    """A local file read as an object store serves it: each read one round trip, counted."""
+
+    def __init__(self, path: str, delay: float, tally: dict[str, int]):
+        super().__init__()
+        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self.delay, self.tally = delay, tally
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def readinto(self, buffer) -> int:
+        time.sleep(self.delay)
+        data = self._file.read(len(buffer))
+        buffer[: len(data)] = data
+        self.tally["reads"] += 1
+        self.tally["bytes"] += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+@contextlib.contextmanager
+def object_store(delay: float, tally: dict[str, int]) -> Iterator[None]:
+    """`benchstore://<local path>` opens as a _StoreFile while the block runs."""
+    original = storage.open_input
+
+    def open_input(path: str):
+        if path.startswith(_SCHEME):
+            time.sleep(delay)  # the request that finds the object and its size
+            tally["opens"] += 1
+            return io.BufferedReader(_StoreFile(path[len(_SCHEME) :], delay, tally), 64 << 10)
+        return original(path)
+
+    storage.open_input = open_input
+    try:
+        yield
+    finally:
+        storage.open_input = original
+
+
+def remote_read(path: Path, delay: float) -> dict:
+    tally = {"opens": 0, "reads": 0, "bytes": 0}
+    video._TABLES.clear()
+    start, cpu = time.perf_counter(), time.process_time()
+    with object_store(delay, tally):
+        SAMPLER(_SCHEME + str(path), np.random.default_rng(0))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {**tally, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "file_bytes": path.stat().st_size}
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 4)
+
+
+def measure(videos: dict[str, Path], rounds: int, delay: float, long_seconds: int) -> dict:
+    results: dict = {"codec": _codec(), "size": f"{WIDTH}x{HEIGHT}", "fps": RATE, "gop": GOP, "videos": {}}
+    for name, path in videos.items():
+        row = {"ours_cpu_s": _median(cpu_seconds(ours(path), rounds))}
+        row["from_start_cpu_s"] = _median(cpu_seconds(from_start(path), rounds))
+        row["ours_over_from_start"] = round(row["ours_cpu_s"] / row["from_start_cpu_s"], 3)
+        reference = decord_reader(path)
+        if reference is not None:
+            row["decord_cpu_s"] = _median(cpu_seconds(reference, rounds))
+            row["ours_over_decord"] = round(row["ours_cpu_s"] / row["decord_cpu_s"], 3)
+        results["videos"][name] = row
+    for suffix in ("mp4", "mkv"):
+        names = sorted((name for name in videos if name.endswith(suffix)), key=lambda name: int(name.split("s.")[0]))
+        short, long = results["videos"][names[0]], results["videos"][names[-1]]
+        results[f"long_over_short_{suffix}"] = round(long["ours_cpu_s"] / short["ours_cpu_s"], 3)
+    results["remote"] = {
+        f"{long_seconds}s.{suffix}": remote_read(videos[f"{long_seconds}s.{suffix}"], delay)
+        for suffix in ("mp4", "mkv")
+    }
+    results["remote_delay_s"] = delay
+    results["decode_counts"] = decode_counts()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bagel-data bench video", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SECONDS} s videos instead of {FULL_SECONDS} s")
+    parser.add_argument("--out", default="benchmarks/video_results.json", help="where the JSON goes")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per figure (the median is reported)")
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds per object-store round trip")
+    parser.add_argument("--video-dir", help="keep the generated videos here (reused when present)")
+    args = parser.parse_args(argv)
+    durations = QUICK_SECONDS if args.quick else FULL_SECONDS
+    with contextlib.ExitStack() as stack:
+        folder = Path(args.video_dir or stack.enter_context(tempfile.TemporaryDirectory()))
+        folder.mkdir(parents=True, exist_ok=True)
+        results = measure(make_videos(folder, durations), args.rounds, args.delay, max(durations))
+    results["command"] = "bagel-data bench video" + (" --quick" if args.quick else "")
+    print(json.dumps(results, indent=2))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
