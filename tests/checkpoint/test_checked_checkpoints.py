@@ -102,7 +102,7 @@ CURSOR = ("cursors", "t2i_pretrain")
         (("topology",), {"rank": 0}, "topology"),
         (("packs",), -3, "packs"),
         (("rng",), _DELETE, "rng is missing"),
-        (("rng",), {"bit_generator": "PCG64", "state": "junk"}, "malformed checkpoint"),
+        (("rng",), {"bit_generator": "PCG64", "state": "junk"}, "checkpoint field rng"),
         (("skips",), {"t2i_pretrain": {"x": -1}}, "skips.t2i_pretrain"),
     ],
 )

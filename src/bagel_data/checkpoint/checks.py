@@ -78,7 +78,17 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
             raise _bad(key, saved[key], "null or a mapping")
 
 
+_ENTRY_KEYS = {"v", "group", "cursor", "rng_state", "waited"}
+
+
 def _entry(field: str, entry: Any, group_names: list[str]) -> tuple:
+    """A buffer or carry entry: a `BufferEntry` dict (version 1), or version 2's list."""
+    if isinstance(entry, Mapping):
+        if entry.get("v") != 1 or not {"v", "group", "cursor"} <= set(entry) <= _ENTRY_KEYS:
+            raise _bad(
+                field, entry, f"a buffer entry {{v: 1, group, cursor, rng_state, waited}} (keys {sorted(entry)})"
+            )
+        entry = [entry["group"], entry["cursor"], entry.get("rng_state"), entry.get("waited", 0)]
     if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3, 4):
         raise _bad(field, entry, "[group, cursor] (and the compat stream state, and packs waited)")
     if len(entry) == 4 and not (_is_int(entry[3]) and entry[3] >= 0):
