@@ -138,6 +138,20 @@ def check_cursor_ranges(datasets: list, group_names: list[str], cursors: list, b
             raise _bad(field, list(cursor), f"{group_names[group]} cursors have {2 + depth} entries")
 
 
+def check_waiting_drawn(group_names: list[str], cursors: list, waiting: list) -> None:
+    """Each buffered or carried row was drawn: at or before its group's cursor (the last row
+    drawn), never after it, where the stream would draw it again and pack it twice."""
+    for field, group, cursor in waiting:
+        drawn_to = cursors[group]
+        if drawn_to is None or tuple(cursor) > tuple(drawn_to):
+            raise _bad(
+                field,
+                list(cursor),
+                f"a row after cursors.{group_names[group]} = {shown(drawn_to and list(drawn_to))}: it would be "
+                "drawn again and packed twice (was the cursor moved back?); resume from an unedited checkpoint",
+            )
+
+
 def check_data_status(status: Any, group_names: list[str]) -> dict | None:
     """This rank's `data_status` as `{group: {worker id: position}}`, worker ids as ints
     (a JSON round trip makes them strings); a ResumeError names an unknown group or a

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from ..compat import CompatPolicy
 from ..errors import SkipLog, shown
 from ..sharding import WorkerTopology
-from .checks import check_cursor_ranges, check_shape
+from .checks import check_cursor_ranges, check_shape, check_waiting_drawn
 from .foreign import is_nemo_state, load_nemo_state
 from .merge import apply_restart, is_elastic
 from .state import READABLE_VERSIONS, PackState, ResumeError, check_compatible
@@ -110,6 +110,7 @@ def start_state(setup: StreamSetup, saved: Any) -> PackState:
     if state.carry is not None:
         waiting.append(("carry", state.carry.group, state.carry.cursor))
     check_cursor_ranges(setup.grouped_datasets, setup.group_names, state.cursors, waiting)
+    check_waiting_drawn(setup.group_names, state.cursors, waiting)
     return state
 
 
