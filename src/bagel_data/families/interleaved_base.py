@@ -71,13 +71,14 @@ class Row(Mapping):
         return f"Row({self.name}, columns={list(self._cells)})"
 
 
-def _as_image(image, transforms, roots=(), allow_outside=False):
-    """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only)."""
+def _as_image(image, transforms, roots=(), allow_outside=False, as_reference=False):
+    """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only);
+    `as_reference`: decoded as the reference does (compat mode, media/photos.py)."""
     if isinstance(image, (bytes, bytearray, memoryview)):
-        return decode_image(bytes(image), draft_size=fast_draft_size(*transforms))
+        return decode_image(bytes(image), draft_size=fast_draft_size(*transforms), as_reference=as_reference)
     if isinstance(image, (str, os.PathLike)):
         data = read_media(os.fspath(image), roots, allow_outside)
-        return decode_image(data, draft_size=fast_draft_size(*transforms))
+        return decode_image(data, draft_size=fast_draft_size(*transforms), as_reference=as_reference)
     return image
 
 
@@ -115,6 +116,10 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         folder of the shard (or JSONL) being read."""
         return [*getattr(self, "data_dir_list", ()), getattr(self, "_image_root", None) or ""]
 
+    def _as_image(self, image, transforms):
+        reference = self.policy.decodes_as_reference
+        return _as_image(image, transforms, self.media_roots(), self.allow_outside_root, reference)
+
     def _vit(self):
         vit = getattr(self, "vit_transform", None)
         if vit is None:
@@ -133,7 +138,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             raise ValueError("add_image needs at least one of need_loss, need_vae, need_vit")
         vae = self.transform
         transforms = (vae, self._vit()) if need_vit else (vae,)
-        image = _as_image(image, transforms, self.media_roots(), self.allow_outside_root)
+        image = self._as_image(image, transforms)
         if need_loss:
             self._append_image(data, "vae_image", vae.prepare(image), vae.stride, enable_cfg=False, loss=True)
         if need_vae:
@@ -160,7 +165,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             extra: dict[str, int | bool] = {"split_start": idx == 0, "split_end": idx == last}
             if idx < last:
                 extra["frame_delta"] = int(frame_indexes[idx + 1]) - int(frame_indexes[idx])
-            tensor = vae.prepare(_as_image(frame, (vae,), self.media_roots(), self.allow_outside_root))
+            tensor = vae.prepare(self._as_image(frame, (vae,)))
             cfg = False if need_loss else enable_cfg
             self._append_image(data, "vae_image", tensor, vae.stride, enable_cfg=cfg, loss=bool(need_loss), **extra)
         return data

@@ -20,7 +20,9 @@ from ..schema.kinds import did_you_mean
 from .base import DistributedIterableDataset
 from .edit import UnifiedEditIterableDataset
 from .interleaved import InterleavedIterableDataset
+from .interleaved_base import ParquetStandardIterableDataset
 from .t2i import T2IIterableDataset
+from .units import UnitDataset
 from .vlm import SftJSONLIterableDataset
 
 DATASET_REGISTRY: dict[str, type] = {
@@ -75,10 +77,28 @@ def import_family(group: str, path: object) -> type:
         raise ConfigError(key, path, f"module {module_name!r} has no {class_name!r}; check the class name") from None
 
 
+def _unimplemented(family: type) -> list[str]:
+    """The hooks a family must implement that `family` leaves to a base class (a base class
+    itself, or a subclass that is not finished): it could not even be constructed."""
+    hooks: list[tuple[str, type]] = [("get_data_paths", UnitDataset), ("_unit_samples", DistributedIterableDataset)]
+    if issubclass(family, ParquetStandardIterableDataset):
+        hooks.append(("parse_row", ParquetStandardIterableDataset))
+    return [name for name, base in hooks if getattr(family, name) is getattr(base, name)]
+
+
 def check_family(group: str, family: object, where: str) -> type:
+    shown = family.__qualname__ if isinstance(family, type) else repr(family)
     if not isinstance(family, type) or not issubclass(family, DistributedIterableDataset):
-        shown = family.__qualname__ if isinstance(family, type) else repr(family)
         raise ConfigError(where, shown, f"group {group!r}: the class must {_BASE_FIX}")
+    missing = _unimplemented(family)
+    if missing:
+        families = ", ".join(f"{name}: {cls.__name__}" for name, cls in sorted(DATASET_REGISTRY.items()))
+        raise ConfigError(
+            where,
+            shown,
+            f"group {group!r}: {family.__name__} is a base class, not a family (it does not implement "
+            f"{', '.join(missing)}); use a family ({families}) or {_BASE_FIX}",
+        )
     return family
 
 

@@ -157,8 +157,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         raise AttributeError(name)
 
     def set_epoch(self, seed: int) -> None:
-        self.data_seed = seed
+        # The settings check the seed (its range in compat mode) and make numpy's ints plain.
         self.config = dataclasses.replace(self.config, data_seed=seed)  # the settings say what runs
+        self.data_seed = seed = self.config.data_seed
         for group in self.groups:
             group.set_epoch(seed)
 
