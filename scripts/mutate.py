@@ -54,13 +54,15 @@ CORE: dict[str, list[str]] = {
         "tests/dropin",
         "tests/conformance/test_golden_packed.py",
     ],
-    "packing/placement.py": [
+    "packing/placer.py": [
         "tests/packing",
         "tests/checkpoint",
         "tests/dropin",
         "tests/conformance/test_golden_packed.py",
     ],
-    "packing/stream_state.py": ["tests/checkpoint", "tests/dropin", "tests/packing"],  # incl. compat resume
+    "packing/overflow.py": ["tests/packing", "tests/checkpoint", "tests/dropin"],
+    "packing/groups.py": ["tests/packing", "tests/checkpoint", "tests/conformance/test_golden_packed.py"],
+    "checkpoint/stream.py": ["tests/checkpoint", "tests/dropin", "tests/packing"],  # incl. compat resume
     "packing/strategies.py": ["tests/packing"],
     "packing/layout.py": ["tests/packing", "tests/conformance/test_golden_packed.py"],
     "sharding.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
@@ -132,11 +134,17 @@ MORE: dict[str, list[str]] = {
         "tests/dropin",
         "tests/test_loader_segments.py",
     ],
-    "compat.py": [
+    "compat/__init__.py": [
         "tests/test_compat.py",
         "tests/conformance",
         "tests/checkpoint/test_compat_resume.py",
         "tests/dropin/test_entrances.py",
+    ],
+    "compat/streams.py": [
+        "tests/test_compat.py",
+        "tests/media/test_video.py",
+        "tests/conformance",
+        "tests/checkpoint/test_compat_resume.py",
     ],
     "config.py": [  # incl. the interleaved and user families, built from their group keys
         "tests/config",

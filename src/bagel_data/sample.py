@@ -7,6 +7,7 @@ the packer adds two more per item for the begin/end tokens.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal, TypedDict
 
 from .instruments import seam
@@ -84,6 +85,49 @@ def full_length(sample: dict) -> int:
 
 
 def sample_length(sample: dict) -> int:
-    """Tokens a sample takes in a pack: `full_length` less the CFG items the packer already
-    decided to drop (`packing/dropout.py`; none decided yet: the full length)."""
-    return full_length(sample) - sample.get("cfg_dropped_tokens", 0)
+    """Tokens a sample takes in a pack when none of its items is known to drop: its
+    `full_length`. A drawn sample's packed length is its envelope's (`Draw.length`)."""
+    return full_length(sample)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dropout:
+    """Which CFG items of a sample were decided to drop when it was drawn, and the packed
+    tokens that saves (`packing/dropout.py`)."""
+
+    items: frozenset[int] = frozenset()
+    tokens: int = 0
+
+
+@dataclasses.dataclass(eq=False)
+class Draw:
+    """A sample drawn from a group, in its envelope: where it came from, the randomness it
+    was made with and what dropout decided. The reference's dict (`sample`) is the payload
+    the model sees. Mutable on purpose: a sample restored from a checkpoint (by its cursor)
+    is rebuilt into its envelope, and best-fit counts the packs it waited; identity, not
+    value, tells two draws apart (`packing/rebuild.py`)."""
+
+    group: int
+    cursor: tuple
+    # None only for a draw restored from a checkpoint (it holds cursors, not samples) until
+    # the overflow rebuilds it (`packing/overflow.py`), before any other use.
+    sample: dict | None = None
+    rng_state: dict | None = None  # compat="bagel": the shared stream before the sample's row
+    dropped: Dropout | None = None  # None: not decided at the draw (compat, or not rebuilt yet)
+    waited: int = 0  # best-fit: packs this oldest sample found no room beside the mandatory ones
+    rebuilt: Any = None  # resume: the queue rebuilding it on other threads; never saved
+
+    @property
+    def row_key(self) -> tuple | None:
+        """The row's address the family keys its randomness by (None for stand-in groups)."""
+        return None if self.sample is None else self.sample.get("row_key")
+
+    @property
+    def full_length(self) -> int:
+        assert self.sample is not None  # rebuilt before any use
+        return full_length(self.sample)
+
+    @property
+    def length(self) -> int:
+        """Tokens it takes in a pack: its full length less what dropout decided to drop."""
+        return self.full_length - (0 if self.dropped is None else self.dropped.tokens)

@@ -102,7 +102,7 @@ CURSOR = ("cursors", "t2i_pretrain")
         (("topology",), {"rank": 0}, "topology"),
         (("packs",), -3, "packs"),
         (("rng",), _DELETE, "rng is missing"),
-        (("rng",), {"bit_generator": "PCG64", "state": "junk"}, "malformed checkpoint"),
+        (("rng",), {"bit_generator": "PCG64", "state": "junk"}, "checkpoint field rng"),
         (("skips",), {"t2i_pretrain": {"x": -1}}, "skips.t2i_pretrain"),
     ],
 )
@@ -197,3 +197,17 @@ def test_a_buffered_sample_that_waited_resumes(dataset, checkpoint):
     assert _resume(dataset, state)["sample_lens"]
     with pytest.raises(ResumeError, match="packs waited"):
         _resume(dataset, _with(checkpoint, ("buffer",), [[group, cursor, None, -1]]))
+
+
+def test_a_waiting_row_after_its_groups_cursor_is_refused(dataset, checkpoint):
+    """A buffered row at the cursor (the last row drawn) resumes; after it (or the cursor
+    moved back behind it), the stream would draw it again and pack it twice."""
+    cursor = checkpoint["cursors"]["t2i_pretrain"]
+    assert cursor > [0, 0, 0, 0], "the checkpoint must be past the first row"
+    state = _with(_with(checkpoint, ("carry",), None), ("buffer",), [["t2i_pretrain", cursor]])
+    assert _resume(dataset, state)["sample_lens"]
+    with pytest.raises(ResumeError, match=r"buffer\[0\] .*after cursors.t2i_pretrain"):
+        _resume(dataset, _with(state, CURSOR, [0, 0, 0, 0]))
+    carried = _with(_with(checkpoint, ("buffer",), []), ("carry",), ["t2i_pretrain", cursor])
+    with pytest.raises(ResumeError, match="carry .*after cursors.t2i_pretrain"):
+        _resume(dataset, _with(carried, CURSOR, [0, 0, 0, 0]))

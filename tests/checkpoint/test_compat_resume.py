@@ -89,7 +89,7 @@ def test_compat_restore_gives_the_uninterrupted_stream(dataset_info, tokenizer, 
             assert_same_batch(batch, reference[i], f"before cut {cut}, batch {i}")
         checkpoint = pickle.loads(pickle.dumps(first.state_dict()))
         del first
-        buffered |= "buffer': [[" in repr(checkpoint)
+        buffered |= "buffer': [{" in repr(checkpoint)
         restored = loader()
         restored.load_state_dict(checkpoint)
         for i, batch in enumerate(itertools.islice(restored, total - cut)):

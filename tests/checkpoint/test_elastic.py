@@ -22,6 +22,7 @@ from bagel_data import ResumeError, build_dataloader, make_bagel_multimodal_data
 from bagel_data.batch import SimpleCustomBatch
 from bagel_data.checkpoint.collect import worker_dataset_states
 from bagel_data.checkpoint.merge import apply_restart
+from bagel_data.checkpoint.state import BufferEntry
 from bagel_data.errors import SkipReason
 from bagel_data.packing import packed_dataset
 from bagel_data.packing.invariants import check_batch
@@ -127,9 +128,9 @@ def packed_rows(monkeypatch) -> list:
     added = []
     original = packed_dataset.PackBuilder.add
 
-    def add(self, sample):
+    def add(self, sample, dropped=None):
         added.append((sample["data_indexes"]["dataset_name"], sample["row_key"]))
-        return original(self, sample)
+        return original(self, sample, dropped)
 
     monkeypatch.setattr(packed_dataset.PackBuilder, "add", add)
     return added
@@ -163,7 +164,8 @@ def leftover_rows(data, tokenizer, special_tokens, state: dict) -> collections.C
                     left[name, sample["row_key"]] += 1
                 reached = reached or list(found) == cursor
             held = ([state["carry"]] if state["carry"] else []) + state["buffer"]
-            for group, held_cursor in held:
+            for entry in (BufferEntry.read(raw) for raw in held):
+                group, held_cursor = entry.group, entry.cursor
                 if group == name:
                     left[name, family.row_key(tuple(held_cursor))] += 1
     return left
@@ -196,7 +198,7 @@ def run_new(data, tokenizer, special_tokens, states, world_size: int, num_worker
                     state = dataset.state_dict()
                     pending = [c for c in state["cursors"].values() if c is None or c[0] < 0]
                     held = state["buffer"] + ([state["carry"]] if state["carry"] else [])
-                    if not pending and all(cursor[0] >= 0 for _, cursor in held):
+                    if not pending and all(BufferEntry.read(raw).cursor[0] >= 0 for raw in held):
                         break
                 else:
                     pytest.fail(f"new rank {rank} worker {worker} never finished its inherited rows")

@@ -11,7 +11,8 @@ import pytest
 
 from bagel_data import ResumeError
 from bagel_data.checkpoint.foreign import is_nemo_state, load_nemo_state
-from bagel_data.checkpoint.state import Buffered, PackState
+from bagel_data.checkpoint.state import PackState
+from bagel_data.sample import Draw
 from bagel_data.sharding import WorkerTopology
 
 GROUPS = ["t2i", "vlm", "edit"]
@@ -24,7 +25,7 @@ def _state(worker_id: int = 0, num_workers: int = 2) -> PackState:
         units=[1, 1, 1],
         rng=np.random.default_rng(0),
         cursors=[(9, 9)] * 3,
-        buffer=collections.deque([Buffered(0, (5, 5))]),  # left from before the load: must go
+        buffer=collections.deque([Draw(0, (5, 5))]),  # left from before the load: must go
         logs=[],
         packs=17,
     )

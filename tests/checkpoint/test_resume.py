@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from bagel_data import ConfigError, ResumeError, build_dataloader, make_bagel_multimodal_dataset
+from bagel_data.checkpoint.state import BufferEntry
 from bagel_data.packing.invariants import check_batch
 from bagel_data.sample import sample_length
 from helpers.batches import assert_same_batch
@@ -208,7 +209,8 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
             packed[where["dataset_name"]][repr(where["data_indexes"])] += 1
     state = dataset.state_dict()
     buffered = collections.defaultdict(collections.Counter)
-    for group, cursor in state["buffer"] + ([state["carry"]] if state["carry"] else []):
+    for entry in (BufferEntry.read(raw) for raw in state["buffer"] + ([state["carry"]] if state["carry"] else [])):
+        group, cursor = entry.group, list(entry.cursor)
         position = cursor[1:] if len(cursor) > 2 else cursor[1]
         buffered[group][repr(position)] += 1
     lengths, total_lost = collections.defaultdict(dict), 0

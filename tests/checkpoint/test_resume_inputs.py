@@ -12,6 +12,7 @@ import pytest
 
 from bagel_data import ImageTransform, SftJSONLIterableDataset, T2IIterableDataset, UnifiedEditIterableDataset
 from bagel_data.checkpoint.inputs import MAX_LISTED, check_inputs, input_record
+from bagel_data.checkpoint.state import BufferEntry
 from bagel_data.errors import ResumeError
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
@@ -115,7 +116,8 @@ def test_missing_media_of_a_buffered_sample_is_a_counted_skip(tmp_path, tokenize
         if dataset._live.buffer or dataset._live.carry:
             break
     state = dataset.state_dict()
-    waiting = [cursor for _, cursor in state["buffer"]] + ([state["carry"][1]] if state["carry"] else [])
+    held = state["buffer"] + ([state["carry"]] if state["carry"] else [])
+    waiting = [list(BufferEntry.read(raw).cursor) for raw in held]
     assert waiting, "the budget should leave a sample waiting"
     for cursor in waiting:  # remove the media of every waiting sample
         sample = dataset.grouped_datasets[0].sample_at(tuple(cursor))

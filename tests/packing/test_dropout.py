@@ -17,9 +17,10 @@ import pytest
 
 from bagel_data.compat import CompatPolicy
 from bagel_data.packing.config import PackingConfig
-from bagel_data.packing.dropout import decide_dropout, dropout_rng
+from bagel_data.packing.dropout import decide_dropout
+from bagel_data.packing.groups import GroupSource
 from bagel_data.packing.invariants import check_batch
-from bagel_data.sample import full_length, sample_length
+from bagel_data.sample import full_length
 from helpers.fake_groups import FakeGroup, packed_groups
 from helpers.plans import TOKENS, TOKENS_DICT, make_sample, text_item, vae_item, vit_item
 
@@ -123,24 +124,38 @@ def test_every_sample_packs_at_the_length_the_packer_counted():
         for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
             packed[where["dataset_name"]] += length
     for item in [*state.buffer, *([state.carry] if state.carry else [])]:
-        packed[dataset.group_names[item.group]] += sample_length(item.sample)
+        packed[dataset.group_names[item.group]] += item.length
     assert {name: state.group_tokens[g] for g, name in enumerate(dataset.group_names)} == dict(packed)
+
+
+def _item_sizes(sample: dict, cfg: PackingConfig) -> list[int]:
+    """Each plan item's packed tokens, begin and end included."""
+    texts, images = iter(sample["text_ids_list"]), iter(sample["image_tensor_list"])
+    sizes = []
+    for item in sample["sequence_plan"]:
+        if item["type"] == "text":
+            sizes.append(len(next(texts)) + 2)
+        else:
+            image = next(images)
+            stride = cfg.vit_patch_size if item["type"] == "vit_image" else cfg.vae_image_downsample
+            sizes.append((image.shape[1] // stride) * (image.shape[2] // stride) + 2)
+    return sizes
 
 
 def test_a_decision_is_the_samples_own_and_has_the_configured_rate():
     # A rate of its own per kind: the VAE condition, the ViT image and the text each drop at theirs.
     cfg = _config(text_cond_dropout_prob=0.2, vit_cond_dropout_prob=0.5, vae_cond_dropout_prob=0.3)
     make = _sample_maker(cfg, "edit", "edit")
-    group = FakeGroup("edit", make)
+    group = GroupSource.of(0, "edit", FakeGroup("edit", make))
     dropped: collections.Counter = collections.Counter()
     trials = 2000
     for i in range(trials):
         sample, again = make(i), make(i)
-        decide_dropout(sample, cfg, dropout_rng(group, "edit", 7, (i,), sample))
-        decide_dropout(again, cfg, dropout_rng(group, "edit", 7, (i,), again))
-        assert sample["cfg_dropped"] == again["cfg_dropped"]
-        assert full_length(sample) - sample_length(sample) == sample["cfg_dropped_tokens"]
-        dropped.update(sample["cfg_dropped"])
+        decision = decide_dropout(sample, cfg, group.dropout_rng(7, (i,), None), CompatPolicy())
+        assert decision == decide_dropout(again, cfg, group.dropout_rng(7, (i,), None), CompatPolicy())
+        sizes = _item_sizes(sample, cfg)
+        assert decision.tokens == sum(sizes[index] for index in decision.items)
+        dropped.update(decision.items)
     for index, rate in ((0, 0.3), (1, 0.5), (2, 0.2)):  # cfg VAE condition, ViT image, text
         sigma = math.sqrt(rate * (1 - rate) / trials)
         assert abs(dropped[index] / trials - rate) < 5 * sigma, index
@@ -154,10 +169,8 @@ def test_the_packed_sample_matches_its_decision():
     for batch in _take(dataset, 30):
         for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
             sample, cursor = make(where["data_indexes"]), (where["data_indexes"],)
-            decide_dropout(
-                sample, cfg, dropout_rng(dataset.grouped_datasets[0], "edit", dataset.data_seed, cursor, sample)
-            )
-            assert length == sample_length(sample)
+            rng = dataset.groups[0].dropout_rng(dataset.data_seed, cursor, None)
+            assert length == full_length(sample) - decide_dropout(sample, cfg, rng, CompatPolicy()).tokens
 
 
 @pytest.mark.parametrize("cut", [1, 17, 33])
@@ -187,15 +200,14 @@ def test_compat_keeps_the_reference_draw_at_pack_time():
     dataset = packed_groups({"t2i": group}, cfg, TOKENS_DICT, policy=CompatPolicy("bagel", seed=0))
     batch = next(iter(dataset))
     counted = dataset._live.group_tokens[0]
-    assert all("cfg_dropped" not in item.sample for item in dataset._live.buffer)
+    assert all(item.dropped is None for item in dataset._live.buffer)
     assert batch["sequence_length"] < counted
 
 
 # -- exact decisions: each kind's own probability and its own stride ------------------------
 def _decided(config, items):
-    sample = make_sample(items, config)
-    decide_dropout(sample, config, np.random.default_rng(0))
-    return sample["cfg_dropped"], sample["cfg_dropped_tokens"]
+    decided = decide_dropout(make_sample(items, config), config, np.random.default_rng(0), CompatPolicy())
+    return decided.items, decided.tokens
 
 
 def test_vae_only_dropout_drops_exactly_the_whole_vae_cfg_items():
@@ -223,3 +235,32 @@ def test_text_only_dropout_counts_the_ids_and_the_two_markers():
     config = PackingConfig(text_cond_dropout_prob=1.0, vit_cond_dropout_prob=0.0, vae_cond_dropout_prob=0.0)
     items = [text_item([1, 2, 3, 4], cfg=True), vit_item(1, 1, cfg=True), text_item([5], cfg=False)]
     assert _decided(config, items) == (frozenset({0}), 6)
+
+
+def test_the_multi_frame_rule_has_one_home_asked_of_the_policy():
+    """A frame inside a multi-frame split never drops in the default mode (at draw time and
+    in the pack alike); compat="bagel" draws for it, as the reference, and may drop it."""
+    from bagel_data.packing.dropout import is_droppable
+    from bagel_data.packing.layout import get_flattened_position_ids_extrapolate
+    from bagel_data.packing.pack import PackBuilder
+
+    cfg = _config(text_cond_dropout_prob=0.0, vit_cond_dropout_prob=0.0, vae_cond_dropout_prob=1.0)
+    frames = [
+        vae_item(2, 2, loss=False, cfg=True, split_end=False, frame_delta=1),
+        vae_item(2, 2, loss=False, cfg=True, split_start=False),
+        vae_item(2, 2, loss=False, cfg=True),  # a split of its own: droppable in both modes
+    ]
+    sample = make_sample([*frames, text_item([5], loss=True)], cfg)
+    default, compat = CompatPolicy(), CompatPolicy("bagel")
+    plan = sample["sequence_plan"]
+    assert [is_droppable(item, default) for item in plan] == [False, False, True, True]
+    assert all(is_droppable(item, compat) for item in plan)
+    assert decide_dropout(sample, cfg, np.random.default_rng(0), default).items == {2}
+    kept = {}
+    for name, policy in (("default", default), ("compat", compat)):
+        builder = PackBuilder(
+            cfg, TOKENS, np.random.default_rng(0), get_flattened_position_ids_extrapolate, None, policy
+        )
+        builder.add(sample)
+        kept[name] = len(builder.latent_shapes)
+    assert kept == {"default": 2, "compat": 0}

@@ -14,9 +14,9 @@ import pytest
 from bagel_bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data import ConfigError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.checkpoint.collect import worker_dataset_states
-from bagel_data.checkpoint.state import Buffered
 from bagel_data.errors import SkipReason
-from bagel_data.packing import placement, rebuild, stream_state
+from bagel_data.packing import groups, overflow, rebuild
+from bagel_data.sample import Draw
 from helpers.batches import assert_same_batch
 from helpers.noise_t2i import noise_t2i_packed, write_noise_t2i
 from helpers.three_groups import FRAMES, three_groups_config, three_groups_info
@@ -40,7 +40,7 @@ def threads_rebuilt(monkeypatch) -> list[str]:
         names.append(threading.current_thread().name)
         return clean(dataset, cursor)
 
-    monkeypatch.setattr(stream_state, "rebuild_threads", lambda: 3)
+    monkeypatch.setattr(overflow, "rebuild_threads", lambda: 3)
     monkeypatch.setattr(rebuild, "_clean_rebuild", counted)
     return names
 
@@ -78,8 +78,8 @@ def test_a_buffer_rebuilt_on_threads_resumes_exactly(
         return three_groups(dataset_info, tokenizer, special_tokens, pack_strategy=strategy, **overrides)
 
     in_order: list = []  # rows the packer rebuilt itself, in order
-    rebuild_in_order = placement._pending_sample_at
-    monkeypatch.setattr(placement, "_pending_sample_at", lambda *a: in_order.append(a) or rebuild_in_order(*a))
+    rebuild_in_order = groups.FamilyGroup.sample_at
+    monkeypatch.setattr(groups.FamilyGroup, "sample_at", lambda *a: in_order.append(a) or rebuild_in_order(*a))
     reference = packs(build(read_ahead_bytes=0), 10)  # no read-ahead: no rebuild threads
     assert not threads_rebuilt
     rebuilt_any = False
@@ -140,13 +140,13 @@ def test_a_row_that_fails_on_a_thread_is_the_same_counted_skip(tmp_path, tokeniz
     dataset = _t2i_packed(tmp_path, tokenizer, special_tokens)
     buffered = worker_dataset_states(state)[0]["buffer"]
     assert len(buffered) >= 2, buffered
-    unit_id, _, row_group, _ = dataset.grouped_datasets[0].row_key(tuple(buffered[0][1]))
+    unit_id, _, row_group, _ = dataset.grouped_datasets[0].row_key(tuple(buffered[0]["cursor"]))
     path = dataset.grouped_datasets[0].epoch_units[unit_id]
     broken = {path: row_group_bytes(path, row_group)}
 
     runs = {}
     for threads in (0, 3):
-        monkeypatch.setattr(stream_state, "rebuild_threads", lambda threads=threads: threads)
+        monkeypatch.setattr(overflow, "rebuild_threads", lambda threads=threads: threads)
         resumed = _t2i_packed(tmp_path, tokenizer, special_tokens)
         with delayed_storage(fail=broken):
             batches = packs(resumed, 4, state=state)
@@ -188,8 +188,8 @@ class StandIn:
         return {"i": i}
 
 
-def items(count: int) -> list[Buffered]:
-    return [Buffered(0, (i,)) for i in range(count)]
+def items(count: int) -> list[Draw]:
+    return [Draw(0, (i,)) for i in range(count)]
 
 
 def test_rows_come_back_by_item_and_failures_are_left_to_the_packer(caplog):

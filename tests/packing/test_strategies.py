@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bagel_data import ConfigError
+from bagel_data.checkpoint.state import BufferEntry
 from bagel_data.errors import SkipReason
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.invariants import check_batch
@@ -176,9 +177,8 @@ def test_best_fit_keeps_every_invariant(seed, low, spread, max_tokens, buffer, m
     drawn = groups["g"].drawn
     packed = collections.Counter(_positions(batches, "g"))
     assert all(count == 1 for count in packed.values()), "a sample was packed twice"
-    waiting = {c[0] for name, c in state["buffer"] if name == "g"}
-    if state["carry"] and state["carry"][0] == "g":
-        waiting.add(state["carry"][1][0])
+    held = [BufferEntry.read(raw) for raw in state["buffer"] + ([state["carry"]] if state["carry"] else [])]
+    waiting = {entry.cursor[0] for entry in held if entry.group == "g"}
     too_long = {i for i in drawn if lengths(i) > cfg.max_num_tokens_per_sample}
     beside_mandatory = {i for i in drawn if mandatory and lengths(i) + mandatory > cfg.max_num_tokens}
     lost = set(drawn) - set(packed) - waiting

@@ -78,7 +78,17 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
             raise _bad(key, saved[key], "null or a mapping")
 
 
+_ENTRY_KEYS = {"v", "group", "cursor", "rng_state", "waited"}
+
+
 def _entry(field: str, entry: Any, group_names: list[str]) -> tuple:
+    """A buffer or carry entry: a `BufferEntry` dict (version 1), or version 2's list."""
+    if isinstance(entry, Mapping):
+        if entry.get("v") != 1 or not {"v", "group", "cursor"} <= set(entry) <= _ENTRY_KEYS:
+            raise _bad(
+                field, entry, f"a buffer entry {{v: 1, group, cursor, rng_state, waited}} (keys {sorted(entry)})"
+            )
+        entry = [entry["group"], entry["cursor"], entry.get("rng_state"), entry.get("waited", 0)]
     if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3, 4):
         raise _bad(field, entry, "[group, cursor] (and the compat stream state, and packs waited)")
     if len(entry) == 4 and not (_is_int(entry[3]) and entry[3] >= 0):
@@ -126,6 +136,20 @@ def check_cursor_ranges(datasets: list, group_names: list[str], cursors: list, b
             raise _bad(field, list(cursor), f"index {index} is past the {length} item(s) of the worker's work list")
         if depth is not None and len(cursor) != 2 + depth:
             raise _bad(field, list(cursor), f"{group_names[group]} cursors have {2 + depth} entries")
+
+
+def check_waiting_drawn(group_names: list[str], cursors: list, waiting: list) -> None:
+    """Each buffered or carried row was drawn: at or before its group's cursor (the last row
+    drawn), never after it, where the stream would draw it again and pack it twice."""
+    for field, group, cursor in waiting:
+        drawn_to = cursors[group]
+        if drawn_to is None or tuple(cursor) > tuple(drawn_to):
+            raise _bad(
+                field,
+                list(cursor),
+                f"a row after cursors.{group_names[group]} = {shown(drawn_to and list(drawn_to))}: it would be "
+                "drawn again and packed twice (was the cursor moved back?); resume from an unedited checkpoint",
+            )
 
 
 def check_data_status(status: Any, group_names: list[str]) -> dict | None:

@@ -12,7 +12,8 @@ the rank, the worker and `global_seed`).
 
 from __future__ import annotations
 
-from .state import Buffered, PackState, ResumeError
+from ..sample import Draw
+from .state import PackState, ResumeError
 
 NEMO_STATE_VERSION = 1
 HOW_TO_CONTINUE = (
@@ -75,5 +76,5 @@ def load_nemo_state(state: PackState, saved: dict, group_names: list[str]) -> No
                 f"NeMo AutoModel checkpoint: a buffered sample without a known position; {HOW_TO_CONTINUE}"
             )
         group = group_names.index(where["dataset_name"])
-        state.buffer.append(Buffered(group, _position_cursor(where["data_indexes"])))
+        state.buffer.append(Draw(group, _position_cursor(where["data_indexes"])))
     state.packs = int(saved.get("yielded_batches", 0))

@@ -19,7 +19,7 @@ def is_elastic(saved: dict) -> bool:
     return saved.get("kind") == ELASTIC_KIND
 
 
-def merge_worker_states(packed, worker_states: list[dict]) -> dict:
+def merge_worker_states(packed, worker_states: list[dict]) -> dict:  # packed: a StreamSetup (stream.py)
     """One elastic checkpoint from the checkpoints of all workers of all old ranks."""
     if not worker_states:
         raise ResumeError("an elastic restart needs the checkpoints of the old workers; none were given")

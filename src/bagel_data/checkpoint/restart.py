@@ -39,6 +39,7 @@ from ..sharding import (
     row_key_at,
     split_evenly,
 )
+from .state import BufferEntry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,8 +186,8 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
         shard = WorkerTopology(**state["topology"]).shard(num_units)
         cursor = state["cursors"][group]
         left, left_inherited, next_pass = worker_leftover(shard, plan, None if cursor is None else tuple(cursor))
-        held = ([state["carry"]] if state["carry"] else []) + list(state["buffer"])
-        held_keys = [row_key_at(shard, plan, tuple(entry[1])) for entry in held if entry[0] == group]
+        held = [BufferEntry.read(raw) for raw in ([state["carry"]] if state["carry"] else []) + list(state["buffer"])]
+        held_keys = [row_key_at(shard, plan, entry.cursor) for entry in held if entry.group == group]
         segments += left
         inherited += list(left_inherited) + held_keys
         first_pass = max(first_pass, next_pass)

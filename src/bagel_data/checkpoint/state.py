@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from ..compat import CompatRandom
-from ..errors import ResumeError, SkipLog
+from ..compat.streams import RandomSource
+from ..errors import ResumeError, SkipLog, shown
+from ..sample import Draw
 from ..sharding import WorkerTopology
 from .inputs import check_inputs
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
-STATE_VERSION = 2
+# 3: buffer and carry entries are `BufferEntry` dicts; version 2 checkpoints still load.
+STATE_VERSION = 3
+READABLE_VERSIONS = (2, 3)
+ENTRY_VERSION = 1
 
 
 def check_compatible(
@@ -26,7 +31,7 @@ def check_compatible(
 ) -> None:
     """Raise ResumeError unless `saved` was made by this library for the same data and groups
     (`units`: how many units each group has now; `inputs`: each group's `input_record`)."""
-    if saved.get("version") != STATE_VERSION:
+    if saved.get("version") not in READABLE_VERSIONS:
         raise ResumeError(
             f"checkpoint format version {saved.get('version')!r} is not this library's ({STATE_VERSION}; NeMo "
             "AutoModel's PackedDataset checkpoints also load). To continue the run anyway, rebuild the dataset "
@@ -48,21 +53,44 @@ def check_compatible(
         check_inputs(name, (saved.get("inputs") or {}).get(name), record)
 
 
-@dataclasses.dataclass
-class Buffered:
-    """A sample waiting in the overflow buffer; `sample` is None until rebuilt."""
+@dataclasses.dataclass(frozen=True)
+class BufferEntry:
+    """A buffered or carried sample as a checkpoint holds it: by reference.
 
-    group: int
+    Saved as a dict with its own `v` (`ENTRY_VERSION`). Version-2 checkpoints wrote
+    positional lists, `[group, cursor]` with an optional compat stream state and packs
+    waited; `read` takes both."""
+
+    group: str
     cursor: tuple
-    # The sample dict. None only for an item restored from a checkpoint (it holds cursors,
-    # not samples) until `PackedDataset._materialize` (packing/placement.py) rebuilds it,
-    # before any other use.
-    sample: Any = None
     rng_state: dict | None = None  # compat="bagel": the shared stream before the sample's row
-    waited: int = 0  # best-fit: packs this oldest sample found no room beside the mandatory ones
-    # Resume: the queue rebuilding this sample ahead on other threads (`packing/rebuild.py`),
-    # which `_materialize` asks before rebuilding it itself; never saved.
-    rebuilt: Any = None
+    waited: int = 0  # best-fit: packs it waited beside mandatory samples (resume stays exact)
+
+    def to_saved(self) -> dict:
+        return {
+            "v": ENTRY_VERSION,
+            "group": self.group,
+            "cursor": _plain(self.cursor),
+            "rng_state": self.rng_state,
+            "waited": self.waited,
+        }
+
+    @classmethod
+    def read(cls, raw) -> BufferEntry:
+        """An entry from its saved dict or a version-2 positional list (`checks.py` checked
+        its shape first)."""
+        if isinstance(raw, Mapping):
+            return cls(raw["group"], _tuple(raw["cursor"]), raw.get("rng_state"), int(raw.get("waited", 0)))
+        rng_state = raw[2] if len(raw) > 2 else None
+        return cls(raw[0], _tuple(raw[1]), rng_state, int(raw[3]) if len(raw) > 3 else 0)
+
+    @classmethod
+    def of(cls, draw: Draw, group_names: list[str]) -> BufferEntry:
+        return cls(group_names[draw.group], draw.cursor, draw.rng_state, draw.waited)
+
+    def draw(self, group_names: list[str]) -> Draw:
+        """The draw to rebuild from this entry (its sample is read again on resume)."""
+        return Draw(group_names.index(self.group), self.cursor, None, self.rng_state, waited=self.waited)
 
 
 @dataclasses.dataclass
@@ -72,11 +100,11 @@ class PackState:
     topology: WorkerTopology
     data_seed: int
     units: list[int]  # units per group: a checkpoint only fits the same data
-    rng: Any  # np.random.Generator; compat="bagel": a CompatRandom (compat.py)
+    rng: RandomSource  # the packer's: SeededRandom, or compat="bagel"'s shared CompatRandom
     cursors: list[tuple | None]
     buffer: collections.deque
     logs: list[SkipLog]
-    carry: Buffered | None = None  # the sample that ended the last pack; first in the next
+    carry: Draw | None = None  # the sample that ended the last pack; first in the next
     restart: dict | None = None  # the elastic-restart plan this stream runs under (restart.py)
     history: dict | None = None  # totals of the topology before the last elastic restart
     inputs: list[dict | None] | None = None  # each group's input files and sizes (inputs.py)
@@ -84,7 +112,7 @@ class PackState:
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     group_tokens: list[int] = dataclasses.field(default_factory=list)  # drawn and not skipped, per group
-    empty_run: int = 0  # samples in a row that added nothing to a pack (placement.py); not saved
+    empty_run: int = 0  # samples in a row that added nothing to a pack (packing/placer.py); not saved
 
     def __post_init__(self) -> None:
         if not self.group_tokens:
@@ -102,10 +130,10 @@ class PackState:
             "topology": dataclasses.asdict(self.topology),
             "data_seed": self.data_seed,
             "units": dict(zip(group_names, self.units)),
-            "rng": _rng_state(self.rng),
+            "rng": self.rng.get_state(),
             "cursors": {name: _plain(cursor) for name, cursor in zip(group_names, self.cursors)},
-            "buffer": [_buffered(group_names, item) for item in self.buffer],
-            "carry": None if self.carry is None else [group_names[self.carry.group], _plain(self.carry.cursor)],
+            "buffer": [BufferEntry.of(draw, group_names).to_saved() for draw in self.buffer],
+            "carry": None if self.carry is None else BufferEntry.of(self.carry, group_names).to_saved(),
             "packs": self.packs,
             "tokens": self.tokens,
             "samples": dict(self.samples),
@@ -117,8 +145,8 @@ class PackState:
         }
 
     def restore(self, saved: dict, group_names: list[str]) -> None:
-        """Load a checkpoint made by `to_dict`, after checking it belongs to this pipeline."""
-        check_compatible(saved, self.data_seed, group_names, self.units, self.inputs)
+        """Load a checkpoint made by `to_dict` (`checkpoint/stream.py` checked that it belongs
+        to this pipeline and has the shape read here)."""
         saved_topology = WorkerTopology(**saved["topology"])
         if saved_topology != self.topology:
             raise ResumeError(
@@ -127,20 +155,11 @@ class PackState:
                 "workers with PackedDataset.load_elastic_state (see docs/elastic.md)"
             )
         self.restart, self.history = saved["restart"], saved["history"]
-        _set_rng_state(self.rng, saved["rng"])
+        set_rng_state(self.rng, saved["rng"])
         self.cursors = [_tuple(saved["cursors"][name]) for name in group_names]
-        self.buffer = collections.deque(
-            Buffered(
-                group_names.index(entry[0]),
-                _tuple(entry[1]),
-                None,
-                entry[2] if len(entry) > 2 else None,
-                int(entry[3]) if len(entry) > 3 else 0,
-            )
-            for entry in saved["buffer"]
-        )
+        self.buffer = collections.deque(BufferEntry.read(raw).draw(group_names) for raw in saved["buffer"])
         carry = saved.get("carry")
-        self.carry = None if carry is None else Buffered(group_names.index(carry[0]), _tuple(carry[1]))
+        self.carry = None if carry is None else BufferEntry.read(carry).draw(group_names)
         self.packs, self.tokens = saved["packs"], saved["tokens"]
         self.samples = collections.Counter(saved["samples"])
         saved_tokens = saved.get("group_tokens", {})
@@ -149,26 +168,17 @@ class PackState:
             log.counts = collections.Counter(saved["skips"].get(name, {}))
 
 
-def _rng_state(rng) -> dict:
-    return rng.get_state() if isinstance(rng, CompatRandom) else rng.bit_generator.state
-
-
-def _set_rng_state(rng, state: dict) -> None:
-    if isinstance(rng, CompatRandom) != (state.get("compat") == "bagel"):
+def set_rng_state(rng: RandomSource, state: Any) -> None:
+    """Load a saved `rng` field into the packer's random source, checked: a state of the
+    other mode, or out of range, is a ResumeError naming the field (not an OverflowError
+    at the first pack)."""
+    saved_kind = "bagel" if isinstance(state, Mapping) and state.get("compat") == "bagel" else "numpy"
+    if saved_kind != rng.kind:
         raise ResumeError('the checkpoint and this pipeline disagree on compat="bagel"; resume in the same mode')
-    if isinstance(rng, CompatRandom):
-        rng.set_state(state)
-    else:
-        rng.bit_generator.state = state
-
-
-def _buffered(group_names: list[str], item: Buffered) -> list:
-    """A buffered sample by reference: [group, cursor] (+ the compat stream state before it,
-    + how many packs it waited, when it did)."""
-    entry = [group_names[item.group], _plain(item.cursor)]
-    if item.waited:  # best-fit's wait beside mandatory samples, kept so that resume is exact
-        return [*entry, item.rng_state, item.waited]
-    return entry if item.rng_state is None else [*entry, item.rng_state]
+    try:
+        rng.set_state(dict(state))
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise ResumeError(f"checkpoint field rng: {shown(str(exc))}; resume from an unedited checkpoint") from None
 
 
 def _plain(cursor):

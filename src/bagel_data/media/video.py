@@ -18,7 +18,7 @@ import av
 import numpy as np
 from PIL import Image
 
-from ..compat import CompatRandom, reference_frame_picks
+from ..compat.streams import RandomSource, as_random_source
 from ..errors import ConfigError, VideoDecodeError
 from ..instruments import seam
 from ..sources import storage
@@ -51,7 +51,7 @@ def frame_indices(
     num_frames: int,
     vlen: int,
     sample: str = "rand",
-    rng: np.random.Generator | None = None,
+    rng: RandomSource | np.random.Generator | None = None,
     *,
     input_fps: float = 1.0,
     max_num_frames: int = -1,
@@ -76,16 +76,8 @@ def frame_indices(
     if sample == "middle":
         picked = (starts + ends) // 2
     else:
-        rng = np.random.default_rng() if rng is None else rng
-        if isinstance(rng, CompatRandom):  # compat="bagel": the reference's draws, in its order
-            picked = reference_frame_picks(rng, starts, ends, vlen, n)
-        elif np.any(ends <= starts):
-            # A one-frame segment leaves range(a, b) empty; the reference then falls back to
-            # a sorted random subset of all frames.
-            picked = np.sort(rng.permutation(vlen)[:n])
-        else:
-            # End exclusive, as in the reference: a segment's last frame is never drawn.
-            picked = rng.integers(starts, ends)
+        # compat="bagel": the reference's draws, in its order (`RandomSource.frame_picks`)
+        picked = as_random_source(rng).frame_picks(starts, ends, vlen, n)
     indices = [int(i) for i in picked]
     return indices + [indices[-1]] * (num_frames - n)
 
@@ -148,9 +140,8 @@ class FrameSampler:
         """Number of frames to keep; None when uncapped (fps sampling only)."""
         if self.max_num_frames <= 0:
             return None
-        if isinstance(rng, CompatRandom):  # the reference draws the count from numpy's stream
-            return rng.frame_count(self.min_num_frames, self.max_num_frames + 1)
-        return int(rng.integers(self.min_num_frames, self.max_num_frames + 1))
+        # compat="bagel": the reference draws the count from numpy's stream
+        return as_random_source(rng).frame_count(self.min_num_frames, self.max_num_frames + 1)
 
     def _read_folder(self, path: str, rng: np.random.Generator) -> list[Image.Image]:
         try:

@@ -42,6 +42,8 @@ import sys
 
 import torch
 
+from ..instruments import seam
+from ..media.convert import PendingImage, PendingPatches
 from .segments import DEFAULT_CAPACITY, SegmentPool
 
 # Below this, the allocator's own arenas are already warm and huge pages would waste memory.
@@ -193,3 +195,40 @@ class PadBufferPool:
         if not _CAN_ADVISE or _nbytes(shape, dtype) < POOL_MIN_BYTES:
             return torch.zeros(shape, dtype=dtype), True
         return self._padded.lend(shape, dtype)
+
+
+@seam("convert_vae")
+def pad_images(images: list, pool: PadBufferPool | None = None) -> torch.Tensor:
+    """Stack images zero-padded (bottom/right) to the largest height and width.
+
+    A `PendingImage` is converted straight into its slot (`media/convert.py`)."""
+    channels = max(image.shape[0] for image in images)
+    height = max(image.shape[1] for image in images)
+    width = max(image.shape[2] for image in images)
+    shape = (len(images), channels, height, width)
+    padded, zeroed = pool.float32(shape) if pool is not None else (zeroed_float32(shape), True)
+    for index, image in enumerate(images):
+        c, h, w = image.shape
+        if isinstance(image, PendingImage):
+            image.write_into(padded[index, :c, :h, :w])
+        else:
+            padded[index, :c, :h, :w] = image
+        if not zeroed:  # a reused buffer: clear only what the image does not cover
+            padded[index, :c, :h, w:] = 0
+            padded[index, :c, h:, :] = 0
+            padded[index, c:] = 0
+    return padded
+
+
+@seam("convert_vit")
+def stack_patches(parts: list, pool: PadBufferPool | None = None) -> torch.Tensor:
+    """`torch.cat` of the images' patch rows; `PendingPatches` are converted in place there."""
+    width = parts[0].width if isinstance(parts[0], PendingPatches) else parts[0].shape[1]
+    shape = (sum(len(part) for part in parts), width)
+    out = pool.empty(shape) if pool is not None else empty_float32(shape)
+    row = 0
+    for part in parts:
+        rows = out[row : row + len(part)]
+        part.write_into(rows) if isinstance(part, PendingPatches) else rows.copy_(part)
+        row += len(part)
+    return out

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..compat import CompatPolicy, RandomSource
 from ..errors import ConfigError
 from ..instruments import seam
-from ..media.convert import PendingImage, PendingPatches
 from ..media.pixels import pad_pixels, stack_pixel_patches
-from .buffers import PadBufferPool, empty_float32, zeroed_float32
+from .buffers import PadBufferPool, pad_images, stack_patches
 from .config import PackingConfig, SpecialTokens
+from .dropout import is_droppable
 from .layout import len2weight, patchify, prepare_attention_mask_per_sample
 
 
@@ -67,14 +68,14 @@ class PackBuilder:
         self,
         config: PackingConfig,
         tokens: SpecialTokens,
-        rng: np.random.Generator,
+        rng: RandomSource | np.random.Generator,
         position_ids: Callable,
         pad_pool: PadBufferPool | None = None,
-        reference_rules: bool = False,
+        policy: CompatPolicy | None = None,
     ):
         self.config, self.tokens, self.rng, self.position_ids = config, tokens, rng, position_ids
         self.pad_pool = pad_pool
-        self.compat = reference_rules  # compat="bagel" (the policy's word): the reference's counts and draws
+        self.policy = CompatPolicy() if policy is None else policy  # whose counts and draws
         self.curr = 0
         self.sample_lens: list[int] = []
         self.split_lens: list[int] = []
@@ -101,7 +102,10 @@ class PackBuilder:
         """Whether CFG drops `item`: `decided` when the sample was drawn (`packing/dropout.py`),
         else (compat, or a sample added by hand) drawn now from the pack's generator. A decided
         CFG item still takes its (unused) draw, so the group choices and timesteps are those of
-        the reference's order: with every dropout at 0 the output is unchanged."""
+        the reference's order: with every dropout at 0 the output is unchanged. An item that
+        may never drop (`is_droppable`) takes no draw."""
+        if not is_droppable(item, self.policy):  # type: ignore[arg-type]
+            return False
         drawn = item["enable_cfg"] == 1 and self.rng.random() < probability
         return drawn if decided is None else decided
 
@@ -116,21 +120,21 @@ class PackBuilder:
         self.curr += 1
 
     @seam("pack")
-    def add(self, sample: dict) -> bool:
-        """Append one sample; consumes its id and tensor lists in plan order. False (and the
-        pack unchanged) when CFG dropout dropped every item: a zero-length sample would
-        break the batch schema (`check_batch`)."""
+    def add(self, sample: dict, dropped: frozenset[int] | None = None) -> bool:
+        """Append one sample; consumes its id and tensor lists in plan order. `dropped`: the
+        CFG items decided to drop when it was drawn (`Draw.dropped`); None: drawn here.
+        False (and the pack unchanged) when CFG dropout dropped every item: a zero-length
+        sample would break the batch schema (`check_batch`)."""
         texts = iter(sample["text_ids_list"])
         images = iter(sample["image_tensor_list"])
         start_of_sample = self.curr
         walk = _SampleWalk()
-        decided = sample.get("cfg_dropped")  # set when the sample was drawn (default mode)
         for index, item in enumerate(sample["sequence_plan"]):
             split_start = item.get("split_start", True)
             if split_start:
                 walk.split_len = 0
             kind = item["type"]
-            drop = None if decided is None else index in decided
+            drop = None if dropped is None else index in dropped
             if kind == "text":
                 added = self._add_text(item, next(texts), walk, drop)
             elif kind == "vit_image":
@@ -171,7 +175,7 @@ class PackBuilder:
         # One rotary id per position of this item (the reference used the split's
         # running length, which over-counts when a split spans several items).
         # compat keeps the reference's count (docs/compat.md).
-        count = walk.split_len if self.compat else self.curr - first
+        count = walk.split_len if self.policy.counts_rope_by_split else self.curr - first
         self.position.span(walk.rope, walk.rope + count)
         walk.rope += count
         return True
@@ -204,11 +208,7 @@ class PackBuilder:
     ) -> bool:
         """`start_of_image + latent tokens + end_of_image`; a generation target is a noised split."""
         cfg = self.config
-        # Dropping one frame of a multi-frame split would break the split; the reference
-        # keeps such frames, and so do we. compat: the reference draws for every CFG item
-        # and may drop such a frame.
-        whole_split = self.compat or (split_start and item.get("split_end", True))
-        if whole_split and self._dropped(item, cfg.vae_cond_dropout_prob, drop):
+        if self._dropped(item, cfg.vae_cond_dropout_prob, drop):
             walk.rope += 1
             return False
         first = self.curr
@@ -290,40 +290,3 @@ class PackBuilder:
         if self.pad_pool is not None:
             self.pad_pool.gather_small(batch)  # in a worker: the small tensors leave in one segment
         return batch
-
-
-@seam("convert_vae")
-def pad_images(images: list, pool: PadBufferPool | None = None) -> torch.Tensor:
-    """Stack images zero-padded (bottom/right) to the largest height and width.
-
-    A `PendingImage` is converted straight into its slot (`media/convert.py`)."""
-    channels = max(image.shape[0] for image in images)
-    height = max(image.shape[1] for image in images)
-    width = max(image.shape[2] for image in images)
-    shape = (len(images), channels, height, width)
-    padded, zeroed = pool.float32(shape) if pool is not None else (zeroed_float32(shape), True)
-    for index, image in enumerate(images):
-        c, h, w = image.shape
-        if isinstance(image, PendingImage):
-            image.write_into(padded[index, :c, :h, :w])
-        else:
-            padded[index, :c, :h, :w] = image
-        if not zeroed:  # a reused buffer: clear only what the image does not cover
-            padded[index, :c, :h, w:] = 0
-            padded[index, :c, h:, :] = 0
-            padded[index, c:] = 0
-    return padded
-
-
-@seam("convert_vit")
-def stack_patches(parts: list, pool: PadBufferPool | None = None) -> torch.Tensor:
-    """`torch.cat` of the images' patch rows; `PendingPatches` are converted in place there."""
-    width = parts[0].width if isinstance(parts[0], PendingPatches) else parts[0].shape[1]
-    shape = (sum(len(part) for part in parts), width)
-    out = pool.empty(shape) if pool is not None else empty_float32(shape)
-    row = 0
-    for part in parts:
-        rows = out[row : row + len(part)]
-        part.write_into(rows) if isinstance(part, PendingPatches) else rows.copy_(part)
-        row += len(part)
-    return out

@@ -11,9 +11,13 @@ skipped with a named, counted reason. The buffer never exceeds `max_buffer_size`
 All randomness (group choice, dropout, timesteps) comes from one generator per worker,
 derived from `data_seed`, the rank and the worker id (in compat mode, from the policy's
 reference stream). `state_dict()` / `load_state_dict()`
-(torchdata's Stateful protocol) checkpoint the stream after any batch: `stream_state.py`
-(where a stream starts from) and `checkpoint/state.py` (what a checkpoint holds). Where a
-sample goes besides the open pack (buffer, carry, best fit, skip) is `placement.py`.
+(torchdata's Stateful protocol) checkpoint the stream after any batch:
+`checkpoint/stream.py` (where a stream starts from, one path for every input) and
+`checkpoint/state.py` (what a checkpoint holds).
+
+The class holds its parts: each group behind one interface (`groups.py`), and per
+iteration the draw path (`groups.Drawer`), the overflow buffer and carry (`overflow.py`),
+the placement steps (`placer.py`) and the loop of the pack strategy (`loops.py`).
 """
 
 from __future__ import annotations
@@ -23,24 +27,26 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ..checkpoint.state import PackState
+from ..checkpoint.merge import merge_worker_states
+from ..checkpoint.state import PackState, ResumeError
+from ..checkpoint.stream import StreamSetup, save_state, start_state
 from ..compat import CompatPolicy
-from ..sample import sample_length
 from ..schema.settings import SETTING_NAMES
 from ..sources import storage
 from ..torch_support import check_torch
 from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens
+from .groups import Drawer, GroupSource
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
+from .loops import PACK_LOOPS
 from .pack import PackBuilder
 from .parts import Assembled
-from .placement import SamplePlacement
+from .placer import Placer
 from .schedule import StepClock, as_schedule
 from .strategies import group_chooser
-from .stream_state import StreamState
 
 
-class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDataset):
+class PackedDataset(torch.utils.data.IterableDataset):
     """Packs the samples of several dataset groups into token-budgeted sequences."""
 
     # The pool each iteration lends `padded_images` buffers from: a hook, so the benchmark
@@ -114,6 +120,7 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         super().__init__()
         self.grouped_datasets = list(parts.datasets.values())
         self.group_names = list(parts.datasets)
+        self.groups = [GroupSource.of(i, name, dataset) for i, (name, dataset) in enumerate(parts.datasets.items())]
         self.config = parts.config
         self.policy = parts.policy  # the entrance's compat decision, shared with every group
         self.data_config = None  # the reference-shaped constructor keeps the config it read
@@ -153,81 +160,112 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         # The settings check the seed (its range in compat mode) and make numpy's ints plain.
         self.config = dataclasses.replace(self.config, data_seed=seed)  # the settings say what runs
         self.data_seed = seed = self.config.data_seed
-        for dataset in self.grouped_datasets:
-            dataset.set_epoch(seed)
-            # The epoch order is made here, once, so DataLoader workers inherit it rather
-            # than each shuffling its own copy (families make it lazily otherwise).
-            getattr(dataset, "epoch_units", None)
+        for group in self.groups:
+            group.set_epoch(seed)
 
     # -- the mixing loop -------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
         check_torch()  # a torch without the internals used below fails here, naming them
         storage.register_all(self.storage_options)
-        state = self._start_state()
+        saved, self._resume = self._resume, None
+        state = start_state(self._setup_of_stream(), saved)
         self._live = state
-        cfg = self.config
-        clock = StepClock(self.weight_schedules, state.topology.worker_id, state.topology.num_workers, state.step_base)
-        weights = clock.weights(clock.step(state.packs))  # updated in place as each pack opens
-        choose = group_chooser(cfg.mix_by, weights, state.group_tokens, state.rng)
-        draw = self._drawer(state)
-        stop_rebuilding = self._prefetch_restored(state)  # a resumed buffer's rows, fetched at once
+        placer = self._placer(state)
+        stop_rebuilding = placer.overflow.prefetch()  # a resumed buffer's rows, fetched at once
         try:
-            yield from self._packs(state, clock, weights, choose, draw)
+            yield from PACK_LOOPS[self.config.pack_strategy](placer)
         finally:
             stop_rebuilding()  # a closed stream's buffered rows that no thread has started
 
-    def _packs(self, state: PackState, clock: StepClock, weights: list[float], choose, draw) -> Iterator[dict]:
+    def _placer(self, state: PackState) -> Placer:
+        """This iteration's parts over `state`: the clock and weights of the mixture
+        schedule, the group chooser, the draw path and where samples go."""
         cfg = self.config
+        clock = StepClock(self.weight_schedules, state.topology.worker_id, state.topology.num_workers, state.step_base)
+        weights = clock.weights(clock.step(state.packs))  # updated in place as each pack opens
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
 
         def new_pack() -> PackBuilder:
             return PackBuilder(
-                cfg, self.special_tokens, state.rng, self.get_flattened_position_ids, pad_pool, self.policy.reference
+                cfg, self.special_tokens, state.rng, self.get_flattened_position_ids, pad_pool, self.policy
             )
 
-        # One loop on purpose: it follows the reference's control flow branch for branch, so
-        # the random draws come in the reference's order (tests/conformance pin it).
-        pack = new_pack()
-        while True:
-            if pack.is_empty():
-                self._enter_step(clock, weights, state)
-                self._open_pack(pack, draw, state)
-            if cfg.pack_strategy == "best_fit":
-                self._fill_best(pack, state, lambda: draw(choose()))
-                if pack.is_empty():  # every chosen sample lost all its items to dropout (counted)
-                    continue
-                batch = self._emit(pack, state)
-                pack = new_pack()
-                yield batch
-                continue
-            taken = self._next_item(pack, state, draw, choose)
-            if taken is None:  # a counted skip
-                continue
-            item, from_buffer = taken
-            if pack.curr + sample_length(item.sample) > cfg.max_num_tokens:
-                if len(state.buffer) < cfg.max_buffer_size and not from_buffer:
-                    state.buffer.append(item)
-                else:
-                    # Every state change happens before the yield, so a checkpoint taken
-                    # while the batch is out describes exactly what comes next.
-                    batch = self._emit(pack, state)
-                    pack = new_pack()
-                    self._after_emit(item, state)
-                    yield batch
-                continue
-            self._put(pack, item, state)
-            if pack.curr >= cfg.expected_num_tokens:
-                batch = self._emit(pack, state)
-                pack = new_pack()
-                yield batch
+        return Placer(
+            groups=self.groups,
+            mandatory=self.is_mandatory,
+            config=cfg,
+            policy=self.policy,
+            state=state,
+            draw=Drawer(self.groups, state, cfg, self.policy, self.data_seed),
+            choose=group_chooser(cfg.mix_by, weights, state.group_tokens, state.rng),
+            clock=clock,
+            weights=weights,
+            new_pack=new_pack,
+        )
 
-    @staticmethod
-    def _enter_step(clock: StepClock, weights: list[float], state: PackState) -> None:
-        """The group weights at the step of the pack being opened. The first pack of a new
-        phase starts the token counts that `mix_by="tokens"` steers by afresh."""
-        if clock.phase_changed(state.packs):
-            state.group_tokens[:] = [0] * len(state.group_tokens)
-        weights[:] = clock.weights(clock.step(state.packs))
+    # -- checkpoints (torchdata's Stateful protocol) -----------------------------------------
+    def _setup_of_stream(self) -> StreamSetup:
+        return StreamSetup(
+            self.groups,
+            self.local_rank,
+            self.world_size,
+            self.data_seed,
+            self.global_seed,
+            self.policy,
+            self.config.max_buffer_size,
+        )
+
+    def state_dict(self) -> dict:
+        """Checkpoint of this worker's stream."""
+        return save_state(self._setup_of_stream(), self._live, self._resume)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Continue from a checkpoint on the next `iter()`; checked against the topology then.
+
+        An elastic checkpoint (from `load_elastic_state`) loads into any topology.
+        """
+        self._resume = state_dict
+
+    def load_elastic_state(self, worker_states: list[dict]) -> dict:
+        """Continue the checkpoints of *all* workers of all ranks of a run with another world
+        size or worker count; returns the merged checkpoint (the same on every new rank).
+
+        Not available with `compat="bagel"` (the reference has no such restart).
+        Call it before building the loader, with the dataset states of every old worker
+        (`bagel_data.loader.worker_dataset_states` of each rank's loader state); see
+        docs/elastic.md.
+        """
+        if not self.policy.allows_elastic_restart:
+            raise ResumeError(
+                'compat="bagel" resumes only in the same topology (load_state_dict) or from the '
+                "reference's data_status; an elastic restart would change which rows are read"
+            )
+        self._resume = merge_worker_states(self._setup_of_stream(), worker_states)  # checked here, not in a worker
+        return self._resume
+
+    def group_inputs(self) -> list[dict | None]:
+        """Each group's input files and sizes, as a checkpoint records them (checkpoint/inputs.py)."""
+        return [group.input_record() for group in self.groups]
+
+    def group_unit_counts(self) -> list[int]:
+        """How many units (files, row groups or lines) each group shards."""
+        return [group.unit_count() for group in self.groups]
+
+    @property
+    def stats(self) -> dict:
+        """Packs, tokens and samples emitted, and rows skipped by reason, in this process."""
+        state = self._live
+        if state is None:
+            return {"packs": 0, "tokens": 0, "samples": {}, "skips": {}, "history": None, "read_ahead": {}}
+        read_ahead = {group.name: group.read_ahead_stats() for group in self.groups}
+        return {
+            "packs": state.packs,
+            "tokens": state.tokens,
+            "samples": dict(state.samples),
+            "skips": {name: log.as_dict() for name, log in zip(self.group_names, state.logs)},
+            "history": state.history,  # totals before the last elastic restart, if any
+            "read_ahead": {name: stats for name, stats in read_ahead.items() if stats is not None},
+        }
 
 
 def _check_global_seed(global_seed):

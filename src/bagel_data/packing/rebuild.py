@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..checkpoint.state import Buffered
 from ..errors import SkipLog, SkipReason
+from ..sample import Draw
 
 MAX_THREADS = 8
 
@@ -47,14 +47,12 @@ def rebuild_threads() -> int:
     return min(cpus - 1, MAX_THREADS)
 
 
-def rebuild_ahead(items: Sequence[Buffered], datasets: Sequence[Any], threads: int) -> Callable[[], None]:
+def rebuild_ahead(items: Sequence[Draw], datasets: Sequence[Any], threads: int) -> Callable[[], None]:
     """Start rebuilding the not yet rebuilt `items` of families that allow it, oldest first,
     on up to `threads` threads; each such item's `rebuilt` is then the `RebuildQueue` that
     `take_rebuilt` asks. Returns what stops the rebuild (for when the stream closes)."""
     waiting = [
-        item
-        for item in items
-        if item.sample is None and item.rebuilt is None and getattr(datasets[item.group], "parallel_rebuild", False)
+        item for item in items if item.sample is None and item.rebuilt is None and datasets[item.group].parallel_rebuild
     ]
     if threads < 1 or len(waiting) < 2:
         return _nothing  # nothing to share: the packer's own rebuild costs the same
@@ -66,7 +64,7 @@ def rebuild_ahead(items: Sequence[Buffered], datasets: Sequence[Any], threads: i
     return queue.stop
 
 
-def take_rebuilt(item: Buffered) -> dict | None:
+def take_rebuilt(item: Draw) -> dict | None:
     """The sample rebuilt ahead for `item`; None when it failed there, or when no thread had
     started it: then the caller rebuilds it, in order, with its own skip log."""
     queue, item.rebuilt = item.rebuilt, None
@@ -79,7 +77,7 @@ class RebuildQueue:
     the youngest row no thread has started meanwhile: a best-fit first pack, which needs
     the whole buffer, keeps every CPU busy until it is rebuilt."""
 
-    def __init__(self, items: list[Buffered], datasets: Sequence[Any]):
+    def __init__(self, items: list[Draw], datasets: Sequence[Any]):
         self._datasets = datasets
         self._lock = threading.Lock()
         self._waiting = collections.deque(items)
@@ -91,7 +89,7 @@ class RebuildQueue:
         while (item := self._claim(oldest=True)) is not None:
             self._finish(item)
 
-    def take(self, item: Buffered) -> dict | None:
+    def take(self, item: Draw) -> dict | None:
         """`item`'s sample as a thread rebuilt it (waited for, rebuilding younger rows
         meanwhile), or None: it failed there, or nobody had started it (now the caller's)."""
         while True:
@@ -112,7 +110,7 @@ class RebuildQueue:
         with self._lock:
             self._waiting.clear()
 
-    def _claim(self, oldest: bool) -> Buffered | None:
+    def _claim(self, oldest: bool) -> Draw | None:
         with self._lock:
             if not self._waiting:
                 return None
@@ -120,7 +118,7 @@ class RebuildQueue:
             self._running.add(id(item))
             return item
 
-    def _finish(self, item: Buffered) -> None:
+    def _finish(self, item: Draw) -> None:
         sample = _clean_rebuild(self._datasets[item.group], item.cursor)
         with self._lock:
             self._built[id(item)] = sample

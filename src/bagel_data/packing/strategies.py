@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
+from ..compat import RandomSource
 from ..schema.settings import MIX_BY, PACK_STRATEGIES  # noqa: F401  (the modes, named once)
 
 
@@ -42,7 +41,7 @@ def choose_by_weight(cumulative: Sequence[float], u: float) -> int:
     return 0
 
 
-def choose_by_deficit(weights: Sequence[float], tokens: Sequence[int], rng: np.random.Generator) -> int:
+def choose_by_deficit(weights: Sequence[float], tokens: Sequence[int], rng: RandomSource) -> int:
     """The group furthest below its target share of `sum(tokens)`. Ties (every group at its
     target, as at the start) go to a random one among them, weighted, so that the order
     within a run is not fixed by the config order.
@@ -63,9 +62,7 @@ def choose_by_deficit(weights: Sequence[float], tokens: Sequence[int], rng: np.r
     return tied[choose_by_weight(cumulative_shares([weights[g] for g in tied]), rng.random())]
 
 
-def group_chooser(
-    mix_by: str, weights: Sequence[float], tokens: list[int], rng: np.random.Generator
-) -> Callable[[], int]:
+def group_chooser(mix_by: str, weights: Sequence[float], tokens: list[int], rng: RandomSource) -> Callable[[], int]:
     """A function drawing the next group. `weights` (the current weights: a mixture
     schedule changes them in place) and `tokens` (the live per-group count of packed
     tokens) are read, never written, here."""

@@ -1,39 +1,22 @@
-"""`compat="bagel"`: reproducing the reference pipeline exactly, draw for draw.
+"""The random sources of both modes, behind one protocol (`RandomSource`).
 
-The mode switches off each deliberate difference that changes which rows are read or how
-they are packed (docs/compat.md lists them). It is one `CompatPolicy`, decided once at the
-entrance from the `compat` and `compat_seed` settings and handed to the packer and to every
-family the entrance builds: sharding, file order, the drop at emit, the VLM rules and the
-random source are all asked of it, never of the `compat` string.
-
-The reference draws from the global `random` (group choice, caption and edit choices,
-frame positions, CFG dropout) and from numpy's global generator (timesteps, frame counts),
-one stream per process. `CompatRandom` holds a private `random.Random` and a private
-`numpy.random.RandomState`, seeded as torch seeds those globals in a DataLoader worker:
-
-* `random`: `get_worker_info().seed` (torch's base seed + worker id);
-* numpy: `torch.utils.data._utils.worker._generate_state(base_seed, worker_id)`.
-
-Outside a DataLoader worker both come from `compat_seed` (`random.Random(compat_seed)` and
-`RandomState(compat_seed)`, as `random.seed` / `np.random.seed` would make them); the
-caller passes it, and it defaults to the data seed. The caller's global generators are
-never read or seeded.
+`SeededRandom` is the default mode's: a numpy `Generator` keyed by a `SeedSequence`.
+`CompatRandom` holds the reference's two global streams, private (`compat/__init__.py`
+says how they are seeded); `ReferenceStream` is that pair as the packer and every family
+of one entrance share it. Callers draw and save through the protocol and never ask which
+source they hold.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
-
-from .errors import ConfigError
-from .schema.settings import check_compat
-from .sharding import WorkerShard, WorkerTopology, reference_rank_ids, split_evenly
 
 
 def worker_numpy_seed(base_seed: int, worker_id: int):
@@ -41,6 +24,91 @@ def worker_numpy_seed(base_seed: int, worker_id: int):
     from torch.utils.data._utils.worker import _generate_state
 
     return _generate_state(base_seed, worker_id)
+
+
+class RandomSource(Protocol):
+    """What the packer and the families draw from, in either mode, and how it is saved."""
+
+    kind: str  # the mode its state belongs to: a checkpoint loads only into the same kind
+
+    def random(self) -> float: ...
+    def integers(self, low: Any, high: Any = None) -> Any: ...
+    def standard_normal(self) -> float: ...
+    def permutation(self, n: int) -> np.ndarray: ...
+    def frame_count(self, low: int, high: int) -> int: ...
+    def frame_picks(
+        self, starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray, vlen: int, n: int
+    ) -> np.ndarray: ...
+    def get_state(self) -> dict: ...
+    def set_state(self, state: dict) -> None: ...
+
+
+_WORD = 0xFFFFFFFF
+_PCG64_LIMIT = 1 << 128
+
+
+class SeededRandom(np.random.Generator):
+    """The default mode's random source: a numpy `Generator` (PCG64) keyed by a list of
+    ints, with the `RandomSource` draws the reference's stream also has."""
+
+    kind = "numpy"
+
+    @classmethod
+    def from_key(cls, key: Sequence[int]) -> SeededRandom:
+        return cls(np.random.PCG64(np.random.SeedSequence([int(value) & _WORD for value in key])))
+
+    def __reduce__(self):  # numpy's own would unpickle a plain Generator
+        return (type(self), (self.bit_generator,))
+
+    def frame_count(self, low: int, high: int) -> int:
+        return int(self.integers(low, high))
+
+    def frame_picks(
+        self, starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray, vlen: int, n: int
+    ) -> np.ndarray:
+        """One frame per segment `[start, end)`; with an empty segment (a one-frame one), a
+        sorted random subset of all frames, as the reference falls back to."""
+        if np.any(np.asarray(ends) <= np.asarray(starts)):
+            return np.sort(self.permutation(vlen)[:n])
+        return self.integers(starts, ends)  # end exclusive: a segment's last frame is never drawn
+
+    def get_state(self) -> dict:
+        return dict(self.bit_generator.state)
+
+    def set_state(self, state: dict) -> None:
+        """Load a state `get_state` gave; ValueError names what is out of range (numpy
+        would accept some and fail only at the next draw)."""
+        check_pcg64_state(state)
+        self.bit_generator.state = state
+
+
+def as_random_source(rng: RandomSource | np.random.Generator | None) -> RandomSource:
+    """`rng` as a `RandomSource`: a caller's own numpy `Generator` (a public function's
+    argument) is drawn from through its bit generator, so its state advances as if it had
+    drawn itself; None: fresh entropy, as `np.random.default_rng()`."""
+    if rng is None:
+        return SeededRandom(np.random.PCG64())
+    if hasattr(rng, "frame_picks"):  # already one of ours
+        return rng  # type: ignore[return-value]
+    return SeededRandom(rng.bit_generator)
+
+
+def check_pcg64_state(state: Any) -> None:
+    """A PCG64 state as numpy writes it, each number in range; ValueError otherwise."""
+    if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
+        raise ValueError(f"a PCG64 generator state, not {str(state)[:80]}")
+    inner = state.get("state")
+    if not isinstance(inner, dict) or sorted(inner) != ["inc", "state"]:
+        raise ValueError("its state holds 'state' and 'inc'")
+    for name in ("state", "inc"):
+        value = inner[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _PCG64_LIMIT:
+            raise ValueError(f"state.{name} = {value!r} is not an int in [0, 2**128)")
+    if state.get("has_uint32") not in (0, 1):
+        raise ValueError(f"has_uint32 = {state.get('has_uint32')!r} is not 0 or 1")
+    uinteger = state.get("uinteger")
+    if isinstance(uinteger, bool) or not isinstance(uinteger, int) or not 0 <= uinteger <= _WORD:
+        raise ValueError(f"uinteger = {uinteger!r} is not an int in [0, 2**32)")
 
 
 class CompatRandom:
@@ -56,6 +124,8 @@ class CompatRandom:
     * `permutation(n)` -> `np.random.permutation(n)` (frame fallback);
     * `frame_count(low, high)` -> `np.random.randint(low, high)`.
     """
+
+    kind = "bagel"
 
     def __init__(self, py_seed, np_seed):
         self.py = random.Random(py_seed)
@@ -94,6 +164,11 @@ class CompatRandom:
     def frame_count(self, low: int, high: int) -> int:
         return int(self.np.randint(low, high))
 
+    def frame_picks(
+        self, starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray, vlen: int, n: int
+    ) -> np.ndarray:
+        return reference_frame_picks(self, starts, ends, vlen, n)
+
     # -- state ------------------------------------------------------------------------------
     def get_state(self) -> dict:
         """Both streams' state as plain lists and ints (JSON- and torch.save-friendly)."""
@@ -106,6 +181,8 @@ class CompatRandom:
         }
 
     def set_state(self, state: dict) -> None:
+        if not isinstance(state, dict) or state.get("compat") != "bagel":
+            raise ValueError('the reference streams\' state (compat: "bagel")')
         version, internal, gauss = state["python"]
         self.py.setstate((version, tuple(internal), gauss))
         name, keys, pos, has_gauss, cached = state["numpy"]
@@ -155,75 +232,3 @@ class ReferenceStream:
             yield self.rng
         finally:
             self.rng = live
-
-
-@dataclasses.dataclass(frozen=True)
-class CompatPolicy:
-    """What `compat` decides, asked in one place. `mode` None is the default mode; "bagel"
-    the reference's behaviour. `seed` (the `compat_seed` setting) seeds the reference
-    streams outside DataLoader workers, defaulting to the data seed."""
-
-    mode: str | None = None
-    seed: int | None = None
-    stream: ReferenceStream = dataclasses.field(default_factory=ReferenceStream, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        check_compat(self.mode)
-
-    @classmethod
-    def of(cls, value: CompatPolicy | str | None) -> CompatPolicy:
-        """The policy itself, or a new one for a `compat` value (a family built on its own)."""
-        return value if isinstance(value, CompatPolicy) else cls(check_compat(value))
-
-    @property
-    def reference(self) -> bool:
-        """True in compat mode: the reference's rules and draws."""
-        return self.mode is not None
-
-    # -- which units are read -----------------------------------------------------------
-    def rank_unit_ids(self, num_units: int, world_size: int, rank: int) -> range:
-        """This rank's units; the reference drops the remainder, the default mode reads it."""
-        if self.reference:
-            return reference_rank_ids(num_units, world_size, rank)
-        return split_evenly(num_units, world_size, rank)
-
-    def worker_shard(self, topology: WorkerTopology, num_units: int) -> WorkerShard:
-        return topology.shard(num_units, reference=self.reference)
-
-    def file_order(self, requested: str | None) -> str:
-        """A group's parquet listing order: `sorted` by default, `filesystem` (`os.listdir`,
-        the reference's) in compat mode, where asking for `sorted` is a contradiction."""
-        if requested is None:
-            return "filesystem" if self.reference else "sorted"
-        if self.reference and requested != "filesystem":
-            raise ConfigError(
-                "file_order",
-                requested,
-                f'compat="{self.mode}" lists folders as the reference did (filesystem order); drop file_order '
-                "or set it to filesystem",
-            )
-        return requested
-
-    # -- rows and packs -----------------------------------------------------------------
-    @property
-    def drops_sample_at_emit(self) -> bool:
-        """The reference drops the sample that made a pack go out; the default mode keeps it."""
-        return self.reference
-
-    @property
-    def takes_rows_as_they_are(self) -> bool:
-        """The reference's VLM and edit rules: rows that do not fit the format are used as
-        the reference used them, not skipped."""
-        return self.reference
-
-    @property
-    def decodes_as_reference(self) -> bool:
-        """The reference's image conversion (stored pixels: no EXIF turn, no colour profile,
-        LA's alpha dropped, 16-bit clipped); the default mode shows photos as a viewer does
-        (media/photos.py)."""
-        return self.reference
-
-    # -- the random source --------------------------------------------------------------
-    def start_stream(self, data_seed: int) -> CompatRandom:
-        """The reference streams, started for an iteration (`seed`, else `data_seed`)."""
-        return self.stream.start(data_seed if self.seed is None else self.seed)

@@ -1,0 +1,170 @@
+"""The groups as the packer sees them: one typed interface per group, and the draws.
+
+`GroupSource` is one group (a family dataset under its name) with everything the packer
+and the checkpoint ask of it: its samples after a cursor, a sample rebuilt at a cursor,
+where a row is (for messages), its dropout generator, its inputs and unit count, its
+read-ahead. The families (`DistributedIterableDataset`) are `FamilyGroup`s; any other
+group (a test's stand-in, a user's own class with the cursor protocol) gets the plain
+defaults. Which one a group is, is decided once, when the packer is built.
+
+`Drawer` is an iteration's draw path: `draw(group)` takes the group's next sample, skips
+(counted) one with no items, records the cursor, decides its CFG dropout (default mode)
+and counts its tokens for `mix_by="tokens"`; what comes out is a typed `Draw`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..checkpoint.state import PackState
+from ..compat import CompatPolicy, RandomSource, SeededRandom
+from ..errors import SkipLog, SkipReason
+from ..families.base import DistributedIterableDataset
+from ..sample import Draw, Dropout
+from ..sharding import stable_hash
+from .config import PackingConfig
+from .dropout import CFG_STREAM, any_dropout, decide_dropout
+
+
+class GroupSource:
+    """A group that offers only the cursor protocol (`iter_samples`, `sample_at`,
+    `resume_cursor`, `set_epoch`, `strict`, `max_consecutive_failures`)."""
+
+    parallel_rebuild = False  # whether its rows may be rebuilt on other threads
+
+    def __init__(self, index: int, name: str, dataset):
+        self.index, self.name, self.dataset = index, name, dataset
+
+    @staticmethod
+    def of(index: int, name: str, dataset) -> GroupSource:
+        family = isinstance(dataset, DistributedIterableDataset)
+        return (FamilyGroup if family else GroupSource)(index, name, dataset)
+
+    # -- samples ---------------------------------------------------------------------------
+    def samples(self, after: tuple | None, log: SkipLog, read_ahead: int) -> Iterator[tuple[tuple, dict]]:
+        """(cursor, sample) pairs after `after`; skips are counted in `log`."""
+        return self.dataset.iter_samples(after=after, log=log)
+
+    def sample_at(self, cursor: tuple, rng_state: dict | None, log: SkipLog) -> dict | None:
+        """The sample at `cursor` again (`rng_state`: compat's stream before its row)."""
+        return self.dataset.sample_at(cursor, rng_state=rng_state, log=log)
+
+    def where(self, row_key: tuple | None, cursor: tuple | None) -> str:
+        """A sample's row as messages name it."""
+        return f"{self.name} cursor {list(cursor or ())}"
+
+    def dropout_rng(self, data_seed: int, cursor: tuple, row_key: tuple | None) -> RandomSource:
+        """The sample's own dropout generator, keyed by the group, the seed and its cursor."""
+        return SeededRandom.from_key([data_seed, stable_hash(self.name), *cursor, CFG_STREAM])
+
+    # -- what a checkpoint records and a start needs ----------------------------------------
+    def new_log(self) -> SkipLog:
+        return SkipLog(self.name, self.dataset.strict, self.dataset.max_consecutive_failures)
+
+    def resume_cursor(self, worker_id: int) -> tuple | None:
+        return self.dataset.resume_cursor(worker_id)
+
+    def input_record(self) -> dict | None:
+        return None  # a stand-in records no input files
+
+    def unit_count(self) -> int:
+        return 0
+
+    def set_restart_plan(self, plan) -> None:
+        self.dataset.restart_plan = plan
+
+    def set_epoch(self, seed: int) -> None:
+        self.dataset.set_epoch(seed)
+
+    def prefetch(self, cursors: list[tuple], budget: int) -> None:
+        """Fetch these rows ahead of their rebuild (a stand-in has no read-ahead)."""
+
+    def read_ahead_stats(self) -> dict | None:
+        return None
+
+
+class FamilyGroup(GroupSource):
+    """A family of ours: images left pending for the batch, read-ahead, row locations and
+    per-row generators."""
+
+    @property
+    def parallel_rebuild(self) -> bool:  # type: ignore[override]
+        return bool(self.dataset.parallel_rebuild)
+
+    def samples(self, after, log, read_ahead):
+        # Images stay `PendingImage`s, converted straight into the batch (media/convert.py);
+        # the family reads `read_ahead` bytes ahead of the stream (0: inline).
+        return self.dataset.iter_samples(after=after, log=log, pending=True, read_ahead=read_ahead)
+
+    def sample_at(self, cursor, rng_state, log):
+        return self.dataset.sample_at(cursor, rng_state=rng_state, log=log, pending=True)
+
+    def where(self, row_key, cursor):
+        return self.dataset.row_location(row_key) if row_key else super().where(row_key, cursor)
+
+    def dropout_rng(self, data_seed, cursor, row_key):
+        # Keyed by the row, as the family's own per-sample generators are: the same row gives
+        # the same decision whatever the topology (an elastic restart, a rebuilt buffer).
+        if row_key is None:
+            return super().dropout_rng(data_seed, cursor, row_key)
+        return self.dataset.sample_rng(*row_key, CFG_STREAM)
+
+    def input_record(self):
+        return self.dataset.input_record()
+
+    def unit_count(self):
+        return len(self.dataset.epoch_units)
+
+    def set_epoch(self, seed):
+        self.dataset.set_epoch(seed)
+        # The epoch order is made here, once, so DataLoader workers inherit it rather than
+        # each shuffling its own copy (families make it lazily otherwise).
+        self.dataset.epoch_units  # noqa: B018
+
+    def prefetch(self, cursors, budget):
+        self.dataset.prefetch_rows(cursors, budget)
+
+    def read_ahead_stats(self):
+        return self.dataset.read_ahead_stats()
+
+
+class Drawer:
+    """An iteration's `draw(group)` (see the module's docstring)."""
+
+    def __init__(
+        self, groups: list[GroupSource], state: PackState, config: PackingConfig, policy: CompatPolicy, data_seed: int
+    ):
+        self.groups, self.state, self.config, self.data_seed = groups, state, config, data_seed
+        self.policy = policy
+        self.streams = [
+            group.samples(cursor, log, config.read_ahead_bytes)
+            for group, cursor, log in zip(groups, state.cursors, state.logs)
+        ]
+
+    def __call__(self, group: int) -> Draw:
+        state = self.state
+        cursor, sample = next(self.streams[group])
+        while not sample["sequence_plan"]:  # a zero-length sample has no place in a pack
+            state.cursors[group] = cursor
+            where = self.groups[group].where(sample.get("row_key"), cursor)
+            state.logs[group].skip(SkipReason.SAMPLE_INVALID, where, "the sample has no items (zero length)")
+            cursor, sample = next(self.streams[group])
+        state.cursors[group] = cursor
+        draw = Draw(group, cursor, sample, sample.get("compat_rng_state"))
+        self.decide(draw)
+        state.group_tokens[group] += draw.length
+        return draw
+
+    def decide(self, draw: Draw) -> None:
+        """Default mode: the draw's CFG dropout, decided now from the sample's own generator,
+        so that every length the packer reads from here on is the one it packs
+        (`packing/dropout.py`); the same decision whenever the sample is rebuilt.
+        compat="bagel" draws it while packing, as the reference."""
+        if not self.policy.decides_dropout_at_draw:
+            return
+        assert draw.sample is not None and draw.cursor is not None
+        if not any_dropout(self.config):
+            draw.dropped = Dropout()
+            return
+        rng = self.groups[draw.group].dropout_rng(self.data_seed, draw.cursor, draw.row_key)
+        draw.dropped = decide_dropout(draw.sample, self.config, rng, self.policy)

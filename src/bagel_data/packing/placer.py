@@ -1,0 +1,206 @@
+"""Where a drawn sample goes besides the open pack, for one iteration: put first in a new
+pack (mandatory and carried samples), kept in the overflow buffer, carried into the next
+pack, chosen best-fit, or skipped with a named, counted reason; and what an emitted pack
+adds to the worker's counts.
+
+A `Placer` is composed of what it uses (the groups, the draw path, the overflow, the
+state); the loops of `packing/loops.py` decide when each step is called.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+
+from ..checkpoint.state import PackState
+from ..compat import CompatPolicy
+from ..errors import EmptyWorkerError, SkipReason
+from ..sample import Draw
+from .config import PackingConfig
+from .groups import Drawer, GroupSource
+from .overflow import Overflow
+from .pack import PackBuilder
+from .schedule import StepClock
+from .strategies import best_subset
+
+# Samples in a row that may add nothing to a pack (every item dropped by CFG dropout) before
+# the stream is called stuck. By chance this needs p**items under 1e-3 a thousand times over.
+MAX_EMPTY_RUN = 1000
+
+
+class Placer:
+    """One iteration's placement steps over its `state`."""
+
+    def __init__(
+        self,
+        *,
+        groups: Sequence[GroupSource],
+        mandatory: Sequence[bool],
+        config: PackingConfig,
+        policy: CompatPolicy,
+        state: PackState,
+        draw: Drawer,
+        choose: Callable[[], int],
+        clock: StepClock,
+        weights: list[float],
+        new_pack: Callable[[], PackBuilder],
+    ):
+        self.groups, self.mandatory, self.config, self.policy = groups, mandatory, config, policy
+        self.state, self.draw, self.choose, self.clock, self.weights = state, draw, choose, clock, weights
+        self.new_pack = new_pack
+        self.overflow = Overflow(state, groups, config, policy, draw.decide)
+
+    # -- opening and closing a pack ---------------------------------------------------------
+    def enter_step(self) -> None:
+        """The group weights at the step of the pack being opened. The first pack of a new
+        phase starts the token counts that `mix_by="tokens"` steers by afresh."""
+        state = self.state
+        if self.clock.phase_changed(state.packs):
+            state.group_tokens[:] = [0] * len(state.group_tokens)
+        self.weights[:] = self.clock.weights(self.clock.step(state.packs))
+
+    def open_pack(self, pack: PackBuilder) -> None:
+        """An empty pack starts with the next fitting sample of each mandatory group, then the
+        sample carried over from the last pack."""
+        self.enter_step()
+        for group, mandatory in enumerate(self.mandatory):
+            if mandatory:
+                self.put(pack, self.next_fitting(group))
+        if self.state.carry is not None:
+            self.add_carry(pack)
+
+    def emit(self, pack: PackBuilder) -> dict:
+        """The pack as a batch, counted in the worker's totals."""
+        state = self.state
+        state.packs += 1
+        state.tokens += pack.curr
+        state.samples.update(where["dataset_name"] for where in pack.data_indexes)
+        return pack.to_batch()
+
+    def after_emit(self, draw: Draw) -> None:
+        """The sample that made the pack go out: it opens the next pack; in compat mode it is
+        dropped, as the reference drops it, but counted."""
+        if self.policy.drops_sample_at_emit:
+            self.skip(draw, SkipReason.DROPPED_AT_EMIT)
+        else:
+            self.overflow.carry(draw)
+
+    # -- greedy -----------------------------------------------------------------------------
+    def next_item(self, pack: PackBuilder) -> tuple[Draw, bool] | None:
+        """The next candidate for the open pack and whether it came from the buffer: the
+        oldest buffered sample while the pack is short of `prefer_buffer_before`, else a draw
+        from the group `choose` picks. None when it became a counted skip instead (over the
+        per-sample budget, or a buffered row that is gone)."""
+        cfg = self.config
+        if pack.curr < cfg.prefer_buffer_before and self.state.buffer:
+            oldest = self.overflow.take_oldest()
+            return None if oldest is None else (oldest, True)
+        draw = self.draw(self.choose())
+        if draw.full_length > cfg.max_num_tokens_per_sample:
+            self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)
+            return None
+        self.state.logs[draw.group].used()
+        return draw, False
+
+    def add_carry(self, pack: PackBuilder) -> None:
+        """Put the carried sample right after the mandatory ones, or skip it, counted, when
+        it cannot fit beside them (it would not fit in any later pack either)."""
+        draw = self.overflow.take_carry()
+        if draw is None:
+            return
+        if pack.curr + draw.length > self.config.max_num_tokens:
+            self.skip(draw, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+        else:
+            self.put(pack, draw)
+
+    def next_fitting(self, group: int) -> Draw:
+        """The next sample of a mandatory group strictly under the per-sample budget."""
+        while True:
+            draw = self.draw(group)
+            if draw.full_length < self.config.max_num_tokens_per_sample:
+                self.state.logs[group].used()
+                return draw
+            self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)
+
+    # -- best fit ---------------------------------------------------------------------------
+    def fill_best(self, pack: PackBuilder) -> None:
+        """`pack_strategy="best_fit"`: top the buffer up (a look-ahead bounded by its size),
+        put the oldest buffered sample in (so nothing waits more than a buffer's worth of
+        packs), then the buffered samples whose total fills the room left best; while that
+        takes samples and room is left, top up and choose again (short samples would
+        otherwise leave packs a buffer's worth of samples long)."""
+        cfg, state = self.config, self.state
+        self.top_up()
+        # A sample with no room beside this pack's mandatory samples may fit beside a later
+        # pack's (smaller) ones: it keeps its place and is skipped, counted, only after it
+        # waited a buffer's worth of packs.
+        kept: collections.deque = collections.deque()
+        for draw in state.buffer:
+            if pack.curr + draw.length > cfg.max_num_tokens:
+                draw.waited += 1
+                if draw.waited > max(cfg.max_buffer_size, 1):
+                    self.skip(draw, SkipReason.NO_ROOM_BESIDE_MANDATORY)
+                    continue
+            kept.append(draw)
+        state.buffer = kept
+        if state.buffer and pack.curr + state.buffer[0].length <= cfg.max_num_tokens:
+            self.put(pack, state.buffer.popleft())
+        while True:
+            chosen = best_subset([draw.length for draw in state.buffer], cfg.max_num_tokens - pack.curr)
+            for index in chosen:
+                self.put(pack, state.buffer[index])
+            for index in reversed(chosen):
+                del state.buffer[index]
+            if not chosen or pack.curr >= cfg.expected_num_tokens:
+                return
+            self.top_up()
+
+    def top_up(self) -> None:
+        """Draw until the buffer holds `max_buffer_size` samples (at least one); a sample over
+        the per-sample budget is a counted skip."""
+        cfg, state = self.config, self.state
+        while len(state.buffer) < max(cfg.max_buffer_size, 1):
+            draw = self.draw(self.choose())
+            if draw.full_length > cfg.max_num_tokens_per_sample:
+                self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)
+            else:
+                self.overflow.hold(draw)
+        state.buffer = collections.deque(draw for draw in state.buffer if self.overflow.materialize(draw))
+
+    # -- into the pack, or counted out ------------------------------------------------------
+    def put(self, pack: PackBuilder, draw: Draw) -> None:
+        """`draw` into `pack`. A sample whose every item CFG dropout dropped adds nothing: it
+        is counted by name, and a long run of them (dropout 1.0 on all-CFG samples) raises,
+        as an empty worker does, instead of drawing forever without a pack going out."""
+        state = self.state
+        assert draw.sample is not None  # rebuilt before any use
+        if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):
+            state.empty_run = 0
+            return
+        state.logs[draw.group].counts[SkipReason.CFG_DROPPED_ALL.value] += 1
+        state.empty_run += 1
+        if state.empty_run > MAX_EMPTY_RUN:
+            cfg = self.config
+            raise EmptyWorkerError(
+                f"{self.groups[draw.group].name}: the last {state.empty_run} samples lost every item to CFG "
+                f"dropout (text/vit/vae_cond_dropout_prob = {cfg.text_cond_dropout_prob}/"
+                f"{cfg.vit_cond_dropout_prob}/{cfg.vae_cond_dropout_prob}), so no pack can go "
+                "out: lower the dropout, or mark some items enable_cfg=false (an interleaved segment's cfg: false)"
+            )
+
+    def skip(self, draw: Draw, reason: SkipReason) -> None:
+        cfg = self.config
+        self.state.group_tokens[draw.group] -= draw.length
+        budgets = {
+            SkipReason.OVER_SAMPLE_BUDGET: f"max_num_tokens_per_sample={cfg.max_num_tokens_per_sample}",
+            SkipReason.DROPPED_AT_EMIT: (
+                f"the pack (max_num_tokens={cfg.max_num_tokens}) with a full buffer or from the buffer; "
+                'dropped as the reference does (compat="bagel")'
+            ),
+        }.get(reason, f"max_num_tokens={cfg.max_num_tokens} with the mandatory samples")
+        where = self.groups[draw.group].where(draw.row_key, draw.cursor)
+        # The per-sample budget is checked against the full length (what `validate` predicts,
+        # whatever the dropout); the room in a pack against the length packed.
+        length = draw.full_length if reason == SkipReason.OVER_SAMPLE_BUDGET else draw.length
+        # Counted toward a bound of its own: when no sample fits, this raises instead of looping.
+        self.state.logs[draw.group].over_budget(where, f"{length} tokens do not fit {budgets}", reason)
