@@ -138,8 +138,8 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     def row_depth(self):
         return 1 if self.jsonl_path_list is None else 0
 
-    def parquet_span(self, unit_id, row_start):
-        return super().parquet_span(unit_id, row_start) if self.jsonl_path_list is None else None
+    def read_source(self):
+        return super().read_source() if self.jsonl_path_list is None else None  # JSONL lines read inline
 
     def sorted_units(self):
         if self.jsonl_path_list is None:
@@ -168,9 +168,10 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             log.skip(SkipReason.SCHEMA, location, "a document must be a JSON object with 'segments'")
             return
         self._image_root = self.data_paths.image_dir(line)
-        builder = self._parse(Row(document, line), self.sample_rng(unit_id, pass_index), location, log)
+        draw = self.row_random(unit_id, pass_index)
+        builder = self._parse(Row(document, line), draw.rng, location, log)
         if builder is not None:
-            yield (), builder
+            yield (), builder, draw.state
 
     def _rows(self, unit_id, row_start, log, stop_row=None):
         path, _ = self.epoch_units[unit_id]

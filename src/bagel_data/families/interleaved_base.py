@@ -36,6 +36,7 @@ from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRo
 from ..sample import SampleBuilder, plan_item
 from ..sources.parquet import ParquetReader, parquet_data_files
 from .base import DistributedIterableDataset
+from .reads import ParquetSource
 from .sample_checks import SampleInvalid, check_frame_indexes, check_sample
 
 
@@ -256,6 +257,9 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         path, row_group = self.epoch_units[unit_id]
         return path, row_group, row_group + 1
 
+    def read_source(self):
+        return ParquetSource(self.parquet_span, self.parquet_columns)
+
     def parquet_columns(self, names):
         return list(names) if self.columns is None else list(self.columns)
 
@@ -286,9 +290,10 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         row_start = start[0] if start else 0
         for row, cells in self._rows(unit_id, row_start, log, row_start + 1 if single else None):
             location = f"{path}, row group {row_group}, row {row}"
-            builder = self._parse(Row(cells, row), self.sample_rng(unit_id, pass_index, row), location, log)
+            draw = self.row_random(unit_id, pass_index, row)
+            builder = self._parse(Row(cells, row), draw.rng, location, log)
             if builder is not None:
-                yield (row,), builder
+                yield (row,), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row's longest sample over `worst_case_draws` draws of `parse_row`: the run's
@@ -311,7 +316,7 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]
         try:
-            with self.open_parquet(path) as reader:
+            with self.reads.open_parquet(path) as reader:
                 names = reader.schema.names if self.columns is None else list(self.columns)
                 table = reader.read_row_group(row_group, names)
         except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
