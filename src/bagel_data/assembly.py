@@ -18,7 +18,6 @@ from .compat import CompatPolicy
 from .config import load_mapping, parse_groups
 from .distributed import resolve_topology
 from .errors import ConfigError, ConfigWarning
-from .families.vlm import SftJSONLIterableDataset
 from .packing.config import PackingConfig
 from .packing.packed_dataset import PackedDataset
 from .packing.parts import Assembled
@@ -55,7 +54,7 @@ def _check_position_tables(groups, config: PackingConfig) -> None:
         if "vit_transform" in group.kwargs:
             transforms.append(("vit_image_transform_args", group.kwargs["vit_transform"]))
         for key, transform in transforms:
-            is_vae = group.family is not SftJSONLIterableDataset and key == "image_transform_args"
+            is_vae = key == "image_transform_args" and group.family.IMAGE_TRANSFORM_KIND == "vae"
             unit = config.vae_image_downsample if is_vae else config.vit_patch_size
             limit = config.max_latent_size if is_vae else config.max_num_patch_per_side
             table = "max_latent_size" if is_vae else "max_num_patch_per_side"

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import sample_length, with_tensors
 from ..sharding import WorkerShard, row_key_at
+from .group_args import GroupArgs
 from .reads import FamilyReads, ReadSource
 from .units import UnitDataset
 from .walk import first_phase, phase_items, walk
@@ -40,6 +41,20 @@ class DistributedIterableDataset(UnitDataset):
         `log`. The random state is `row_random(...).state`: in compat mode the stream's
         state before the row's draws (a buffered sample is rebuilt from it), else None."""
         raise NotImplementedError
+
+    # -- configuration (`families/group_args.py`) -------------------------------------------
+    # The group keys the family accepts beyond the common ones, the `dataset_info` keys it
+    # reads beyond `data_dir`, and which model input its `image_transform_args` sizes
+    # ("vae" or "vit": the position table an image side must fit).
+    GROUP_KEYS: ClassVar[frozenset] = frozenset()
+    DATASET_INFO_KEYS: ClassVar[frozenset] = frozenset()
+    IMAGE_TRANSFORM_KIND: ClassVar[str] = "vae"
+
+    @classmethod
+    def group_kwargs(cls, group: GroupArgs) -> dict:
+        """The constructor's keywords beyond those every family takes (`config.parse_group`),
+        read from the group's checked config; mistakes raise a `ConfigError`."""
+        return {}
 
     def read_source(self) -> ReadSource | None:
         """What one unit reads, as read-ahead tasks (`families/reads.py`); None reads inline."""

@@ -73,9 +73,17 @@ class _CompatRowError(Exception):
 class UnifiedEditIterableDataset(DistributedIterableDataset):
     """Image-editing dataset: (input, instruction, output) chains over parquet row groups."""
 
-    GROUP_KEYS = frozenset(
-        {"vit_image_transform_args", "file_order"}
-    )  # group keys beyond the common ones (families/registry.py)
+    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
+    DATASET_INFO_KEYS = frozenset({"parquet_info_path"})
+
+    @classmethod
+    def group_kwargs(cls, group):
+        vit_transform = group.transform("vit_image_transform_args")
+        parquet_info: dict = {}
+        for dataset in group.dataset_names:
+            parquet_info.update(group.parquet_info(dataset) or {})
+        return {"vit_transform": vit_transform, "parquet_info": parquet_info}
+
     parallel_rebuild = True  # a row is built from locals only (see the base class)
 
     def __init__(

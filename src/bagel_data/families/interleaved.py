@@ -105,6 +105,22 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     """Interleaved text-image-video documents from parquet (`segments` column) or JSONL."""
 
     GROUP_KEYS = ParquetStandardIterableDataset.GROUP_KEYS | {"segment_defaults", "frame_sampler_args"}
+    DATASET_INFO_KEYS = ParquetStandardIterableDataset.DATASET_INFO_KEYS | {"jsonl_path"}
+
+    @classmethod
+    def group_kwargs(cls, group):
+        """Parquet shards in data_dir, or JSONL documents when every dataset has a jsonl_path."""
+        kwargs = super().group_kwargs(group)
+        jsonl = group.paths("jsonl_path", "file", required=False)
+        if any(jsonl):
+            if not all(jsonl):
+                raise ConfigError(
+                    f"dataset_info.{group.name}", [d for d, p in zip(group.dataset_names, jsonl) if not p],
+                    "give every dataset of the group a jsonl_path, or none (parquet shards in data_dir)",
+                )  # fmt: skip
+            kwargs["jsonl_path_list"] = jsonl
+        return kwargs
+
     columns = ("segments",)
 
     def __init__(

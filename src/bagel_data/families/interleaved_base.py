@@ -34,8 +34,10 @@ from ..errors import (
 from ..media.images import decode_image, fast_draft_size
 from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
 from ..sample import SampleBuilder, plan_item
+from ..sources import storage
 from ..sources.parquet import ParquetReader, parquet_data_files
 from .base import DistributedIterableDataset
+from .group_args import COMMON_GROUP_KEYS
 from .reads import ParquetSource
 from .sample_checks import SampleInvalid, check_frame_indexes, check_sample
 
@@ -215,6 +217,7 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
 
     columns: Sequence[str] | None = None
     GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
+    DATASET_INFO_KEYS = frozenset({"parquet_info_path"})
     # `validate` measures each row over this many independent draws of `parse_row` (the
     # run's own first); a family whose longest draw is known should override
     # `worst_case_rows` and report it.
@@ -245,6 +248,27 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         self.data_dir_list = list(data_dir_list)
         self.data_paths = self.get_data_paths(data_dir_list, num_used_data, parquet_info or {})
         self.set_epoch()
+
+    @classmethod
+    def group_kwargs(cls, group):
+        """parquet_info and the ViT transform are optional; a subclass's own `GROUP_KEYS`
+        reach its constructor as keywords."""
+        kwargs: dict = {"parquet_info": {}}
+        if group.args.get("vit_image_transform_args") is not None:
+            kwargs["vit_transform"] = group.transform("vit_image_transform_args")
+        for dataset in group.dataset_names:
+            info = group.parquet_info(dataset, required=False)
+            if info is not None:
+                base = group.path(dataset, "data_dir", "dir")
+                # keyed by file name relative to data_dir, or by full path
+                kwargs["parquet_info"].update(
+                    {storage.join(base, k) if "/" not in k else k: v for k, v in info.items()}
+                )
+        if "frame_sampler_args" in group.args:
+            kwargs["frame_sampler"] = group.frame_sampler()
+        consumed = {"vit_image_transform_args", "file_order", "frame_sampler_args", *COMMON_GROUP_KEYS}
+        kwargs.update(group.given(*(set(cls.GROUP_KEYS) - consumed)))
+        return kwargs
 
     def parse_row(self, row: Row) -> dict:
         """The sample of one row, built with `init_data` / `add_*`; `{}` skips the row."""

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..schema.kinds import did_you_mean
 from .base import DistributedIterableDataset
 from .edit import UnifiedEditIterableDataset
+from .group_args import COMMON_GROUP_KEYS
 from .interleaved import InterleavedIterableDataset
 from .t2i import T2IIterableDataset
 from .vlm import SftJSONLIterableDataset
@@ -30,18 +31,6 @@ DATASET_REGISTRY: dict[str, type] = {
     "interleaved": InterleavedIterableDataset,
 }
 
-COMMON_GROUP_KEYS = frozenset(
-    {
-        "dataset_names",
-        "weight",
-        "is_mandatory",
-        "num_used_data",
-        "image_transform_args",
-        "resume_data_status",
-        "dataset_class",
-        "allow_outside_root",
-    }
-)
 
 _BASE_FIX = (
     "subclass bagel_data.InterleavedBaseIterableDataset and bagel_data.ParquetStandardIterableDataset "
@@ -49,9 +38,9 @@ _BASE_FIX = (
 )
 
 
-def allowed_group_keys(family: type) -> frozenset:
+def allowed_group_keys(family: type[DistributedIterableDataset]) -> frozenset:
     """The group keys `family` accepts: the common ones plus its `GROUP_KEYS`."""
-    return COMMON_GROUP_KEYS | frozenset(getattr(family, "GROUP_KEYS", ()))
+    return COMMON_GROUP_KEYS | frozenset(family.GROUP_KEYS)
 
 
 def import_family(group: str, path: object) -> type:
@@ -75,14 +64,14 @@ def import_family(group: str, path: object) -> type:
         raise ConfigError(key, path, f"module {module_name!r} has no {class_name!r}; check the class name") from None
 
 
-def check_family(group: str, family: object, where: str) -> type:
+def check_family(group: str, family: object, where: str) -> type[DistributedIterableDataset]:
     if not isinstance(family, type) or not issubclass(family, DistributedIterableDataset):
         shown = family.__qualname__ if isinstance(family, type) else repr(family)
         raise ConfigError(where, shown, f"group {group!r}: the class must {_BASE_FIX}")
     return family
 
 
-def resolve_family(group: str, args: object) -> type:
+def resolve_family(group: str, args: object) -> type[DistributedIterableDataset]:
     """The family class of `group`: its `dataset_class`, else `DATASET_REGISTRY[group]`."""
     if isinstance(args, Mapping) and args.get("dataset_class") is not None:
         path = args["dataset_class"]

@@ -53,9 +53,18 @@ def check_image_items(elements: list, num_images: int) -> None:
 class SftJSONLIterableDataset(DistributedIterableDataset):
     """Iterable over conversation JSONL rows where each row may reference images."""
 
-    GROUP_KEYS = frozenset(
-        {"frame_sampler_args", "shuffle_lines", "shuffle_seed"}
-    )  # group keys beyond the common ones (families/registry.py)
+    GROUP_KEYS = frozenset({"frame_sampler_args", "shuffle_lines", "shuffle_seed"})
+    DATASET_INFO_KEYS = frozenset({"jsonl_path"})
+    IMAGE_TRANSFORM_KIND = "vit"  # its images are understood, never generated
+
+    @classmethod
+    def group_kwargs(cls, group):
+        return {
+            "jsonl_path_list": group.paths("jsonl_path", "file"),
+            "frame_sampler": group.frame_sampler(),
+            "shuffle_lines": group.args.get("shuffle_lines", False),
+            "shuffle_seed": group.args.get("shuffle_seed", 0),
+        }
 
     def __init__(
         self,
