@@ -22,7 +22,8 @@ from ..media.safe_read import check_video_path, read_media
 from ..schema.kinds import did_you_mean
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
-from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row
+from .interleaved_base import InterleavedBaseIterableDataset
+from .parquet_standard import ParquetStandardIterableDataset, Row
 
 SEGMENT_TYPE = pa.struct(
     [
