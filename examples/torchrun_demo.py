@@ -6,10 +6,12 @@ Run from the repository root after `make demo` (which writes demo_data/), on CPU
     torchrun --standalone --nproc-per-node 2 examples/torchrun_demo.py --data demo_data --out ckpt --resume
 
 The first command draws `--steps` packed batches on every rank and saves each rank's loader
-state after `--save-at` of them (one file per rank: the state holds that rank's workers'
-streams), plus what the batches after that point were. The second is the restarted job: it
-loads each rank's state and checks that it draws exactly those batches again. In a trainer,
-save `loader.state_dict()` beside the model's checkpoint and load it the same way.
+and data-metrics states after `--save-at` of them (one file per rank: the loader's state
+holds that rank's workers' streams), plus what the batches after that point were and the
+metrics logged with them. The second is the restarted job: it loads each rank's states and
+checks that it draws exactly those batches again and logs the same metrics (the wait for
+data aside). In a trainer, save `loader.state_dict()` and `metrics.state_dict()` beside the
+model's checkpoint and load them the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch.distributed as dist
 import yaml
 
 from bagel_data import add_special_tokens, build_dataloader, load_tokenizer, make_bagel_multimodal_dataset
+from bagel_data.metrics import DataMetrics
 
 PACKING = {  # the demo's small packs; BAGEL's trainer uses 32768 / 36864 / 16384 / 16384
     "expected_num_tokens": 7680,
@@ -55,31 +58,49 @@ def main() -> int:
             dataset_info=str(args.data / "dataset_info.yaml"), num_workers=args.num_workers, **PACKING,
         )  # fmt: skip
         loader = build_dataloader(dataset, num_workers=args.num_workers)
+        metrics = DataMetrics(loader, window=2)  # a window shorter than the run: it spans the restart
         state_path = args.out / f"loader_rank{rank}.pt"
         expected_path = args.out / f"batches_rank{rank}.json"
+        logged_path = args.out / f"metrics_rank{rank}.json"
         if args.resume:
-            loader.load_state_dict(torch.load(state_path, weights_only=False))
+            state = torch.load(state_path, weights_only=False)
+            loader.load_state_dict(state["loader"])
+            metrics.load_state_dict(state["metrics"])
             expected = json.loads(expected_path.read_text())
-            drawn = [describe(batch) for _, batch in zip(expected, loader)]
+            drawn, logged = [], []
+            for _, batch in zip(expected, metrics.timed(loader)):
+                metrics.update(batch)
+                drawn.append(describe(batch))
+                logged.append(untimed(metrics.as_dict()))
             same = drawn == expected
             print(f"rank {rank}: resumed, {len(drawn)} batches {'equal' if same else 'DIFFER FROM'} the first run's")
+            same_metrics = logged == json.loads(logged_path.read_text())
+            print(f"rank {rank}: resumed metrics {'equal' if same_metrics else 'DIFFER FROM'} the first run's")
             dist.barrier()
-            return 0 if same else 1
+            return 0 if same and same_metrics else 1
         args.out.mkdir(parents=True, exist_ok=True)
-        after = []
-        for step, batch in enumerate(loader):  # `step + 1` batches drawn so far
+        after, logged = [], []
+        for step, batch in enumerate(metrics.timed(loader)):  # `step + 1` batches drawn so far
+            metrics.update(batch)
             if step >= args.save_at:
                 after.append(describe(batch))
-            if step + 1 == args.save_at:  # a trainer saves this state with the model's checkpoint
-                torch.save(loader.state_dict(), state_path)
+                logged.append(untimed(metrics.as_dict()))
+            if step + 1 == args.save_at:  # a trainer saves these states with the model's checkpoint
+                torch.save({"loader": loader.state_dict(), "metrics": metrics.state_dict()}, state_path)
             if step + 1 == args.steps:
                 break
         expected_path.write_text(json.dumps(after))
+        logged_path.write_text(json.dumps(logged))
         print(f"rank {rank}: {args.steps} batches, loader state saved after {args.save_at} in {state_path}")
         dist.barrier()
         return 0
     finally:
         dist.destroy_process_group()
+
+
+def untimed(figures: dict) -> dict:
+    """The logged metrics but the wait for data, the one figure a restart changes."""
+    return {key: value for key, value in figures.items() if not key.startswith("data/wait_seconds")}
 
 
 def describe(batch) -> dict:

@@ -10,6 +10,7 @@ import pytest
 from bagel_data.tokenizer import QwenTokenizer
 
 GOLDEN = Path(__file__).resolve().parent / "conformance"
+TEST_COLUMNS = 80  # the width rich falls back to where there is no terminal (CI, a pipe)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,6 +26,13 @@ def _jsonl_index_cache(tmp_path_factory):
         os.environ.pop(ENV, None)
     else:
         os.environ[ENV] = before
+
+
+@pytest.fixture(autouse=True)
+def _fixed_terminal_width(monkeypatch):
+    """Rendered output (rich tables, messages, help) as in CI, whatever terminal runs the
+    tests: rich sizes its output by the terminal of the test process unless COLUMNS says."""
+    monkeypatch.setenv("COLUMNS", str(TEST_COLUMNS))
 
 
 @pytest.fixture(scope="session")

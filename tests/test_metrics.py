@@ -135,3 +135,62 @@ def test_a_window_must_hold_a_step():
     got = last.as_dict()
     assert got["data/samples_per_pack"] == float(len(batches[-1].batch_data_indexes))
     assert got["data/token_share/a"] == pytest.approx(_shares(batches[-1:], "tokens").get("a", 0.0))
+
+
+class _LoaderWithStates:
+    """A loader as `merged_stats` reads it: a StatefulDataLoader state holding each worker's
+    packed-dataset checkpoint (only the counts it sums)."""
+
+    def __init__(self, workers: list[dict]):
+        self.workers = workers
+
+    def state_dict(self) -> dict:
+        snapshots = {
+            f"worker_{i}": {"dataset_state": {"packs": 1, "tokens": 1, "samples": {}, "skips": skips}}
+            for i, skips in enumerate(self.workers)
+        }
+        return {"_snapshot": {"_worker_snapshots": snapshots}}
+
+
+def test_skips_of_several_groups_add_up_by_reason():
+    loader = _LoaderWithStates(
+        [
+            {"t2i": {"image_decode_failed": 2, "caption_not_json": 1}, "vlm": {"image_decode_failed": 5}},
+            {"t2i": {"image_decode_failed": 3}, "edit": {"image_decode_failed": 7, "json_invalid": 4}},
+        ]
+    )
+    got = DataMetrics(loader).as_dict()
+    skips = {key: value for key, value in got.items() if key.startswith("data/skips/")}
+    assert skips == {
+        "data/skips/caption_not_json": 1.0,
+        "data/skips/image_decode_failed": 17.0,  # 2 + 5 + 3 + 7: every group of every worker
+        "data/skips/json_invalid": 4.0,
+        "data/skips/total": 22.0,
+    }
+
+
+def test_timed_and_untimed_updates_mixed():
+    """The wait mean is over the timed steps of the window alone; an untimed update neither
+    counts as a wait of 0 nor takes the wait of the timed batch before it."""
+    batches = _batches(6)
+
+    def slow(items):
+        for batch in items:
+            time.sleep(0.05)
+            yield batch
+
+    metrics = DataMetrics(window=4)
+    for batch in metrics.timed(slow(batches[:2])):  # steps 1-2: timed
+        metrics.update(batch)
+    timed_total = metrics.as_dict()["data/wait_seconds/since_start"]
+    for batch in batches[2:4]:  # steps 3-4: untimed
+        metrics.update(batch)
+    got = metrics.as_dict()
+    assert [step.wait for step in metrics.recent][2:] == [None, None]
+    assert got["data/wait_seconds/since_start"] == timed_total >= 0.1
+    assert got["data/wait_seconds"] == pytest.approx(timed_total / 2)  # not / 4
+    for batch in batches[4:]:  # steps 5-6 untimed: the timed ones leave the window of 4
+        metrics.update(batch)
+    got = metrics.as_dict()
+    assert got["data/wait_seconds"] == 0.0 and got["data/wait_seconds/since_start"] == timed_total
+    assert got["data/steps"] == 6.0

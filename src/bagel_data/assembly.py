@@ -45,16 +45,38 @@ def budget_risks(groups, config: PackingConfig) -> list[str]:
     return risks
 
 
+def _transforms(group):
+    """(key, transform, is_vae) of each image transform of a group: its family says which
+    model input `image_transform_args` sizes (`IMAGE_TRANSFORM_KIND`: the VLM's is the ViT's)."""
+    yield "image_transform_args", group.kwargs["transform"], group.family.IMAGE_TRANSFORM_KIND == "vae"
+    if "vit_transform" in group.kwargs:
+        yield "vit_image_transform_args", group.kwargs["vit_transform"], False
+
+
+def _check_strides(groups, config: PackingConfig) -> None:
+    """A transform snaps image sides to its stride; the packer cuts them into latents of
+    `vae_image_downsample` or patches of `vit_patch_size` pixels. A stride that is not a
+    multiple of that leaves partial latents or patches (wrong token counts)."""
+    for group in groups:
+        for key, transform, is_vae in _transforms(group):
+            name = "vae_image_downsample" if is_vae else "vit_patch_size"
+            unit = getattr(config, name)
+            if transform.stride % unit:
+                raise ConfigError(
+                    name,
+                    unit,
+                    f"{group.name}.{key}.image_stride={transform.stride} is not a multiple of it, so images "
+                    f"would not divide into whole {'latents' if is_vae else 'patches'}; set image_stride to "
+                    f"{unit} (or a multiple), or {name} to {transform.stride}",
+                )
+
+
 def _check_position_tables(groups, config: PackingConfig) -> None:
     """Extrapolated position ids index an `m x m` table: an image side must fit in it."""
     if config.interpolate_pos:
         return  # interpolation maps any size onto the table
     for group in groups:
-        transforms = [("image_transform_args", group.kwargs["transform"])]
-        if "vit_transform" in group.kwargs:
-            transforms.append(("vit_image_transform_args", group.kwargs["vit_transform"]))
-        for key, transform in transforms:
-            is_vae = key == "image_transform_args" and group.family.IMAGE_TRANSFORM_KIND == "vae"
+        for key, transform, is_vae in _transforms(group):
             unit = config.vae_image_downsample if is_vae else config.vit_patch_size
             limit = config.max_latent_size if is_vae else config.max_num_patch_per_side
             table = "max_latent_size" if is_vae else "max_num_patch_per_side"
@@ -95,6 +117,7 @@ def assemble(
     grouped, _ = load_mapping(grouped_datasets, "grouped_datasets")
     info, info_base = load_mapping(dataset_info, "dataset_info")
     groups = parse_groups(grouped, info, info_base)
+    _check_strides(groups, settings)
     _check_position_tables(groups, settings)
     for risk in budget_risks(groups, settings):
         warnings.warn(risk, ConfigWarning, stacklevel=4)  # the caller of the public builder

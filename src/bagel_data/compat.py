@@ -216,6 +216,13 @@ class CompatPolicy:
         the reference used them, not skipped."""
         return self.reference
 
+    @property
+    def decodes_as_reference(self) -> bool:
+        """The reference's image conversion (stored pixels: no EXIF turn, no colour profile,
+        LA's alpha dropped, 16-bit clipped); the default mode shows photos as a viewer does
+        (media/photos.py)."""
+        return self.reference
+
     # -- the random source --------------------------------------------------------------
     def start_stream(self, data_seed: int) -> CompatRandom:
         """The reference streams, started for an iteration (`seed`, else `data_seed`)."""

@@ -60,6 +60,15 @@ class ConfigWarning(UserWarning):
     """A configuration that runs but wastes tokens or risks oversize packs."""
 
 
+class IndexCacheWarning(UserWarning):
+    """The node's JSONL index cache cannot be used (unsafe folder, no room, no permission):
+    the index is built in this process's memory instead."""
+
+
+class StorageSpaceError(BagelDataError, OSError):
+    """No room left on the disk a build writes its temporary files to."""
+
+
 class SkipReason(str, enum.Enum):
     """Why a row or sample was left out. The value is what reports print."""
 

@@ -17,6 +17,12 @@ dict of floats (`metrics.as_dict()`) ready for `wandb.log` or a TensorBoard writ
 
 It reads the batch and never changes it: `batch.to_dict()` still gives the model exactly
 the packed fields (BAGEL's trainer passes every key to the model).
+
+Resume: save `metrics.state_dict()` beside `loader.state_dict()` and load both. Every
+"since start" figure then counts from the first run's start, as the skip counts already do
+(they live in the checkpointed worker states), and the window holds the saved last steps.
+The state is plain ints, floats, strings, lists and dicts (`torch.load(weights_only=True)`
+reads it); `load_state_dict` checks it and names the field that is wrong.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .errors import ResumeError
+
 PREFIX = "data/"
+STATE_VERSION = 1  # the layout of `DataMetrics.state_dict()`
 
 
 @dataclasses.dataclass
@@ -103,6 +112,33 @@ class DataMetrics:
         self.budget_tokens += budget
         self.wait_total += step.wait or 0.0
 
+    def state_dict(self) -> dict:
+        """The running figures, for a checkpoint (see the module docstring)."""
+        return {
+            "version": STATE_VERSION,
+            "steps": self.steps,
+            "groups": list(self.groups),
+            "tokens": dict(self.tokens),
+            "samples": dict(self.samples),
+            "real_tokens": self.real_tokens,
+            "budget_tokens": self.budget_tokens,
+            "wait_total": self.wait_total,
+            "recent": [_step_state(step) for step in self.recent],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from `state_dict()`'s figures; a state that is not one is a ResumeError
+        naming the field. The window keeps the last `window` of the saved steps."""
+        checked = _checked_state(state)
+        self.steps = checked["steps"]
+        self.groups = checked["groups"] + [name for name in self.groups if name not in checked["groups"]]
+        self.tokens = collections.Counter(checked["tokens"])
+        self.samples = collections.Counter(checked["samples"])
+        self.real_tokens, self.budget_tokens = checked["real_tokens"], checked["budget_tokens"]
+        self.wait_total = checked["wait_total"]
+        self.recent = collections.deque(checked["recent"], maxlen=self.window)
+        self._wait = None
+
     def as_dict(self) -> dict[str, float]:
         """The flat dict of floats (keys under `data/`)."""
         out: dict[str, float] = {PREFIX + "steps": float(self.steps)}
@@ -148,3 +184,93 @@ class DataMetrics:
 def _share(count: int, counts: collections.Counter) -> float:
     total = sum(counts.values())
     return count / total if total else 0.0
+
+
+# -- the checkpoint -----------------------------------------------------------------------
+def _step_state(step: _Step) -> dict:
+    return {
+        "real": step.real,
+        "budget": step.budget,
+        "tokens": dict(step.tokens),
+        "samples": dict(step.samples),
+        "wait": step.wait,
+    }
+
+
+def _bad(field: str, value: Any, expected: str) -> ResumeError:
+    return ResumeError(
+        f"DataMetrics state: {field} = {str(value)[:80]!r} is not {expected}; load what "
+        f"DataMetrics.state_dict() saved (version {STATE_VERSION})"
+    )
+
+
+def _count(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _bad(field, value, "a non-negative int")
+    return value
+
+
+def _seconds(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise _bad(field, value, "a non-negative number of seconds")
+    return float(value)
+
+
+def _counts(value: Any, field: str) -> collections.Counter[str]:
+    if not isinstance(value, dict):
+        raise _bad(field, value, "a dict of group name -> count")
+    for name, count in value.items():
+        if not isinstance(name, str):
+            raise _bad(f"{field} key", name, "a group name (str)")
+        _count(count, f"{field}[{name!r}]")
+    return collections.Counter(value)
+
+
+def _field(state: dict, name: str) -> Any:
+    if name not in state:
+        raise ResumeError(f"DataMetrics state: the field {name!r} is missing; load what DataMetrics.state_dict() saved")
+    return state[name]
+
+
+def _checked_step(value: Any, field: str) -> _Step:
+    if not isinstance(value, dict):
+        raise _bad(field, value, "a dict (one step)")
+    wait = _field(value, "wait")
+    return _Step(
+        _count(_field(value, "real"), f"{field}.real"),
+        _count(_field(value, "budget"), f"{field}.budget"),
+        _counts(_field(value, "tokens"), f"{field}.tokens"),
+        _counts(_field(value, "samples"), f"{field}.samples"),
+        None if wait is None else _seconds(wait, f"{field}.wait"),
+    )
+
+
+def _checked_state(state: Any) -> dict:
+    """`state` as `load_state_dict` takes it in: each field checked, steps rebuilt."""
+    if not isinstance(state, dict):
+        raise _bad("state", type(state).__name__, "a dict")
+    version = _field(state, "version")
+    if version != STATE_VERSION:
+        raise ResumeError(
+            f"DataMetrics state: version = {version!r}; this bagel_data reads version {STATE_VERSION}. "
+            "Load it with the bagel_data version that saved it, or start the metrics afresh"
+        )
+    groups = _field(state, "groups")
+    if not isinstance(groups, list) or not all(isinstance(name, str) for name in groups):
+        raise _bad("groups", groups, "a list of group names")
+    recent = _field(state, "recent")
+    if not isinstance(recent, list):
+        raise _bad("recent", recent, "a list of steps")
+    steps = _count(_field(state, "steps"), "steps")
+    if len(recent) > steps:
+        raise _bad("recent", f"{len(recent)} steps", f"at most steps = {steps} steps")
+    return {
+        "steps": steps,
+        "groups": list(groups),
+        "tokens": _counts(_field(state, "tokens"), "tokens"),
+        "samples": _counts(_field(state, "samples"), "samples"),
+        "real_tokens": _count(_field(state, "real_tokens"), "real_tokens"),
+        "budget_tokens": _count(_field(state, "budget_tokens"), "budget_tokens"),
+        "wait_total": _seconds(_field(state, "wait_total"), "wait_total"),
+        "recent": [_checked_step(step, f"recent[{i}]") for i, step in enumerate(recent)],
+    }

@@ -191,5 +191,35 @@ def test_a_same_size_change_says_what_differs(tmp_path):
     with pytest.raises(ResumeError, match=r"same size, modified since\)"):
         check_inputs("vlm", saved, input_record([str(path)]))
     path.write_text('{"b": 2}\n')  # the same size, other bytes
-    with pytest.raises(ResumeError, match=r"same size, different content at its head or tail\)"):
+    with pytest.raises(ResumeError, match=r"same size, different content\)"):
+        check_inputs("vlm", saved, input_record([str(path)]))
+
+
+def test_a_mid_file_edit_of_a_large_jsonl_shows_even_with_its_mtime_put_back(tmp_path):
+    """Past 128 KiB the head and tail are not the file: an edit in its middle must show."""
+    path = tmp_path / "train.jsonl"
+    lines = [b'{"row": %06d, "pad": "%s"}\n' % (i, b"x" * 200) for i in range(3000)]  # ~660 KB
+    path.write_bytes(b"".join(lines))
+    saved = input_record([str(path)])
+    before = os.stat(path)
+    lines[1500] = lines[1500].replace(b"001500", b"999999")
+    path.write_bytes(b"".join(lines))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(ResumeError, match=r"train.jsonl changed \(same size, different content\)"):
+        check_inputs("vlm", saved, input_record([str(path)]))
+
+
+def test_a_checkpoint_with_the_older_head_and_tail_stamp_still_resumes(tmp_path):
+    from bagel_data.checkpoint import inputs
+
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(b"".join(b'{"row": %06d}\n' % i for i in range(20000)))  # ~280 KB
+    current = input_record([str(path)])
+    size, stamp = current["files"][0][1:]
+    old_stamp = stamp.partition(":")[0] + ":" + inputs._legacy_hash(str(path), size)
+    saved = {**current, "digest": "from an older release", "files": [[str(path), size, old_stamp]]}
+    check_inputs("vlm", saved, current)  # unchanged: no error
+    data = path.read_bytes()
+    path.write_bytes(data[:-8] + b"99999}\n\n"[:8])  # the tail edited: the old stamp sees it
+    with pytest.raises(ResumeError, match="same size"):
         check_inputs("vlm", saved, input_record([str(path)]))

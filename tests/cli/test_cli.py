@@ -94,3 +94,12 @@ def test_validate_table_is_whole_when_not_on_a_terminal(demo_root):
     assert "…" not in result.output, "nothing cut to 80 columns"
     for text in ("t2i_pretrain", "unified_edit", "length min/median/max", "units per worker"):
         assert text in result.output
+
+
+@pytest.mark.parametrize("command", [["--help"], ["prepare", "t2i", "--help"], ["validate", "--help"]])
+def test_help_takes_the_width_of_a_wide_terminal(command, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    result = runner.invoke(app, command)
+    assert result.exit_code == 0
+    widths = [len(line.rstrip()) for line in result.output.splitlines()]
+    assert 80 < max(widths) <= 160  # the help's boxes span the terminal, not 80 columns

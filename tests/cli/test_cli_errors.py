@@ -4,6 +4,7 @@ only with --debug; no progress bar or empty table left behind."""
 from __future__ import annotations
 
 import importlib
+import sys
 
 import pytest
 import yaml
@@ -65,14 +66,25 @@ def test_unexpected_error_is_one_line_with_a_hint(run_yaml, monkeypatch):
     assert "Traceback" not in result.output
 
 
-def test_debug_shows_the_traceback(run_yaml, monkeypatch):
-    def broken(*args, **kwargs):
-        raise RuntimeError("boom")
+def _function_under_a_long_path(tmp_path, monkeypatch, name: str):
+    """`name`, a function that raises, defined in a module whose path is longer than a line:
+    its traceback lines are as long as those of a clone in a deep folder."""
+    folder = tmp_path / ("a_long_folder_name_" * 6)
+    folder.mkdir()
+    (folder / "far_away_module.py").write_text(f"def {name}(*args, **kwargs):\n    raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "far_away_module", raising=False)
+    return getattr(importlib.import_module("far_away_module"), name)
 
+
+def test_debug_shows_the_traceback(run_yaml, monkeypatch, tmp_path):
+    broken = _function_under_a_long_path(tmp_path, monkeypatch, "broken")
     monkeypatch.setattr(run_module, "run_pipeline", broken)  # the commands import it on use
     result = runner.invoke(app, ["--debug", "run", run_yaml(), "--batches", "1"])
     assert result.exit_code == UNEXPECTED_ERROR_EXIT
-    assert "Traceback" in result.output and "in broken" in result.output
+    assert "Traceback" in result.output
+    # The frame's line whole, however long the path: rich must not wrap it at the width.
+    assert f'{broken.__code__.co_filename}", line 2, in broken' in result.output
     # The flag does not stick to the next command.
     result = runner.invoke(app, ["run", run_yaml(), "--batches", "1"])
     assert "Traceback" not in result.output

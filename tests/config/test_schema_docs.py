@@ -10,6 +10,7 @@ from pathlib import Path
 from bagel_data import make_bagel_multimodal_dataset
 from bagel_data.config import ALLOWED_GROUP_KEYS, DATASET_REGISTRY
 from bagel_data.media.images import DEFAULT_MAX_PIXELS, RESAMPLE_FILTERS, ImageTransform
+from bagel_data.media.resize import RESIZE_BACKENDS
 from bagel_data.media.video import FrameSampler
 from bagel_data.packing.config import PackingConfig
 from bagel_data.schema import (
@@ -72,6 +73,7 @@ def test_transform_and_sampler_defaults_are_the_code_defaults():
     assert schema_sections.DEFAULT_MAX_PIXELS == DEFAULT_MAX_PIXELS
     assert schema_sections.FILE_ORDERS == FILE_ORDERS
     assert tuple(RESAMPLE_FILTERS) == schema_sections.RESAMPLE_FILTERS
+    assert RESIZE_BACKENDS == schema_sections.RESIZE_BACKENDS
 
 
 def test_every_key_a_family_accepts_is_described():

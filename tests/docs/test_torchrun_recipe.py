@@ -1,5 +1,6 @@
 """The README's torchrun recipe runs as written: two ranks (gloo, CPU) on the demo data draw
-batches and save their loader states, and the restarted job draws the same batches again."""
+batches and save their loader and metrics states, and the restarted job draws the same
+batches again and logs the same metrics."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def test_the_torchrun_recipe_checkpoints_and_resumes(tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     for rank in (0, 1):
         assert f"rank {rank}: resumed, 3 batches equal the first run's" in result.stdout
+        assert f"rank {rank}: resumed metrics equal the first run's" in result.stdout
+        assert len(json.loads((tmp_path / "ckpt" / f"metrics_rank{rank}.json").read_text())) == 3
         assert (tmp_path / "ckpt" / f"loader_rank{rank}.pt").is_file()
         assert len(json.loads((tmp_path / "ckpt" / f"batches_rank{rank}.json").read_text())) == 3
     # The check can fail: a first run's record that is not what the state resumes to.
@@ -50,3 +53,12 @@ def test_the_torchrun_recipe_checkpoints_and_resumes(tmp_path):
     expected.write_text(json.dumps(batches[1:] + batches[:1]))
     resumed = run(code.splitlines()[-1], tmp_path)
     assert resumed.returncode != 0 and "rank 1: resumed, 3 batches DIFFER" in resumed.stdout
+    # So can the metrics' check: a first run's log that counts from another start.
+    expected.write_text(json.dumps(batches))
+    logged_path = tmp_path / "ckpt" / "metrics_rank0.json"
+    logged = json.loads(logged_path.read_text())
+    logged[0]["data/steps"] += 1
+    logged_path.write_text(json.dumps(logged))
+    resumed = run(code.splitlines()[-1], tmp_path)
+    assert resumed.returncode != 0 and "rank 0: resumed metrics DIFFER" in resumed.stdout
+    assert "rank 1: resumed metrics equal" in resumed.stdout

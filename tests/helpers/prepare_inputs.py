@@ -109,3 +109,33 @@ def interleaved_docs(root: Path, count: int) -> Path:
         lines.append(json.dumps(doc))
     (root / "docs.jsonl").write_text("\n".join(lines) + "\n")
     return root / "docs.jsonl"
+
+
+def hf_t2i_parquet(path: Path, captions: list, image_column: str = "image", caption_column: str = "text") -> Path:
+    """A T2I table as the Hugging Face `datasets` library writes it (`Dataset.to_parquet`):
+    images in a `datasets.Image` column (`{bytes, path}` structs), one per caption cell."""
+    import datasets  # the dev extra
+
+    images = [image_bytes(index, "PNG") for index in range(len(captions))]
+    features = datasets.Features({image_column: datasets.Image(), caption_column: datasets.Value("string")})
+    cells = {image_column: [{"bytes": data, "path": None} for data in images], caption_column: captions}
+    datasets.Dataset.from_dict(cells, features=features).to_parquet(str(path))
+    return path
+
+
+def hf_edit_parquet(path: Path, instructions: list[str]) -> Path:
+    """Edit triples as `datasets` writes them: `input_image` / `edited_image` Image columns
+    and an `edit_prompt` text, InstructPix2Pix's names; source `i`'s seed is `i`, target's `i + 100`."""
+    import datasets  # the dev extra
+
+    count = len(instructions)
+    features = datasets.Features(
+        {"input_image": datasets.Image(), "edit_prompt": datasets.Value("string"), "edited_image": datasets.Image()}
+    )
+    cells = {
+        "input_image": [{"bytes": image_bytes(i, "PNG"), "path": None} for i in range(count)],
+        "edit_prompt": instructions,
+        "edited_image": [{"bytes": image_bytes(i + 100, "PNG"), "path": None} for i in range(count)],
+    }
+    datasets.Dataset.from_dict(cells, features=features).to_parquet(str(path))
+    return path

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bagel_data.media.images import decode_image, high_bit_depth_to_8bit
+from bagel_data.media.images import decode_image
+from bagel_data.media.photos import high_bit_depth_to_8bit
 
 
 def png16(values: np.ndarray, **params) -> bytes:

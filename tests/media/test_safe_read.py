@@ -12,10 +12,10 @@ import io
 import os
 
 import pytest
-from PIL import EpsImagePlugin, Image
+from PIL import EpsImagePlugin, Image, ImageFile, PngImagePlugin
 
 from bagel_data import ImageTransform
-from bagel_data.errors import ImageDecodeError
+from bagel_data.errors import ImageDecodeError, ImageTooLargeError
 from bagel_data.families.vlm import SftJSONLIterableDataset
 from bagel_data.media import safe_read
 from bagel_data.media.images import decode_image
@@ -160,3 +160,57 @@ def test_the_documented_256_mib_limit_is_the_default(tmp_path):
         handle.truncate((256 << 20) + 1)
     with pytest.raises(safe_read.MediaTooLargeError, match="over the 268435456-byte limit"):
         safe_read.read_media(str(huge), [str(tmp_path)])
+
+
+# -- Pillow's process-wide bomb limit is never changed (issue 41) -----------------------------
+def test_pillows_limit_is_not_changed_even_during_an_open(monkeypatch):
+    seen = []
+    real_open = PngImagePlugin.PngImageFile._open
+    real_load = ImageFile.ImageFile.load
+
+    def watching_open(self):
+        seen.append(Image.MAX_IMAGE_PIXELS)
+        return real_open(self)
+
+    def watching_load(self):
+        seen.append(Image.MAX_IMAGE_PIXELS)
+        return real_load(self)
+
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "_open", watching_open)
+    monkeypatch.setattr(ImageFile.ImageFile, "load", watching_load)
+    limit = Image.MAX_IMAGE_PIXELS
+    decode_image(png_bytes(6, 4))
+    with pytest.raises(ImageTooLargeError):
+        decode_image(png_bytes(6, 4), max_pixels=23)
+    assert seen and set(seen) == {limit}  # what another thread's Image.open would have seen
+
+
+def test_a_programs_own_lower_limit_neither_blocks_our_bound_nor_moves(monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 50)  # a program's setting: Image.open refuses 20 x 20
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(io.BytesIO(png_bytes(20, 20)))
+    assert decode_image(png_bytes(20, 20), max_pixels=400).size == (20, 20)
+    assert Image.MAX_IMAGE_PIXELS == 50
+
+
+def test_the_header_is_checked_against_our_bound_at_its_limit():
+    stream = io.BytesIO(png_bytes(20, 20))
+    assert safe_read.open_image(stream, max_pixels=400).size == (20, 20)
+    with pytest.raises(ImageTooLargeError, match="20x20 is over the 399-pixel limit"):
+        safe_read.open_image(io.BytesIO(png_bytes(20, 20)), max_pixels=399)
+
+
+def test_open_image_takes_only_the_allowlisted_decoders():
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n"
+    with pytest.raises(Image.UnidentifiedImageError):
+        safe_read.open_image(io.BytesIO(eps), max_pixels=10**6)
+    image = safe_read.open_image(io.BytesIO(png_bytes(3, 2)), max_pixels=10**6)
+    assert image.format == "PNG"
+
+
+def test_image_stream_reads_bytes_paths_and_unseekable_files(tmp_path):
+    path = tmp_path / "a.png"
+    path.write_bytes(png_bytes(3, 2))
+    with open(path, "rb") as handle:
+        for source in (path.read_bytes(), str(path), handle):
+            assert safe_read.open_image(safe_read.image_stream(source), 10**6).size == (3, 2)

@@ -1,5 +1,5 @@
 """What a checkpoint's data was: each input file of each group with its size and stamp
-(modification time; for JSONL also a hash of its head and tail).
+(modification time; for JSONL also a digest of its content).
 
 Resume is exact only on the same inputs. The unit count alone does not show a deleted or
 added parquet file (files repeat to fill `num_used_data`), so a checkpoint records each
@@ -18,13 +18,22 @@ import pyarrow.fs as pafs
 
 from ..errors import ResumeError
 from ..sources import storage
+from ..sources.content_stamp import content_digest
 
 MAX_LISTED = 256
 
 
-# Bytes hashed at each end of a non-parquet (JSONL) input: a same-size edit in place of a
-# small file, or of its first or last lines, changes the digest even where mtimes lie.
-HASHED_BYTES = 1 << 16
+# A non-parquet (JSONL) input's content digest: the whole file up to WHOLE_HASH_BYTES (an
+# edit anywhere shows, even where mtimes lie); above that, its first and last SAMPLED_ENDS
+# bytes and SAMPLED_BLOCKS blocks of 4 KiB between them, so that each process reads about
+# 3 MiB of a 10 GB file, not all of it. Checkpoints move between nodes with their data, so
+# no inode or change time is recorded (content_stamp.local_identity).
+WHOLE_HASH_BYTES = 8 << 20
+SAMPLED_ENDS = 1 << 20
+SAMPLED_BLOCKS = 256
+# Stamps of checkpoints written before the digest above hashed the first and last 64 KiB.
+_LEGACY_HASHED_BYTES = 1 << 16
+_DIGEST_TAG = "c2-"
 
 
 def file_size(path: str) -> int:
@@ -40,15 +49,22 @@ def _file_info(path: str) -> tuple[int, int | None]:
     return int(info.size or 0), info.mtime_ns
 
 
-def _head_tail_hash(path: str, size: int) -> str:
-    """A short hash of the first and last HASHED_BYTES of `path` (the whole of a small file)."""
+def _content_hash(path: str, size: int) -> str:
+    try:
+        return _DIGEST_TAG + content_digest(path, size, WHOLE_HASH_BYTES, SAMPLED_ENDS, SAMPLED_BLOCKS)
+    except OSError:
+        return "unreadable"
+
+
+def _legacy_hash(path: str, size: int) -> str:
+    """The head and tail hash of stamps written before `_DIGEST_TAG` (their resume stays exact)."""
     digest = hashlib.sha256()
     try:
         with storage.open_input(path) as handle:
-            digest.update(handle.read(HASHED_BYTES))
-            if size > HASHED_BYTES:
-                handle.seek(max(size - HASHED_BYTES, HASHED_BYTES))
-                digest.update(handle.read(HASHED_BYTES))
+            digest.update(handle.read(_LEGACY_HASHED_BYTES))
+            if size > _LEGACY_HASHED_BYTES:
+                handle.seek(max(size - _LEGACY_HASHED_BYTES, _LEGACY_HASHED_BYTES))
+                digest.update(handle.read(_LEGACY_HASHED_BYTES))
     except OSError:
         return "unreadable"
     return digest.hexdigest()[:16]
@@ -56,14 +72,14 @@ def _head_tail_hash(path: str, size: int) -> str:
 
 def file_entry(path: str, listed: tuple[int, int | None] | None = None) -> list:
     """`[path, size, stamp]`: the stamp is the modification time (ns), and for JSONL (any
-    input that is not parquet) a hash of its head and tail, so a same-size edit shows.
+    input that is not parquet) a digest of its content, so a same-size edit shows.
 
     `listed`: the (size, mtime_ns) its folder's listing gave, the same as a stat of the
     file would; without it the file is asked for its own (a request on an object store)."""
     size, mtime = _file_info(path) if listed is None else listed
     stamp = "" if mtime is None else str(mtime)
     if size >= 0 and not path.endswith(".parquet"):
-        stamp += ":" + _head_tail_hash(path, size)
+        stamp += ":" + _content_hash(path, size)
     return [path, size, stamp]
 
 
@@ -99,7 +115,7 @@ def check_inputs(group: str, saved: dict | None, current: dict | None) -> None:
     for path in then:
         if path not in now:
             continue
-        old, new = then[path], now[path]
+        old, new = then[path], _in_saved_form(path, then[path], now[path])
         if old[0] != new[0]:
             problems.append(f"{path} changed ({old[0]} bytes then, {new[0]} now)")
         elif len(old) > 1 and old[1:] != new[1:]:  # a checkpoint of [path, size] compares sizes only
@@ -108,9 +124,21 @@ def check_inputs(group: str, saved: dict | None, current: dict | None) -> None:
         raise ResumeError(f"{group}: the inputs changed since the checkpoint: {'; '.join(problems[:5])}; {fix}")
 
 
+def _in_saved_form(path: str, old: list, new: list) -> list:
+    """`new` with its content hash made the way the checkpoint's was (an older checkpoint
+    hashed only a JSONL's head and tail)."""
+    if len(old) < 2 or len(new) < 2:
+        return new
+    old_hash = str(old[1]).partition(":")[2]
+    new_time, colon, new_hash = str(new[1]).partition(":")
+    if not colon or not new_hash.startswith(_DIGEST_TAG) or old_hash.startswith(_DIGEST_TAG) or not old_hash:
+        return new
+    return [new[0], f"{new_time}:{_legacy_hash(path, int(new[0]))}", *new[2:]]
+
+
 def _what_differs(old: str, new: str) -> str:
     old_time, _, old_hash = str(old).partition(":")
     new_time, _, new_hash = str(new).partition(":")
     if old_hash != new_hash:
-        return "different content at its head or tail"
+        return "different content"
     return "modified since" if old_time != new_time else "different stamp"

@@ -48,12 +48,18 @@ def short_message(error: BaseException) -> str:
 def fail(error: BaseException, console: Console | None = None) -> NoReturn:
     """Print `error` as one line (plus the traceback under --debug) and exit non-zero."""
     console = console or _console
+    # soft_wrap: never broken at the console's width, so a path or a traceback line reads
+    # (and is searched) whole however long the clone's path and however narrow the terminal.
     if _state["debug"]:
-        console.print("".join(traceback.format_exception(error)), markup=False, highlight=False)
+        console.print("".join(traceback.format_exception(error)), markup=False, highlight=False, soft_wrap=True)
     if isinstance(error, BagelDataError):
-        console.print(f"[red]error:[/red] {type(error).__name__}: {short_message(error)}", highlight=False)
+        console.print(
+            f"[red]error:[/red] {type(error).__name__}: {short_message(error)}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(LIBRARY_ERROR_EXIT)
-    console.print(f"[red]unexpected error:[/red] {type(error).__name__}: {short_message(error)}", highlight=False)
+    console.print(
+        f"[red]unexpected error:[/red] {type(error).__name__}: {short_message(error)}", highlight=False, soft_wrap=True
+    )
     if not _state["debug"]:
         console.print("rerun with `bagel-data --debug ...` for the traceback, and report it if it is a bug")
     raise typer.Exit(UNEXPECTED_ERROR_EXIT)

@@ -119,13 +119,24 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
 @prepare_app.command("t2i")
 @guarded
 def t2i_command(
-    source: Annotated[Path, typer.Argument(help="Folder of images with .txt/.json captions, or a CSV/JSONL manifest.")],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder of images with .txt/.json captions, a CSV/JSONL manifest, .tar shards, or parquet tables."
+        ),
+    ],
     out_dir: Annotated[Path, typer.Argument(help="Folder for part-NNNNN.parquet shards.")],
     rows_per_group: Annotated[int, typer.Option(help="Rows per parquet row group.")] = 100,
     rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file (T2I shards by file).")] = 1000,
     reencode: Annotated[str | None, typer.Option(help="Re-encode every image, e.g. JPEG, PNG, WEBP.")] = None,
     max_side: Annotated[int | None, typer.Option(help="Downscale so the longest side is at most this.")] = None,
     image_root: Annotated[Path | None, typer.Option(help="Base of manifest paths (default: its folder).")] = None,
+    image_column: Annotated[
+        str | None, typer.Option(help="Parquet input: the image column (default: image, img, jpg, png or webp).")
+    ] = None,
+    caption_column: Annotated[
+        str | None, typer.Option(help="Parquet input: the caption column (default: text, caption, captions, ...).")
+    ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
     resume: ResumeOption = False,
@@ -137,7 +148,9 @@ def t2i_command(
 ) -> None:
     """Text-to-image parquet shards: columns image (bytes) and captions (JSON object).
 
-    SOURCE may also be a WebDataset / img2dataset .tar shard, or a folder of them.
+    SOURCE may also be a WebDataset / img2dataset .tar shard or a folder of them, or parquet
+    tables (a Hugging Face datasets export: a .parquet file or a folder of them) whose image
+    cells are bytes, {bytes, path} structs or paths and caption cells texts or lists of texts.
     """
     _prepare(
         "t2i",
@@ -151,6 +164,8 @@ def t2i_command(
         reencode=reencode,
         max_side=max_side,
         image_root=image_root,
+        image_column=image_column,
+        caption_column=caption_column,
         overwrite=overwrite,
         resume=resume,
         engine=engine,
@@ -162,7 +177,13 @@ def t2i_command(
 @prepare_app.command("edit")
 @guarded
 def edit_command(
-    manifest: Annotated[Path, typer.Argument(help='JSONL rows {"images": [...], "instructions": [[...], ...]}.')],
+    manifest: Annotated[
+        Path,
+        typer.Argument(
+            help='JSONL chains {"images": [...], "instructions": [[...], ...]}, or (source, instruction, target) '
+            "triples as JSONL, CSV or parquet (a file or a folder of them)."
+        ),
+    ],
     out_dir: Annotated[Path, typer.Argument(help="Folder for the shards and parquet_info.json.")],
     rows_per_group: Annotated[int, typer.Option(help="Rows per row group (the edit family's shard unit).")] = 16,
     rows_per_shard: Annotated[int, typer.Option(help="Rows per parquet file.")] = 1024,
@@ -170,6 +191,15 @@ def edit_command(
     data_dir: Annotated[
         str | None,
         typer.Option(help="The data_dir training will use; parquet_info keys join it (default: OUT_DIR, absolute)."),
+    ] = None,
+    source_column: Annotated[
+        str | None, typer.Option(help="Triples: the source image column (default: source, input_image, ...).")
+    ] = None,
+    instruction_column: Annotated[
+        str | None, typer.Option(help="Triples: the instruction column (default: instruction, edit_prompt, ...).")
+    ] = None,
+    target_column: Annotated[
+        str | None, typer.Option(help="Triples: the target image column (default: target, edited_image, ...).")
     ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
@@ -180,7 +210,12 @@ def edit_command(
     max_drop_fraction: MaxDropFractionOption = _DROPS,
     allow_drops: AllowDropsOption = False,
 ) -> None:
-    """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json."""
+    """Image-editing parquet shards (image_list, instruction_list) plus parquet_info.json.
+
+    Image cells of triples are paths under --image-root, or in parquet bytes or datasets.Image structs.
+    """
+    from ..tools.prepare.edit import TripleColumns
+
     _prepare(
         "edit",
         manifest,
@@ -193,6 +228,7 @@ def edit_command(
         image_root=image_root,
         overwrite=overwrite,
         data_dir=data_dir,
+        columns=TripleColumns(source_column, instruction_column, target_column),
         resume=resume,
         engine=engine,
         address=address,

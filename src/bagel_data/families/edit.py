@@ -224,10 +224,11 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         decoded: dict[int, object] = {}
         # Both transforms use the shared decode: an exact one keeps it exact.
         draft = fast_draft_size(self.transform, self.vit_transform)
+        reference = self.policy.decodes_as_reference
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft)
+                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
             return decoded[index]
 
         try:
@@ -252,11 +253,12 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             log.skip(problem[0], location, problem[1])
             return None
         draft = fast_draft_size(self.transform, self.vit_transform)
+        reference = self.policy.decodes_as_reference
         decoded: dict[int, object] = {}
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft)
+                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
             return decoded[index]
 
         try:

@@ -28,13 +28,14 @@ from .sample_checks import SampleInvalid, check_frame_indexes
 __all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "Row", "builder_from_data"]
 
 
-def _as_image(image, transforms, roots=(), allow_outside=False):
-    """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only)."""
+def _as_image(image, transforms, roots=(), allow_outside=False, as_reference=False):
+    """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only);
+    `as_reference`: decoded as the reference does (compat mode, media/photos.py)."""
     if isinstance(image, (bytes, bytearray, memoryview)):
-        return decode_image(bytes(image), draft_size=fast_draft_size(*transforms))
+        return decode_image(bytes(image), draft_size=fast_draft_size(*transforms), as_reference=as_reference)
     if isinstance(image, (str, os.PathLike)):
         data = read_media(os.fspath(image), roots, allow_outside)
-        return decode_image(data, draft_size=fast_draft_size(*transforms))
+        return decode_image(data, draft_size=fast_draft_size(*transforms), as_reference=as_reference)
     return image
 
 
@@ -52,6 +53,7 @@ class InterleavedBaseIterableDataset:
     transform: Any
     vit_transform: Any
     allow_outside_root: bool
+    policy: Any
 
     def init_data(self) -> dict:
         return {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
@@ -74,6 +76,10 @@ class InterleavedBaseIterableDataset:
         folder of the shard (or JSONL) being read."""
         return [*getattr(self, "data_dir_list", ()), getattr(self, "_image_root", None) or ""]
 
+    def _as_image(self, image, transforms):
+        reference = self.policy.decodes_as_reference
+        return _as_image(image, transforms, self.media_roots(), self.allow_outside_root, reference)
+
     def _vit(self):
         vit = getattr(self, "vit_transform", None)
         if vit is None:
@@ -92,7 +98,7 @@ class InterleavedBaseIterableDataset:
             raise ValueError("add_image needs at least one of need_loss, need_vae, need_vit")
         vae = self.transform
         transforms = (vae, self._vit()) if need_vit else (vae,)
-        image = _as_image(image, transforms, self.media_roots(), self.allow_outside_root)
+        image = self._as_image(image, transforms)
         if need_loss:
             self._append_image(data, "vae_image", vae.prepare(image), vae.stride, enable_cfg=False, loss=True)
         if need_vae:
@@ -119,7 +125,7 @@ class InterleavedBaseIterableDataset:
             extra: dict[str, int | bool] = {"split_start": idx == 0, "split_end": idx == last}
             if idx < last:
                 extra["frame_delta"] = int(frame_indexes[idx + 1]) - int(frame_indexes[idx])
-            tensor = vae.prepare(_as_image(frame, (vae,), self.media_roots(), self.allow_outside_root))
+            tensor = vae.prepare(self._as_image(frame, (vae,)))
             cfg = False if need_loss else enable_cfg
             self._append_image(data, "vae_image", tensor, vae.stride, enable_cfg=cfg, loss=bool(need_loss), **extra)
         return data

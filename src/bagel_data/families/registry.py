@@ -21,7 +21,10 @@ from .base import DistributedIterableDataset
 from .edit import UnifiedEditIterableDataset
 from .group_args import COMMON_GROUP_KEYS
 from .interleaved import InterleavedIterableDataset
+from .interleaved_base import InterleavedBaseIterableDataset
+from .parquet_standard import ParquetStandardIterableDataset
 from .t2i import T2IIterableDataset
+from .units import UnitDataset
 from .vlm import SftJSONLIterableDataset
 
 DATASET_REGISTRY: dict[str, type] = {
@@ -64,11 +67,35 @@ def import_family(group: str, path: object) -> type:
         raise ConfigError(key, path, f"module {module_name!r} has no {class_name!r}; check the class name") from None
 
 
+def _unimplemented(family: type) -> list[str]:
+    """The hooks a family must implement that `family` leaves to a base class (a base class
+    itself, or a subclass that is not finished): it could not even be constructed."""
+    hooks: list[tuple[str, type]] = [("get_data_paths", UnitDataset), ("_unit_samples", DistributedIterableDataset)]
+    if issubclass(family, ParquetStandardIterableDataset):
+        hooks.append(("parse_row", ParquetStandardIterableDataset))
+    return [name for name, base in hooks if getattr(family, name) is getattr(base, name)]
+
+
 def check_family(group: str, family: object, where: str) -> type[DistributedIterableDataset]:
+    shown = family.__qualname__ if isinstance(family, type) else repr(family)
+    if family is InterleavedBaseIterableDataset:  # the plan builders alone, a base a family mixes in
+        raise _base_class_error(group, where, shown, ["get_data_paths", "_unit_samples"])
     if not isinstance(family, type) or not issubclass(family, DistributedIterableDataset):
-        shown = family.__qualname__ if isinstance(family, type) else repr(family)
         raise ConfigError(where, shown, f"group {group!r}: the class must {_BASE_FIX}")
+    missing = _unimplemented(family)
+    if missing:
+        raise _base_class_error(group, where, shown, missing)
     return family
+
+
+def _base_class_error(group: str, where: str, shown: str, missing: list[str]) -> ConfigError:
+    families = ", ".join(f"{name}: {cls.__name__}" for name, cls in sorted(DATASET_REGISTRY.items()))
+    return ConfigError(
+        where,
+        shown,
+        f"group {group!r}: {shown.rsplit('.', 1)[-1]} is a base class, not a family (it does not implement "
+        f"{', '.join(missing)}); use a family ({families}) or {_BASE_FIX}",
+    )
 
 
 def resolve_family(group: str, args: object) -> type[DistributedIterableDataset]:

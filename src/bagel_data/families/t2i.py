@@ -150,7 +150,11 @@ class T2IIterableDataset(DistributedIterableDataset):
             log.skip(SkipReason.SCHEMA, location, "image cell is not binary")
             return None
         try:
-            image = decode_image(cells["image"], draft_size=fast_draft_size(self.transform))
+            image = decode_image(
+                cells["image"],
+                draft_size=fast_draft_size(self.transform),
+                as_reference=self.policy.decodes_as_reference,
+            )
         except ImageTooLargeError as exc:
             log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
             return None

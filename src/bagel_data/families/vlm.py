@@ -268,7 +268,8 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def _load_image(self, path: str, draft_size=None, root: str = ""):
         """One image of a row, read only under its image folder (symlinks resolved first)."""
         try:
-            return decode_image(self._media_bytes(path, root), draft_size=draft_size)
+            data = self._media_bytes(path, root)
+            return decode_image(data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference)
         except OutsideRootError as exc:
             raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
         except FileNotFoundError:

@@ -55,7 +55,8 @@ def edit_worst_length(family, images: list[bytes], instructions: list[list[str]]
     Decodes every image of the chain; raises `ImageDecodeError` / `ImageTooLargeError`."""
     vae, vit, encode = family.transform, family.vit_transform, family.tokenizer.encode
     draft = fast_draft_size(vae, vit)
-    sizes = [_size(decode_image(data, draft_size=draft)) for data in images]
+    reference = family.policy.decodes_as_reference
+    sizes = [_size(decode_image(data, draft_size=draft, as_reference=reference)) for data in images]
     vae_tokens = [_image_tokens(vae, size) for size in sizes]
     vit_tokens = [_image_tokens(vit, size) for size in sizes]
     text_tokens = [max(len(encode(option)) for option in step) for step in instructions]
@@ -78,7 +79,8 @@ def t2i_worst_length(family, captions: list[str], image: object) -> int:
     the family) beside its image."""
     if not isinstance(image, bytes):
         raise RowSkip(SkipReason.SCHEMA, "image cell is not binary")
-    size = _size(decode_image(image, draft_size=fast_draft_size(family.transform)))
+    draft = fast_draft_size(family.transform)
+    size = _size(decode_image(image, draft_size=draft, as_reference=family.policy.decodes_as_reference))
     text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
     return text + _image_tokens(family.transform, size) + 4
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import sys
-import threading
-import warnings
 from typing import BinaryIO
 
 import numpy as np
@@ -24,92 +21,85 @@ from PIL import Image
 
 from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
 from .convert import PendingImage
-from .safe_read import ALLOWED_IMAGE_FORMATS
+from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb
+from .resize import RESIZE_BACKENDS, resize_rgbx
+from .safe_read import ALLOWED_IMAGE_FORMATS, image_stream, open_image
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 # `resample` of a transform -> Pillow's filter; bicubic is the reference's (and the default).
 RESAMPLE_FILTERS = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 # The reference raises Pillow's global bomb limit to 200 MP for the whole process; we apply
-# the same bound ourselves, per decode call.
+# the same bound ourselves, per decode call, and never touch Pillow's global.
 DEFAULT_MAX_IMAGE_PIXELS = 200_000_000
-_PILLOW_LIMIT_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def own_pixel_limit():
-    """Inside our decode calls only, Pillow's bomb check gives way to ours (docs/compat.md)."""
-    with _PILLOW_LIMIT_LOCK:
-        saved = Image.MAX_IMAGE_PIXELS
-        Image.MAX_IMAGE_PIXELS = None
-        try:
-            yield
-        finally:
-            Image.MAX_IMAGE_PIXELS = saved
-
-
-_INTEGER_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
-
-
-def high_bit_depth_to_8bit(image: Image.Image) -> Image.Image:
-    """16-bit (and 32-bit integer) grayscale scaled to 8 bits as a viewer shows it; Pillow's
-    own `convert` clips every value above 255 to white. Other modes pass through."""
-    if image.mode not in _INTEGER_MODES:
-        return image
-    values = np.asarray(image).astype(np.int64)
-    gray = Image.fromarray(((np.clip(values, 0, 65535) * 255 + 32767) // 65535).astype(np.uint8), "L")
-    transparent = image.info.get("transparency")
-    if isinstance(transparent, int):  # a tRNS gray value: composite those pixels on white
-        gray.paste(255, mask=Image.fromarray(np.where(values == transparent, 255, 0).astype(np.uint8), "L"))
-    return gray
+    """Formerly lifted Pillow's global bomb limit around an open; now changes nothing (a
+    global must not move, even for a moment). Kept until media/video.py opens its frames
+    with `safe_read.open_image`, which applies our bound without it."""
+    yield
 
 
 def pil_img2rgb(image: Image.Image) -> Image.Image:
-    """RGB view of `image`; transparent pixels are composited on white."""
-    image = high_bit_depth_to_8bit(image)
-    if image.mode == "RGBA" or image.info.get("transparency") is not None:
-        rgba = image.convert("RGBA")
-        white = Image.new("RGB", rgba.size, (255, 255, 255))
-        white.paste(rgba, mask=rgba.getchannel("A"))
-        return white
-    if image.mode == "RGB":  # convert("RGB") would only copy the same pixels (a pass + fresh pages)
-        image.load()
-        return image
-    return image.convert("RGB")
+    """The reference's `pil_img2rgb`: transparent pixels composited on white, every other
+    mode through Pillow's `convert("RGB")` (media/photos.py: `reference_rgb`)."""
+    return reference_rgb(image)
 
 
 def decode_image(
-    source: bytes | str | BinaryIO, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, draft_size=None
+    source: bytes | str | BinaryIO,
+    max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    draft_size=None,
+    *,
+    as_reference: bool = False,
 ) -> Image.Image:
     """Decode encoded bytes (or a path / file object) to an RGB image, fully loaded.
 
     Raises `ImageTooLargeError` before decoding pixels when the header is over
     `max_pixels`, and `ImageDecodeError` for anything Pillow cannot read.
 
+    The default is the image as a viewer shows it: upright (EXIF orientation), in sRGB (an
+    embedded ICC profile applied), any alpha composited on white, 16-bit grey scaled.
+    `as_reference` (`compat="bagel"`): the reference's conversion, stored pixels as they
+    are (media/photos.py; docs/samples.md, "Photos").
+
     `draft_size` (opt-in fast decode, see `fast_decode.py`): a `(width, height)` or a
-    callable of the header's size, usually `transform.draft_size`; a JPEG at least twice
+    callable of the (upright) size, usually `transform.draft_size`; a JPEG at least twice
     that size is decoded at a reduced DCT scale. When None (the default) nothing changes.
     """
-    stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
     try:
-        with own_pixel_limit():
-            # Only the allowlisted decoders: EPS (and anything that runs a program) never sees the bytes.
-            image = Image.open(stream, formats=ALLOWED_IMAGE_FORMATS)
-        width, height = image.size
-        if width * height > max_pixels:
-            raise ImageTooLargeError(f"{width}x{height} is over the {max_pixels}-pixel limit")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            if draft_size is not None:  # opt-in fast decode hook, kept in its own module
-                from .fast_decode import decode_drafted
-
-                return decode_drafted(image, draft_size, pil_img2rgb)
-            return pil_img2rgb(image)
+        # Only the allowlisted decoders: EPS (and anything that runs a program) never sees the bytes.
+        image = open_image(image_stream(source), max_pixels)
+        if as_reference:
+            return _to_rgb(image, draft_size, reference_rgb)
+        orientation = exif_orientation(image)
+        if draft_size is not None and swaps_sides(orientation):
+            draft_size = _sideways(draft_size)
+        return upright(_to_rgb(image, draft_size, viewer_rgb), orientation)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError(f"not an image in an allowed format ({', '.join(ALLOWED_IMAGE_FORMATS)})") from None
+    except Image.DecompressionBombError as exc:  # a GIF frame past the program's own Pillow limit
+        raise ImageTooLargeError(str(exc)) from None
     except (ImageTooLargeError, ImageDecodeError, FileNotFoundError, MemoryError):
         raise
     except Exception as exc:  # Pillow's plugins raise TypeError, RuntimeError, ... on bad bytes
         raise ImageDecodeError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _to_rgb(image: Image.Image, draft_size, to_rgb) -> Image.Image:
+    if draft_size is None:
+        return to_rgb(image)
+    from .fast_decode import decode_drafted  # the opt-in fast decode hook, kept in its own module
+
+    return decode_drafted(image, draft_size, to_rgb)
+
+
+def _sideways(draft_size):
+    """`draft_size` for the stored pixels of an image that is turned a quarter to be upright."""
+    if callable(draft_size):
+        return lambda width, height: tuple(draft_size(height, width))[::-1]
+    return (draft_size[1], draft_size[0])
 
 
 def rgbx_storage(image: Image.Image) -> np.ndarray | None:
@@ -180,6 +170,7 @@ class ImageTransform:
         image_std: tuple[float, ...] = (0.5, 0.5, 0.5),
         fast_decode: bool = False,
         resample: str = "bicubic",
+        resize_backend: str = "pillow",
     ):
         self.rule = ResizeRule(max_image_size, min_image_size, image_stride, max_pixels)
         self.fast_decode = bool(fast_decode)  # opt-in; see draft_size and fast_decode.py
@@ -189,6 +180,15 @@ class ImageTransform:
         # and is no longer the reference's pixels (docs/performance.md gives its PSNR).
         self.resample = resample
         self._filter = RESAMPLE_FILTERS[resample]
+        if resize_backend not in RESIZE_BACKENDS:
+            raise ConfigError(
+                "resize_backend",
+                resize_backend,
+                f"use one of {list(RESIZE_BACKENDS)}: pillow (exact, the default) or torch (opt-in, faster, "
+                "within 2 levels of pillow's pixels)",
+            )
+        # Opt-in: torch's antialiased uint8 resize, same filter, a few levels off (media/resize.py).
+        self.resize_backend = resize_backend
         self.stride = image_stride
         self.image_mean = tuple(image_mean)
         self.image_std = tuple(image_std)
@@ -201,13 +201,27 @@ class ImageTransform:
         its resize target with `fast_decode`, the full size (no drafting) otherwise."""
         return self.target_size(width, height) if self.fast_decode else (width, height)
 
-    def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
+    def _size_for(self, image: Image.Image, img_num: int) -> tuple[int, int]:
         # A drafted image (fast_decode) carries its original size; others use image.size.
         original: tuple[int, int] = image.info.get("bagel_original_size", image.size)
-        size = self.target_size(*original, img_num=img_num)
+        return self.target_size(*original, img_num=img_num)
+
+    def resize(self, image: Image.Image, img_num: int = 1) -> Image.Image:
+        size = self._size_for(image, img_num)
         if size == image.size:
             return image
+        if self.resize_backend == "torch":
+            planes = self._torch_resized(image, size).numpy()
+            return Image.fromarray(np.ascontiguousarray(planes.transpose(1, 2, 0)), "RGB")
         return image.resize(size, self._filter)
+
+    def _torch_resized(self, image: Image.Image, size: tuple[int, int]) -> torch.Tensor:
+        """`(3, h, w)` uint8 planes of `image` resized by torch (resize_backend: torch)."""
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+        storage = rgbx_storage(rgb)
+        if storage is None:  # older Pillow, or an image in several memory blocks
+            storage = np.asarray(rgb.convert("RGBA"))
+        return resize_rgbx(storage, size, self.resample)
 
     def pending(self, image: Image.Image) -> PendingImage:
         """An (already resized) image's pixels, with this transform's mean / std, to convert."""
@@ -216,6 +230,10 @@ class ImageTransform:
     def prepare(self, image: Image.Image, img_num: int = 1) -> PendingImage:
         """Resize now, convert later: what the families hand to the packer, which writes
         the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
+        size = self._size_for(image, img_num)
+        if self.resize_backend == "torch" and size != image.size:  # the planes, without a Pillow image
+            planes = self._torch_resized(image, size).numpy()
+            return PendingImage(planes.transpose(1, 2, 0), self.image_mean, self.image_std)
         return self.pending(self.resize(image, img_num=img_num))
 
     def to_tensor(self, image: Image.Image) -> torch.Tensor:
@@ -235,7 +253,8 @@ class ImageTransform:
             f"ImageTransform(max_image_size={r.max_size}, min_image_size={r.min_size}, "
             f"image_stride={r.stride}, max_pixels={r.max_pixels}"
             + (", fast_decode=True" if self.fast_decode else "")
-            + (f", resample={self.resample!r})" if self.resample != "bicubic" else ")")
+            + (f", resample={self.resample!r}" if self.resample != "bicubic" else "")
+            + (f", resize_backend={self.resize_backend!r})" if self.resize_backend != "pillow" else ")")
         )
 
 

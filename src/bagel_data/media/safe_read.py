@@ -9,13 +9,18 @@ file reach Pillow's EPS plugin, which starts Ghostscript where it is installed.
 
 from __future__ import annotations
 
+import io
 import os
 import posixpath
 import stat
+import struct
 from collections.abc import Iterable
+from typing import BinaryIO
 
 import pyarrow.fs as pafs
+from PIL import Image, ImageFile
 
+from ..errors import ImageTooLargeError
 from ..sources import storage
 
 # The decoders Pillow may use for an image cell or file: what the docs list (JPEG, PNG,
@@ -91,6 +96,49 @@ def read_media(
     if len(data) > max_bytes:  # it grew since the stat
         raise MediaTooLargeError(f"{path[:200]!r} is over the {max_bytes}-byte limit")
     return data
+
+
+def open_image(stream: BinaryIO, max_pixels: int) -> ImageFile.ImageFile:
+    """The image in `stream`, opened (header read, pixels not yet decoded) by an allowlisted
+    decoder, with `ImageTooLargeError` when its header says more than `max_pixels` pixels.
+
+    What `Image.open(stream, formats=ALLOWED_IMAGE_FORMATS)` does, less its check against
+    Pillow's process-wide `Image.MAX_IMAGE_PIXELS`: our bound replaces it without that global
+    ever being changed, not even for a moment (another thread's `Image.open` keeps the
+    limit its program set). Raises `Image.UnidentifiedImageError` when no decoder accepts it."""
+    prefix = stream.read(16)
+    for name in ALLOWED_IMAGE_FORMATS:
+        if name not in Image.OPEN:
+            Image.init()  # WebP and TIFF register on first need, as in Image.open
+        factory, accept = Image.OPEN[name]
+        accepted = True if accept is None else accept(prefix)
+        if not accepted or isinstance(accepted, str):  # a str: recognised, but unreadable here
+            continue
+        stream.seek(0)
+        try:
+            image = factory(stream, "")
+        except (SyntaxError, IndexError, TypeError, struct.error):
+            continue  # not this format after all (what Image.open catches to try the next)
+        width, height = image.size
+        if width * height > max_pixels:
+            image.close()
+            raise ImageTooLargeError(f"{width}x{height} is over the {max_pixels}-pixel limit")
+        return image
+    raise Image.UnidentifiedImageError(f"cannot identify image file {stream!r}")
+
+
+def image_stream(source: bytes | bytearray | memoryview | str | BinaryIO) -> BinaryIO:
+    """A seekable binary stream of an image's bytes, a path's file or a file object."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return io.BytesIO(source)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            return io.BytesIO(handle.read())
+    try:
+        source.seek(0)
+        return source
+    except (AttributeError, io.UnsupportedOperation):  # a pipe or socket: read it whole
+        return io.BytesIO(source.read())
 
 
 def check_video_path(path: str, roots: Iterable[str] = (), allow_outside: bool = False) -> str:

@@ -150,8 +150,9 @@ class PackedDataset(StreamState, SamplePlacement, torch.utils.data.IterableDatas
         raise AttributeError(name)
 
     def set_epoch(self, seed: int) -> None:
-        self.data_seed = seed
+        # The settings check the seed (its range in compat mode) and make numpy's ints plain.
         self.config = dataclasses.replace(self.config, data_seed=seed)  # the settings say what runs
+        self.data_seed = seed = self.config.data_seed
         for dataset in self.grouped_datasets:
             dataset.set_epoch(seed)
             # The epoch order is made here, once, so DataLoader workers inherit it rather

@@ -45,6 +45,30 @@ def check_compat(value, key: str = "compat"):
     return value
 
 
+SEED_LIMIT = 2**32 - 1  # numpy's RandomState takes seeds in [0, SEED_LIMIT]
+MAX_FLEX_TOKENS = 1 << 24  # a flex pack's arrays have max_num_tokens entries: 16.8 M, 450x BAGEL's
+
+
+def _check_seeds(compat: str | None, data_seed: int, compat_seed: int | None) -> None:
+    """compat="bagel" seeds numpy's RandomState (and the reference's `set_epoch`) with the
+    seeds, which takes 0 to 2**32 - 1. The default mode mixes data_seed's low 32 bits into its
+    own generators' keys: any integer, negative ones included, runs (and resumes)."""
+    if compat_seed is not None and not 0 <= compat_seed <= SEED_LIMIT:
+        raise ConfigError(
+            "compat_seed",
+            compat_seed,
+            f"must be between 0 and 2**32 - 1 = {SEED_LIMIT} (it seeds numpy's RandomState as the "
+            "reference's np.random.seed does); use a seed in that range, or leave it unset for data_seed",
+        )
+    if compat is not None and not 0 <= data_seed <= SEED_LIMIT:
+        raise ConfigError(
+            "data_seed",
+            data_seed,
+            f'with compat="{compat}" it must be between 0 and 2**32 - 1 = {SEED_LIMIT} (the reference seeds '
+            "numpy's RandomState with it); use a seed in that range, or the default mode, which takes any integer",
+        )
+
+
 def _setting(default: Any, kind: Any, meaning: str, role: str, *, nullable: bool = False, run: bool = True) -> Any:
     """A field of `Settings`: its default plus what the schema, the docs and the doors need.
     `run=False`: not a key of a run config's `packing:` section (it has a key of its own)."""
@@ -145,6 +169,18 @@ class Settings:
         values = dataclasses.asdict(self)
         check_compat(values["compat"])
         check_section("", values, SETTING_TABLE)
+        for name, kind in SETTING_TABLE.items():
+            value = values[name]
+            if isinstance(kind.kind, Int) and value is not None and type(value) is not int:
+                object.__setattr__(self, name, int(value))  # numpy's integers: plain ints from here
+        _check_seeds(self.compat, self.data_seed, self.compat_seed)
+        if self.use_flex and self.max_num_tokens > MAX_FLEX_TOKENS:
+            raise ConfigError(
+                "max_num_tokens",
+                self.max_num_tokens,
+                f"with use_flex every pack is padded to max_num_tokens, at most {MAX_FLEX_TOKENS} "
+                f"(2**{MAX_FLEX_TOKENS.bit_length() - 1}); lower it (BAGEL's own is 36864) or set use_flex=False",
+            )
 
     def check(self) -> None:
         """The budgets against each other (not at construction: tests build partial configs)."""

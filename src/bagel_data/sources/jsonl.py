@@ -223,7 +223,6 @@ class JsonlIndex(Sequence):
         self.paths = list(jsonl_paths)
         self.image_dirs = list(image_dirs)
         files = list(zip(self.paths, self.image_dirs, num_used))
-        root = jsonl_cache.cache_root()
         # What chooses the kept lines and their order, beside the files themselves.
         settings = [
             [folder for _, folder, _ in files],
@@ -231,17 +230,13 @@ class JsonlIndex(Sequence):
             bool(shuffle_lines),
             shuffle_seed,
         ]
-        key = jsonl_cache.cache_key([path for path, _, _ in files], settings) if root and files else None
 
         def build(work: str, allocate) -> tuple:
             return build_arrays(files, shuffle_lines, shuffle_seed, work, allocate)
 
         # The folder of the mapped arrays (pickles carry it, not the arrays), or None.
-        self._mapped: str | None = None
-        if root is None or key is None:
-            arrays = jsonl_cache.in_memory(root, build)
-        else:
-            arrays, self._mapped = jsonl_cache.mapped(root, key, build)
+        self._mapped: str | None
+        arrays, self._mapped = jsonl_cache.index_arrays([path for path, _, _ in files], settings, build)
         self.offsets, self.line_numbers, self.file_ids = arrays
         release_free_heap()
         self._handles: dict[int, BinaryIO] = {}

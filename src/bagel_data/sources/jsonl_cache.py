@@ -4,61 +4,93 @@ Every rank and DataLoader worker of a job builds the same index from the same fi
 first process on a node builds it into a folder of `.npy` files under the cache root while
 holding a lock file; the others wait on the lock instead of repeating the work, then map the
 arrays read-only, so the node's page cache holds one copy. A later run maps them again while
-the files are unchanged: the folder's name is a hash of each file's path, size and
-modification time and of the settings that choose the kept lines (counts, shuffle, seed,
-folders).
+the files are unchanged.
 
-The cache root is `$BAGEL_DATA_INDEX_CACHE`, by default `bagel-data-index-cache` in the
+The folder's name is a hash of the settings that choose the kept lines (counts, shuffle,
+seed, folders) and of each file's path, size and modification time, its inode and change
+time (a rewrite in place changes those even where `cp -p` or `rsync -a` put the mtime back),
+and a sampled digest of its content (`content_stamp`: whole up to 256 KiB, else head, tail
+and 16 blocks; about 200 KiB read per file, whatever its size).
+
+The cache root is `$BAGEL_DATA_INDEX_CACHE`, by default `bagel-data-index-cache-<uid>` in the
 system's temporary folder (node-local on most clusters, which is what sharing per node
-needs). `BAGEL_DATA_INDEX_CACHE=off` builds the index in memory in every process. The sort's
-spilled runs go beside the index while it is built (about the input's size, deleted at the
-end): point the root at a local disk, not a memory-backed `tmpfs`.
+needs). The root must be a folder of this user's that no one else can write: others could
+plant an index there. A default root that is not is moved aside (this user's) or left alone
+(another user's); a root set in the environment is never moved. Where the root is unsafe or
+cannot be written (no permission, a full disk), the index is built in memory, with one
+warning per root. A folder's arrays are checked before they are used (header, type, length,
+sampled values against the inputs), and a damaged folder is built again.
+`BAGEL_DATA_INDEX_CACHE=off` (any case) builds the index in memory in every process. The
+sort's spilled runs go beside the index while it is built (about the input's size, deleted
+at the end): point the root at a local disk, not a memory-backed `tmpfs`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import glob
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from numpy.lib.format import open_memmap
 
-from . import storage
+from ..errors import IndexCacheWarning, StorageSpaceError
+from . import content_stamp, storage
 
 ENV = "BAGEL_DATA_INDEX_CACHE"
-_FORMAT = 1  # part of every key: raise it when the arrays' layout or meaning changes
+_FORMAT = 2  # part of every key: raise it when the arrays' layout or meaning changes
 ARRAYS = (("offsets", np.int64), ("line_numbers", np.int32), ("file_ids", np.int32))
+_CHECKED_ENTRIES = 1024  # entries of each folder checked against the inputs before use
 
 Allocate = Callable[[int], tuple]
 Build = Callable[[str, Allocate], tuple]
+
+_warned: set[str] = set()  # roots already warned about in this process
+
+
+def default_root() -> str:
+    return os.path.join(tempfile.gettempdir(), f"bagel-data-index-cache-{os.geteuid()}")
 
 
 def cache_root() -> str | None:
     """Where indexes are kept, or None when caching is off."""
     value = os.environ.get(ENV)
     if value is None:
-        return os.path.join(tempfile.gettempdir(), "bagel-data-index-cache")
+        return default_root()
     return None if value.strip().lower() in ("", "off", "0", "none") else value
 
 
 def _identity(path: str) -> list | None:
-    """(path, size, mtime) of an input, or None where the storage gives no modification time."""
+    """What tells an input unchanged, or None where the storage gives no modification time."""
     filesystem, inner = storage.resolve(path)
     info = filesystem.get_file_info(inner)
     if info.size is None or info.mtime_ns is None:
         return None
-    return [path if storage.is_uri(path) else inner, int(info.size), int(info.mtime_ns)]
+    size = int(info.size)
+    try:
+        digest = content_stamp.content_digest(path, size, whole_limit=1 << 18, ends=1 << 16, blocks=16)
+        local = content_stamp.local_identity(inner if not storage.is_uri(path) else path)
+    except OSError:
+        return None  # the build reads it and reports what is wrong
+    return [path if storage.is_uri(path) else inner, size, int(info.mtime_ns), local, digest]
 
 
 def cache_key(paths: Sequence[str], settings: object) -> str | None:
     """The cache folder's name for these inputs, or None when one cannot be told unchanged."""
-    files = [_identity(path) for path in paths]
+    return _key([_identity(path) for path in paths], settings)
+
+
+def _key(files: list, settings: object) -> str | None:
     if any(file is None for file in files):
         return None
     text = json.dumps([_FORMAT, files, settings], default=repr, sort_keys=True)
@@ -70,38 +102,145 @@ def open_arrays(folder: str) -> tuple:
     return tuple(np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name, _ in ARRAYS)
 
 
-def _open(folder: str) -> tuple | None:
-    return open_arrays(folder) if os.path.isdir(folder) else None
+def checked_arrays(folder: str, sizes: Sequence[int]) -> tuple | None:
+    """The folder's arrays if they are whole and fit the inputs (`sizes`: each file's bytes),
+    else None. A crash, a full disk or a hand can leave a truncated, empty or garbage file."""
+    try:
+        arrays = open_arrays(folder)
+    except (OSError, ValueError, EOFError):
+        return None
+    lengths = {len(array) for array in arrays}
+    if len(lengths) != 1 or any(array.ndim != 1 or array.dtype != dtype for array, (_, dtype) in zip(arrays, ARRAYS)):
+        return None
+    offsets, line_numbers, file_ids = (np.asarray(array) for array in arrays)
+    picks = np.unique(np.linspace(0, len(offsets) - 1, min(len(offsets), _CHECKED_ENTRIES)).astype(np.int64))
+    files, starts = file_ids[picks], offsets[picks]
+    if len(picks) and (
+        files.min() < 0
+        or files.max() >= len(sizes)
+        or starts.min() < 0
+        or line_numbers[picks].min() < 0
+        or np.any(starts >= np.asarray(sizes, np.int64)[np.clip(files, 0, len(sizes) - 1)])
+    ):
+        return None
+    return arrays
 
 
 def in_memory(work_parent: str | None, build: Build) -> tuple:
     """The arrays built in this process's memory (runs spilled to a temporary folder)."""
-    if work_parent:
-        os.makedirs(work_parent, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="bagel-jsonl-", dir=work_parent) as work:
-        return build(work, lambda n: tuple(np.empty(n, dtype) for _, dtype in ARRAYS))
+    try:
+        if work_parent:
+            os.makedirs(work_parent, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="bagel-jsonl-", dir=work_parent) as work:
+            return build(work, lambda n: tuple(np.empty(n, dtype) for _, dtype in ARRAYS))
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            folder = work_parent or tempfile.gettempdir()
+            raise StorageSpaceError(
+                error.errno,
+                f"no room to sort the JSONL index in {folder} ({error.strerror}); it needs about "
+                "the inputs' size while it is built: free space there, or point TMPDIR at a disk with room",
+            ) from error
+        raise
 
 
-def mapped(root: str, key: str, build: Build) -> tuple[tuple, str]:
-    """The arrays of `key` mapped read-only from `root` (built first by one process per node),
-    and their folder."""
-    final = os.path.join(root, key)
-    arrays = _open(final)  # built before: no lock needed, the folder appears complete or not at all
-    if arrays is not None:
-        return arrays, final
-    os.makedirs(root, exist_ok=True)
-    with open(final + ".lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other processes of the node wait here
+def index_arrays(paths: Sequence[str], settings: object, build: Build) -> tuple[tuple, str | None]:
+    """The index's arrays, and the folder they are mapped from (None: built in memory)."""
+    root = cache_root()
+    if root is None or not paths:
+        return in_memory(None, build), None
+    files = [_identity(path) for path in paths]
+    key = _key(files, settings)
+    if key is None:
+        return in_memory(None, build), None
+    try:
+        trouble = _usable_root(root, moveable=os.environ.get(ENV) is None)
+        if trouble is None:
+            return mapped(root, key, build, [file[1] for file in files])  # type: ignore[index]
+    except OSError as error:
+        trouble = f"it cannot be written ({error.strerror or error}); set {ENV} to a folder with room"
+    _warn_once(root, f"the JSONL index cache {root} is not used: {trouble}. The index is built in memory.")
+    return in_memory(None, build), None
+
+
+def _warn_once(root: str, message: str) -> None:
+    if root not in _warned:
+        _warned.add(root)
+        warnings.warn(message, IndexCacheWarning, stacklevel=4)
+
+
+def _usable_root(root: str, moveable: bool) -> str | None:
+    """None when `root` is (made) a folder of this user's that others cannot write, else why
+    not. `moveable`: the default root, moved aside when unsafe and this user's."""
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    info = os.lstat(root) if moveable else os.stat(root)  # a planted link at the default is refused
+    fix = f"set {ENV} to a folder of your own (mode 0700) or to off"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"it is not a folder; {fix}"
+    if info.st_uid != os.geteuid():
+        return f"it belongs to user id {info.st_uid}, not to this user ({os.geteuid()}); {fix}"
+    if info.st_mode & 0o022:
+        if not moveable:
+            return f"others can write it (mode {stat.S_IMODE(info.st_mode):o}); chmod go-w it, or {fix}"
+        aside = f"{root}.unsafe-{os.getpid()}-{time.time_ns()}"
+        os.rename(root, aside)  # kept for a look: what is in it may have been planted
+        os.mkdir(root, 0o700)
+        warnings.warn(f"{root} was writable by others: moved to {aside}", IndexCacheWarning, stacklevel=4)
+    return None
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """Hold the lock file `path`. A failed holder removes the file: its waiters see that the
+    file they hold is no longer the one at `path` and take the new one."""
+    while True:
+        handle = open(path, "a+")  # noqa: SIM115 (held across the yield below)
+        fcntl.flock(handle, fcntl.LOCK_EX)  # the other processes of the node wait here
         try:
-            if not os.path.isdir(final):
-                _build_into(final, build)
-        finally:
-            # Mapped after the lock is let go: the waiters, woken one at a time, each hold
-            # it only to see that the folder is there, not while they map it.
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    arrays = _open(final)
-    assert arrays is not None
+            current = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        handle.close()
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def mapped(root: str, key: str, build: Build, sizes: Sequence[int]) -> tuple[tuple, str]:
+    """The arrays of `key` mapped read-only from `root` (built first by one process per node),
+    and their folder. `sizes`: each input's bytes, to check a finished folder against."""
+    final = os.path.join(root, key)
+    damaged = False
+    if os.path.isdir(final):  # built before: the folder appears complete or not at all
+        arrays = checked_arrays(final, sizes)
+        if arrays is not None:
+            return arrays, final
+        damaged = True
+    with _locked(final + ".lock"):
+        # Mapped after the lock is let go: the waiters, woken one at a time, each hold
+        # it only to see that the folder is there, not while they map it.
+        if damaged and os.path.isdir(final) and checked_arrays(final, sizes) is None:
+            _discard(final)  # built again (unless another process has done so meanwhile)
+        if not os.path.isdir(final):
+            _build_into(final, build)
+    arrays = checked_arrays(final, sizes)
+    if arrays is None:
+        raise OSError(errno.EIO, f"the index just built in {final} does not read back")
     return arrays, final
+
+
+def _discard(folder: str) -> None:
+    aside = f"{folder}.damaged-{os.getpid()}"
+    os.rename(folder, aside)  # processes mapping it keep their mapping
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _build_into(final: str, build: Build) -> None:

@@ -140,11 +140,13 @@ def validate_config(
         report.ok = False
         report.errors.append(f"configuration: {error}")
         return report
+    if dataset.policy.reference:  # the walk is an iteration: compat draws from the stream one starts
+        dataset.policy.start_stream(dataset.data_seed)
     budget = dataset.config.max_num_tokens_per_sample
     for name, family, mandatory in zip(dataset.group_names, dataset.grouped_datasets, dataset.is_mandatory):
         group = report.groups[name] = GroupReport(name, units=len(family.epoch_units))
         _check_group(report, group, family, world_size, num_workers, sample, budget, mandatory)
-        report.warnings.extend(cfg_warnings(name, family, dataset.config))
+        report.warnings.extend(cfg_warnings(name, family, dataset.config, min(sample or 32, 32)))
     report.phases = schedule_phases(dataset)
     report.ok = not report.errors
     return report

@@ -28,6 +28,7 @@ CAPTION_COLUMN = re.compile(r"caption_(\d+)$")
 # holds `url`, `status`, `width`..., and a user's may hold tags or labels that are not
 # captions. `caption` takes its numbered siblings `caption_1`, `caption_2`, ... with it.
 CAPTION_KEYS = ("caption", "captions", "text", "prompt", "alt_text", "description")
+BINARY_TABLE_SUFFIXES = (".parquet", ".arrow")
 SOURCE_KEY = "_source"  # in an output row: where its text came from, counted in the report
 
 Rows = list[tuple[str, object]]  # (location, row); a row that already failed is a `RowDropped`
@@ -49,16 +50,21 @@ def each_row(rows: Rows, handle: Callable[[str, object], None], notes: Notes, pr
     return written
 
 
-def manifest_rows(manifest: Path) -> Rows:
-    """The rows of a CSV or JSONL manifest, located by file name and line number."""
+def manifest_rows(manifest: Path, required_column: str | None = "path") -> Rows:
+    """The rows of a CSV or JSONL manifest, located by file name and line number; a CSV
+    manifest must have `required_column`."""
     rows: Rows = []
+    if manifest.suffix.lower() in BINARY_TABLE_SUFFIXES:  # its bytes as JSON lines: thousands of bogus rows
+        raise ConfigError(
+            "manifest", str(manifest), "a parquet file is a table, not a manifest; this command takes CSV or JSONL"
+        )
     if manifest.suffix.lower() == ".csv":
         # utf-8-sig: spreadsheet exports often start with a byte-order mark. Bytes that are
         # not UTF-8 are kept as surrogates, so only their row is dropped.
         with manifest.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
             reader = csv.DictReader(handle)
-            if "path" not in (reader.fieldnames or []):
-                raise ConfigError("manifest", str(manifest), "a CSV manifest needs a 'path' column")
+            if required_column is not None and required_column not in (reader.fieldnames or []):
+                raise ConfigError("manifest", str(manifest), f"a CSV manifest needs a {required_column!r} column")
             for row in reader:
                 location = f"{manifest.name}:{reader.line_num}"
                 rows.append((location, _not_utf8(row) or row))

@@ -1,28 +1,124 @@
-"""Edit shards and their parquet_info from a JSONL manifest of image chains."""
+"""Edit shards and their parquet_info from image chains (JSONL) or (source, instruction,
+target) triples (JSONL, CSV or parquet, e.g. a Hugging Face `datasets` export)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import ClassVar, cast
 
 from ...errors import ConfigError, SkipReason, counted
 from ...formats import EDIT_SCHEMA
 from ...sources.parquet import write_parquet_info
-from .common import Progress, each_row, manifest_rows
+from ...sources.table_cells import CellError, image_cell
+from .common import Progress, Rows, each_row, manifest_rows
 from .report import Notes, PrepareReport, RowDropped
 from .shards import ShardWriter, prepare_out_dir
-from .stored_images import image_bytes
+from .stored_images import image_bytes, stored_image
+from .tables import TableRow, parquet_files, read_cells, read_schema, table_rows
+
+EXPECTED_SHAPE = (
+    'expected a chain {"images": [path, path, ...], "instructions": [[text, ...], ...]} (one step per image '
+    'pair) or a triple {"source": image, "instruction": text, "target": image} (columns named with '
+    "--source-column, --instruction-column, --target-column)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TripleColumns:
+    """The columns of a (source, instruction, target) row; None: the first usual name present."""
+
+    source: str | None = None
+    instruction: str | None = None
+    target: str | None = None
+
+    USUAL: ClassVar[dict[str, tuple[str, ...]]] = {
+        "source": ("source", "source_image", "input_image", "source_img", "original_image"),
+        "instruction": ("instruction", "edit_instruction", "edit_prompt", "prompt", "text"),
+        "target": ("target", "target_image", "edited_image", "target_img", "output_image"),
+    }
+
+    @property
+    def named(self) -> bool:
+        return any(getattr(self, role) for role in self.USUAL)
+
+    def resolve(self, names: list[str]) -> tuple[str, str, str] | None:
+        """(source, instruction, target) among `names`, or None when one is missing."""
+        found = []
+        for role, usual in self.USUAL.items():
+            wanted = getattr(self, role)
+            found.append(
+                wanted if wanted in names else None if wanted else next((n for n in usual if n in names), None)
+            )
+        return None if None in found else cast("tuple[str, str, str]", tuple(found))
+
+
+def _shape_error(row: object) -> RowDropped:
+    keys = sorted(map(str, row)) if isinstance(row, dict) else type(row).__name__
+    return RowDropped(SkipReason.SCHEMA, f"the row has {keys}; {EXPECTED_SHAPE}")
+
+
+def edit_record(row: object, image_root: Path, columns: TripleColumns) -> dict:
+    """One output row from a chain row or a triple row, told apart by their columns."""
+    if not isinstance(row, dict):
+        raise _shape_error(row)
+    if not columns.named and ("images" in row or "instructions" in row):
+        return edit_row(row, image_root)
+    names = columns.resolve(list(row))
+    if names is None:
+        raise _shape_error(row)
+    instruction = row[names[1]]
+    phrasings = [instruction] if isinstance(instruction, str) else instruction
+    if not isinstance(phrasings, list) or not all(isinstance(t, str) and t.strip() for t in phrasings) or not phrasings:
+        raise RowDropped(SkipReason.SCHEMA, f"{names[1]!r} must be a text or a list of texts; {EXPECTED_SHAPE}")
+    images = [_triple_image(row[name], name, image_root) for name in (names[0], names[2])]
+    return {"image_list": images, "instruction_list": [[text.strip() for text in phrasings]]}
+
+
+def _triple_image(value: object, column: str, root: Path) -> bytes:
+    try:
+        image = image_cell(value)
+    except CellError as exc:
+        raise RowDropped(SkipReason.IMAGE_MISSING, f"column {column!r}: {exc}") from None
+    if isinstance(image, bytes):
+        return stored_image(image, f"column {column!r}")
+    return image_bytes(root / image, root=root)
+
+
+def edit_rows(source: Path, columns: TripleColumns) -> tuple[Rows, tuple[str, str, str] | None]:
+    """The rows of `source`, and for parquet tables the triple columns their rows are read
+    with (checked in every file's footer: one error naming the columns found)."""
+    tables = parquet_files(source)
+    if not tables:
+        return manifest_rows(source, required_column=None), None
+    names = None
+    for file in tables:
+        schema = read_schema(file)
+        names = (columns if names is None else TripleColumns(*names)).resolve(schema.names)
+        if names is None:
+            found = ", ".join(f"{field.name} ({field.type})" for field in schema)
+            raise ConfigError(
+                "source", str(file), f"no (source, instruction, target) columns; its columns: {found}. {EXPECTED_SHAPE}"
+            )
+    return table_rows(tables), names
+
+
+def table_or_manifest_record(row: object, root: Path, columns: TripleColumns, table: tuple | None) -> dict:
+    if table is not None:
+        row = read_cells(cast(TableRow, row), table)
+    return edit_record(row, root, columns)
 
 
 def edit_row(row: object, image_root: Path) -> dict:
     if not isinstance(row, dict):
-        raise RowDropped(SkipReason.SCHEMA, "a row must be a JSON object")
+        raise _shape_error(row)
     images, steps = row.get("images"), row.get("instructions")
     if not isinstance(images, list) or not all(isinstance(name, str) and name for name in images):
-        raise RowDropped(SkipReason.SCHEMA, "'images' must be a list of file names")
+        raise RowDropped(SkipReason.SCHEMA, f"'images' must be a list of file names; {EXPECTED_SHAPE}")
     if len(images) < 2:
         raise RowDropped(SkipReason.EDIT_TOO_FEW_IMAGES, f"{len(images)} image(s); an edit chain needs at least 2")
     if not isinstance(steps, list):
-        raise RowDropped(SkipReason.SCHEMA, "'instructions' must be a list with one entry per edit step")
+        raise RowDropped(SkipReason.SCHEMA, f"'instructions' must be a list, one entry per step; {EXPECTED_SHAPE}")
     # A lone string is accepted as the only phrasing of its step.
     steps = [[step] if isinstance(step, str) else step for step in steps]
     if not all(isinstance(step, list) and step and all(isinstance(t, str) and t for t in step) for step in steps):
@@ -48,25 +144,32 @@ def prepare_edit(
     overwrite: bool = False,
     progress: Progress | None = None,
     data_dir: str | None = None,
+    columns: TripleColumns = TripleColumns(),
 ) -> PrepareReport:
-    """Write edit parquet shards and `parquet_info.json` from a JSONL manifest.
+    """Write edit parquet shards and `parquet_info.json` from a manifest or parquet tables.
 
-    Each row is `{"images": [path, ...], "instructions": [[phrasing, ...], ...]}` with one
-    instruction step per consecutive image pair. Paths are relative to `image_root`, by
+    A JSONL row is a chain `{"images": [path, ...], "instructions": [[phrasing, ...], ...]}`
+    with one instruction step per consecutive image pair, or a triple (source image,
+    instruction, target image) whose `columns` are named or found (`TripleColumns.USUAL`);
+    CSV rows and parquet tables are triples, their image cells paths, bytes or
+    `datasets.Image` structs. Paths are relative to `image_root`, by
     default the manifest's folder. Row groups are the edit family's sharding unit, so
     small groups spread a dataset over more workers. `parquet_info.json` is keyed by
     `os.path.join(data_dir, file name)`, `data_dir` defaulting to `out_dir` made absolute:
     pass the `data_dir` the training's `dataset_info` will use if it differs.
     """
     manifest, notes = Path(manifest_jsonl), Notes()
-    if not manifest.is_file():
+    if not manifest.exists():
         raise ConfigError("manifest_jsonl", str(manifest), "the file does not exist")
-    root = Path(image_root or manifest.parent)
-    rows = manifest_rows(manifest)
+    root = Path(image_root or (manifest if manifest.is_dir() else manifest.parent))
+    rows, table = edit_rows(manifest, columns)
     out = prepare_out_dir(Path(out_dir), overwrite)
     writer = ShardWriter(out, EDIT_SCHEMA, rows_per_group, rows_per_shard)
     try:
-        written = each_row(rows, lambda _, row: writer.add(edit_row(row, root)), notes, progress)
+        add = lambda _, row: writer.add(table_or_manifest_record(row, root, columns, table))  # noqa: E731
+        written = each_row(rows, add, notes, progress)
     finally:
         files = writer.close()
+    if not files:  # a parquet_info.json of {} would read as an empty dataset, not a failed prepare
+        return notes.report(written, files)
     return notes.report(written, (*files, write_parquet_info(out, files, data_dir)))

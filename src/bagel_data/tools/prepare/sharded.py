@@ -19,13 +19,15 @@ from ...errors import ConfigError
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
 from .common import SOURCE_KEY, Progress, Rows, manifest_rows
-from .edit import edit_row, write_parquet_info
+from .edit import TripleColumns, edit_rows, table_or_manifest_record, write_parquet_info
 from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
 from .shard_jobs import ShardJob, jsonl_bytes, parquet_bytes
+from .staging import discard, publish, work_folder
 from .stored_images import check_format
-from .t2i import folder_rows, numbered_captions, t2i_row
+from .t2i import folder_rows, numbered_captions, t2i_row, table_columns, table_t2i_row
+from .tables import TableRow, parquet_files, table_rows
 from .vlm import fix_vlm_row, vlm_rows
 from .webdataset import TarSample, tar_captions, tar_files, tar_image, tar_rows
 
@@ -58,16 +60,26 @@ def prepare_sharded(
 
     `engine="ray"` maps the shards on Ray Data: a local cluster of `num_cpus` CPUs, or the
     running one at `address`. With `resume`, a rerun of the same command into the same
-    folder skips the shards already written (a crashed or interrupted run).
+    folder skips the shards already written (a crashed or interrupted run). Shards are
+    written beside `out` and moved into it at the end (`staging.py`): a run that fails or
+    writes nothing leaves `out` as it was.
     """
     plans: dict[str, Callable[..., _Plan]] = {"t2i": _t2i, "edit": _edit, "vlm": _vlm, "interleaved": _interleaved}
     if kind not in plans:
         raise ConfigError("kind", kind, f"use one of {', '.join(KINDS)}")
     plan = plans[kind](Path(source), Path(out), **options)
+    # Shards that land in OUT are written beside it first (staging.py); VLM's parts already are.
+    staged = plan.folder == Path(out)
+    folder = work_folder(plan.folder, overwrite) if staged else plan.folder
     report, _ = run_shards(
-        plan.job, plan.rows, plan.folder, rows_per_shard=plan.rows_per_shard, engine=engine, address=address,
+        plan.job, plan.rows, folder, rows_per_shard=plan.rows_per_shard, engine=engine, address=address,
         num_cpus=num_cpus, overwrite=overwrite, resume=resume, progress=progress,
     )  # fmt: skip
+    if report.rows_written == 0:  # nothing to keep: no empty parquet_info.json or JSONL either
+        discard(folder, plan.folder if staged else Path(out))
+        return report
+    if staged:
+        report = dataclasses.replace(report, files_written=publish(folder, plan.folder, report.files_written))
     return plan.finish(report)
 
 
@@ -83,7 +95,13 @@ def _check_sizes(rows_per_group: int, rows_per_shard: int) -> None:
 
 
 # -- T2I ---------------------------------------------------------------------------------
-def _t2i_convert(layout: str, root: Path, fmt: str | None, max_side: int | None, location: str, row: object):
+def _t2i_convert(
+    layout: str, root: Path, fmt: str | None, max_side: int | None, columns: tuple[str, str] | None,
+    location: str, row: object,
+):  # fmt: skip
+    if columns is not None:
+        assert isinstance(row, TableRow)
+        return table_t2i_row(row, columns, root, fmt, max_side), []
     if layout != "tar":
         return t2i_row(row, layout == "folder", root, fmt, max_side), []
     assert isinstance(row, TarSample)
@@ -95,6 +113,7 @@ def _t2i_convert(layout: str, root: Path, fmt: str | None, max_side: int | None,
 def _t2i(
     source: Path, out_dir: Path, *, rows_per_group: int = 100, rows_per_shard: int = 1000,
     reencode: str | None = None, max_side: int | None = None, image_root: str | Path | None = None,
+    image_column: str | None = None, caption_column: str | None = None,
 ) -> _Plan:  # fmt: skip
     fmt = check_format(reencode)
     _check_sizes(rows_per_group, rows_per_shard)
@@ -103,32 +122,37 @@ def _t2i(
     if not source.exists():
         raise ConfigError("source", str(source), "neither a folder, a tar file nor a manifest file")
     tars = tar_files(source)
-    layout = "tar" if tars else "folder" if source.is_dir() else "manifest"
-    rows = tar_rows(tars) if tars else folder_rows(source) if source.is_dir() else manifest_rows(source)
-    root = Path(image_root or source.parent)
+    tables = [] if tars else parquet_files(source)
+    layout = "tar" if tars else "table" if tables else "folder" if source.is_dir() else "manifest"
+    columns = table_columns(tables, image_column, caption_column) if tables else None
+    rows = {"tar": lambda: tar_rows(tars), "table": lambda: table_rows(tables), "folder": lambda: folder_rows(source),
+            "manifest": lambda: manifest_rows(source)}[layout]()  # fmt: skip
+    root = Path(image_root or (source if layout == "table" and source.is_dir() else source.parent))
     fingerprint = _fingerprint("t2i", source, rows, rows_per_group=rows_per_group, reencode=reencode,
-                               max_side=max_side, image_root=root)  # fmt: skip
-    convert = functools.partial(_t2i_convert, layout, root, fmt, max_side)
+                               max_side=max_side, image_root=root, columns=list(columns or ()))  # fmt: skip
+    convert = functools.partial(_t2i_convert, layout, root, fmt, max_side, columns)
     job = ShardJob(convert, functools.partial(parquet_bytes, T2I_SCHEMA, rows_per_group), ".parquet", fingerprint)
     return _Plan(rows, job, out_dir, rows_per_shard)
 
 
 # -- edit --------------------------------------------------------------------------------
-def _edit_convert(root: Path, location: str, row: object):
-    return edit_row(row, root), []
+def _edit_convert(root: Path, columns: TripleColumns, table: tuple | None, location: str, row: object):
+    return table_or_manifest_record(row, root, columns, table), []
 
 
 def _edit(
     source: Path, out_dir: Path, *, rows_per_group: int = 16, rows_per_shard: int = 1024,
-    image_root: str | Path | None = None, data_dir: str | None = None,
+    image_root: str | Path | None = None, data_dir: str | None = None, columns: TripleColumns = TripleColumns(),
 ) -> _Plan:  # fmt: skip
     _check_sizes(rows_per_group, rows_per_shard)
-    if not source.is_file():
+    if not source.exists():
         raise ConfigError("manifest_jsonl", str(source), "the file does not exist")
-    root, rows = Path(image_root or source.parent), manifest_rows(source)
-    fingerprint = _fingerprint("edit", source, rows, rows_per_group=rows_per_group, image_root=root)
-    job = ShardJob(functools.partial(_edit_convert, root), functools.partial(parquet_bytes, EDIT_SCHEMA, rows_per_group),
-                   ".parquet", fingerprint)  # fmt: skip
+    root = Path(image_root or (source if source.is_dir() else source.parent))
+    rows, table = edit_rows(source, columns)
+    fingerprint = _fingerprint("edit", source, rows, rows_per_group=rows_per_group, image_root=root,
+                               columns=dataclasses.asdict(columns), table=list(table or ()))  # fmt: skip
+    job = ShardJob(functools.partial(_edit_convert, root, columns, table),
+                   functools.partial(parquet_bytes, EDIT_SCHEMA, rows_per_group), ".parquet", fingerprint)  # fmt: skip
 
     def finish(report: PrepareReport) -> PrepareReport:
         info = write_parquet_info(out_dir, report.files_written, data_dir)

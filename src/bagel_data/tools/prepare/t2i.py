@@ -8,6 +8,7 @@ from typing import cast
 
 from ...errors import ConfigError, SkipReason
 from ...formats import T2I_SCHEMA
+from ...sources.table_cells import CellError, caption_cell, image_cell, resolve_columns
 from .common import (
     IMAGE_SUFFIXES,
     SOURCE_KEY,
@@ -21,7 +22,8 @@ from .common import (
 )
 from .report import DropReason, Notes, PrepareReport, RowDropped
 from .shards import ShardWriter, prepare_out_dir
-from .stored_images import check_format, image_bytes
+from .stored_images import check_format, image_bytes, stored_image
+from .tables import TableRow, parquet_files, read_cells, read_schema, table_rows
 
 
 def _sidecar_captions(image: Path) -> tuple[Path, list[str], str] | RowDropped:
@@ -91,6 +93,36 @@ def t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_sid
     return {"image": image_bytes(path, fmt, max_side), "captions": text, SOURCE_KEY: source}
 
 
+def table_columns(files: list[Path], image_column: str | None, caption_column: str | None) -> tuple[str, str]:
+    """The image and caption columns of parquet `files` (named, or found in the first file),
+    checked in every file's footer before any row is read."""
+    names = (image_column, caption_column)
+    for file in files:
+        names = resolve_columns(read_schema(file), *names, where=str(file))
+    return cast("tuple[str, str]", names)
+
+
+def table_t2i_row(row: TableRow, columns: tuple[str, str], root: Path, fmt: str | None, max_side: int | None) -> dict:
+    """One output row from a parquet table row: its image cell (bytes, a `{bytes, path}`
+    struct or a path under `root`) and its caption cell, the caption column named as the source."""
+    cells = read_cells(row, columns)
+    image_column, caption_column = columns
+    try:
+        captions = caption_cell(cells[caption_column])
+    except CellError as exc:
+        raise RowDropped(SkipReason.CAPTION_INVALID, f"column {caption_column!r}: {exc}") from None
+    text = numbered_captions(captions)
+    try:
+        image = image_cell(cells[image_column])
+    except CellError as exc:
+        raise RowDropped(SkipReason.IMAGE_MISSING, f"column {image_column!r}: {exc}") from None
+    where = f"{row.file.name} row group {row.group} row {row.position}"
+    data = stored_image(image, where, fmt, max_side) if isinstance(image, bytes) else None
+    if data is None:
+        data = image_bytes(root / str(image), fmt, max_side, root=root)
+    return {"image": data, "captions": text, SOURCE_KEY: f"column {caption_column}"}
+
+
 def prepare_t2i(
     source: str | Path,
     out_dir: str | Path,
@@ -100,6 +132,8 @@ def prepare_t2i(
     reencode: str | None = None,
     max_side: int | None = None,
     image_root: str | Path | None = None,
+    image_column: str | None = None,
+    caption_column: str | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
 ) -> PrepareReport:
@@ -107,9 +141,12 @@ def prepare_t2i(
 
     `source` is a folder (captions in `<stem>.txt`, one per line, and/or `<stem>.json`: a
     list of captions, or an object whose first caption key, `CAPTION_KEYS`, is used) or a `.csv`/`.jsonl` manifest with `path` and caption
-    columns (`caption`, `caption_1`, ..., or a `captions` list/object); manifest paths are
-    relative to `image_root`, by default the manifest's folder. Images keep their encoded
-    bytes unless `reencode` (a Pillow format) or `max_side` (longest side, aspect kept) asks
+    columns (`caption`, `caption_1`, ..., or a `captions` list/object), or parquet tables (a
+    `.parquet` file or a folder of them, e.g. a Hugging Face `datasets` export) whose
+    `image_column` and `caption_column` (default: `image`/`text` and their usual aliases,
+    `sources/table_cells.py`) hold the images and captions. Manifest and table paths are
+    relative to `image_root`, by default the manifest's (a table folder's) folder. Images
+    keep their encoded bytes unless `reencode` (a Pillow format) or `max_side` (longest side, aspect kept) asks
     for new ones.
     """
     source, notes = Path(source), Notes()
@@ -118,13 +155,18 @@ def prepare_t2i(
         raise ConfigError("max_side", max_side, "must be a positive number of pixels")
     if not source.exists():
         raise ConfigError("source", str(source), "neither a folder nor a manifest file")
+    tables = parquet_files(source)
+    columns = table_columns(tables, image_column, caption_column) if tables else None
     from_folder = source.is_dir()
-    rows = folder_rows(source) if from_folder else manifest_rows(source)
-    root = Path(image_root or source.parent)
+    rows = table_rows(tables) if tables else folder_rows(source) if from_folder else manifest_rows(source)
+    root = Path(image_root or (source if tables and from_folder else source.parent))
     writer = ShardWriter(prepare_out_dir(Path(out_dir), overwrite), T2I_SCHEMA, rows_per_group, rows_per_shard)
 
     def handle(location: str, row: object) -> None:
-        record = t2i_row(row, from_folder, root, fmt, max_side)
+        if columns is not None:
+            record = table_t2i_row(cast(TableRow, row), columns, root, fmt, max_side)
+        else:
+            record = t2i_row(row, from_folder, root, fmt, max_side)
         notes.count_source(record.pop(SOURCE_KEY, None))
         writer.add(record)
 

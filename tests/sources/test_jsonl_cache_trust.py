@@ -1,0 +1,193 @@
+"""The node's JSONL index cache trusts neither mtimes, nor a shared folder, nor its own files:
+a stale, planted or damaged index is never read, and a cache it cannot write costs a warning,
+not the run."""
+
+from __future__ import annotations
+
+import errno
+import os
+import pathlib
+import stat
+import warnings
+
+import numpy as np
+import pytest
+
+from bagel_data.errors import IndexCacheWarning, StorageSpaceError
+from bagel_data.sources import jsonl_cache
+from bagel_data.sources.jsonl import JsonlIndex
+
+
+def lines_file(tmp_path, count=40, width=0, reverse=False):
+    """Lines of differing lengths; `reverse`: the same bytes in another order (same size)."""
+    path = tmp_path / "data.jsonl"
+    pad = b"x" * width
+    lines = [b'{"n": %d, "p": "%s"}\n' % (i * 37 % 997 * 10 ** (i % 4), pad) for i in range(count)]
+    path.write_bytes(b"".join(reversed(lines) if reverse else lines))
+    return str(path)
+
+
+def texts(index):
+    return [index[i][0] for i in range(len(index))]
+
+
+def expected(path, count):
+    with open(path, "rb") as handle:
+        return sorted(line.decode() for line in handle.read().splitlines(keepends=True)[:count])
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv(jsonl_cache.ENV, str(root))
+    monkeypatch.setattr(jsonl_cache, "_warned", set())
+    return root
+
+
+@pytest.fixture
+def default_cache(tmp_path, monkeypatch):
+    """No root in the environment: the default one, in a temporary folder of the test's."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.delenv(jsonl_cache.ENV, raising=False)
+    monkeypatch.setattr(jsonl_cache.tempfile, "gettempdir", lambda: str(temp))
+    monkeypatch.setattr(jsonl_cache, "_warned", set())
+    return temp / f"bagel-data-index-cache-{os.geteuid()}"
+
+
+@pytest.mark.parametrize("width", [0, 8000])  # 1 KB read whole, 480 KB sampled
+def test_a_file_rewritten_with_its_mtime_put_back_is_indexed_again(tmp_path, cache, width):
+    path = lines_file(tmp_path, count=60, width=width)
+    assert texts(JsonlIndex([path], ["d"], [40])) == expected(path, 40)
+    before = os.stat(path)
+    lines_file(tmp_path, count=60, width=width, reverse=True)  # as `cp -p` or `rsync -a` leave it
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size and os.stat(path).st_mtime_ns == before.st_mtime_ns
+    assert texts(JsonlIndex([path], ["d"], [40])) == expected(path, 40)
+
+
+def test_the_default_root_is_this_users_and_closed_to_others(tmp_path, default_cache):
+    path = lines_file(tmp_path)
+    index = JsonlIndex([path], ["d"], [40])
+    assert index._mapped is not None and index._mapped.startswith(str(default_cache) + os.sep)
+    info = os.stat(default_cache)
+    assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o700
+
+
+def plant(root, path):
+    """An index folder at the key the real one would have, every entry pointing at line 0."""
+    key = jsonl_cache.cache_key([path], [["d"], ["40"], False, 0])
+    folder = root / key
+    folder.mkdir(parents=True)
+    for name, dtype in jsonl_cache.ARRAYS:
+        np.save(folder / f"{name}.npy", np.zeros(40, dtype))
+    return folder
+
+
+def test_a_default_root_others_can_write_is_moved_aside_not_read(tmp_path, default_cache):
+    path = lines_file(tmp_path)
+    plant(default_cache, path)
+    os.chmod(default_cache, 0o777)
+    with pytest.warns(IndexCacheWarning, match="writable by others"):
+        index = JsonlIndex([path], ["d"], [40])
+    assert texts(index) == expected(path, 40)
+    assert stat.S_IMODE(os.stat(default_cache).st_mode) == 0o700
+    assert [p.name.split(".unsafe-")[0] for p in default_cache.parent.glob("*.unsafe-*")] == [default_cache.name]
+
+
+def test_a_set_root_others_can_write_is_not_used_nor_moved(tmp_path, cache):
+    path = lines_file(tmp_path)
+    plant(cache, path)
+    os.chmod(cache, 0o777)
+    with pytest.warns(IndexCacheWarning, match=r"others can write it \(mode 777\)"):
+        index = JsonlIndex([path], ["d"], [40])
+    assert index._mapped is None and texts(index) == expected(path, 40)
+    assert cache.is_dir() and not list(tmp_path.glob("*.unsafe-*"))
+
+
+def test_another_users_root_gives_a_warning_and_an_index_in_memory(tmp_path, default_cache, monkeypatch):
+    path = lines_file(tmp_path)
+    default_cache.mkdir(mode=0o755)
+    plant(default_cache, path)
+    owner = os.stat(default_cache).st_uid
+    monkeypatch.setattr(jsonl_cache.os, "geteuid", lambda: owner + 1000)  # we are someone else
+    monkeypatch.setattr(jsonl_cache, "default_root", lambda: str(default_cache))
+    with pytest.warns(IndexCacheWarning, match=f"belongs to user id {owner}"):
+        index = JsonlIndex([path], ["d"], [40])
+    assert index._mapped is None and texts(index) == expected(path, 40)
+
+
+def test_a_lock_it_may_not_open_gives_a_warning_not_a_permission_error(tmp_path, cache, monkeypatch):
+    path = lines_file(tmp_path)
+    real_open = open
+
+    def no_lock(name, *args, **kwargs):
+        if str(name).endswith(".lock"):
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(jsonl_cache, "open", no_lock, raising=False)
+    with pytest.warns(IndexCacheWarning, match="cannot be written"):
+        index = JsonlIndex([path], ["d"], [40])
+    assert index._mapped is None and texts(index) == expected(path, 40)
+
+
+def damage(folder, how):
+    offsets = folder / "offsets.npy"
+    if how == "missing":
+        offsets.unlink()
+    elif how == "empty":
+        offsets.write_bytes(b"")
+    elif how == "truncated":
+        offsets.write_bytes(offsets.read_bytes()[:-9])
+    elif how == "garbage":
+        offsets.write_bytes(os.urandom(len(offsets.read_bytes())))
+    elif how == "out of range":  # a whole file whose values point past the input's end
+        np.save(offsets, np.full(40, 1 << 40, np.int64))
+    elif how == "other type":
+        np.save(offsets, np.zeros(40, np.float64))
+
+
+@pytest.mark.parametrize("how", ["missing", "empty", "truncated", "garbage", "out of range", "other type"])
+def test_a_damaged_index_is_built_again(tmp_path, cache, how):
+    path = lines_file(tmp_path)
+    first = JsonlIndex([path], ["d"], [40])
+    folder = first._mapped
+    del first
+    damage(pathlib.Path(folder), how)
+    again = JsonlIndex([path], ["d"], [40])
+    assert again._mapped == folder and texts(again) == expected(path, 40)
+    assert np.load(os.path.join(folder, "offsets.npy")).dtype == np.int64
+
+
+def no_room(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_cache_disk_builds_in_memory_with_one_warning_and_no_lock_left(tmp_path, cache, monkeypatch):
+    path = lines_file(tmp_path)
+    monkeypatch.setattr(jsonl_cache, "open_memmap", no_room)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        indexes = [JsonlIndex([path], ["d"], [40]) for _ in range(3)]
+    assert [w.category for w in caught] == [IndexCacheWarning]
+    assert "No space left on device" in str(caught[0].message)
+    assert all(index._mapped is None and texts(index) == expected(path, 40) for index in indexes)
+    assert list(cache.iterdir()) == []  # no lock, no half-built folder
+
+
+def test_no_room_even_in_memory_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(jsonl_cache.ENV, "off")
+    path = lines_file(tmp_path)
+    monkeypatch.setattr(jsonl_cache.tempfile, "TemporaryDirectory", no_room)
+    with pytest.raises(StorageSpaceError, match="no room to sort the JSONL index .*TMPDIR"):
+        JsonlIndex([path], ["d"], [40])
+
+
+@pytest.mark.parametrize("value", ["off", "Off", "OFF", " oFf "])
+def test_off_in_any_case_writes_no_cache(tmp_path, default_cache, monkeypatch, value):
+    monkeypatch.setenv(jsonl_cache.ENV, value)
+    path = lines_file(tmp_path)
+    index = JsonlIndex([path], ["d"], [40])
+    assert index._mapped is None and texts(index) == expected(path, 40)
+    assert not default_cache.exists() and not (tmp_path / value).exists()
