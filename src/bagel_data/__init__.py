@@ -13,7 +13,7 @@ _EXPORTS = {
     "InterleavedBaseIterableDataset": ".families.interleaved_base",
     "InterleavedIterableDataset": ".families.interleaved",
     "MaxLongEdgeMinShortEdgeResize": ".nemo",
-    "ParquetStandardIterableDataset": ".families.interleaved_base",
+    "ParquetStandardIterableDataset": ".families.parquet_standard",
     "bagel_packed_collate_fn": ".batch",
     "init_arrow_pf_fs": ".nemo",
     "merged_stats": ".loader",

@@ -18,7 +18,6 @@ from .compat import CompatPolicy
 from .config import load_mapping, parse_groups
 from .distributed import resolve_topology
 from .errors import ConfigError, ConfigWarning
-from .families.vlm import SftJSONLIterableDataset
 from .packing.config import PackingConfig
 from .packing.packed_dataset import PackedDataset
 from .packing.parts import Assembled
@@ -47,9 +46,9 @@ def budget_risks(groups, config: PackingConfig) -> list[str]:
 
 
 def _transforms(group):
-    """(key, transform, is_vae) of each image transform of a group: a VLM group's one is the
-    ViT's, every other group's `image_transform_args` is the VAE's."""
-    yield "image_transform_args", group.kwargs["transform"], group.family is not SftJSONLIterableDataset
+    """(key, transform, is_vae) of each image transform of a group: its family says which
+    model input `image_transform_args` sizes (`IMAGE_TRANSFORM_KIND`: the VLM's is the ViT's)."""
+    yield "image_transform_args", group.kwargs["transform"], group.family.IMAGE_TRANSFORM_KIND == "vae"
     if "vit_transform" in group.kwargs:
         yield "vit_image_transform_args", group.kwargs["vit_transform"], False
 

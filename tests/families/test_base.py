@@ -101,3 +101,21 @@ def test_the_empty_pass_error_names_at_most_five_units_and_counts_the_rest(num_u
     message = str(caught.value)
     assert f"its {num_units} unit(s)" in message
     assert re.search(r"\(unit-\d(, unit-\d){4}" + re.escape(rest), message), message
+
+
+def test_row_random_hands_back_the_compat_state_before_the_row_and_sets_nothing(tmp_path, tokenizer):
+    """compat="bagel": a row's draws come from the shared stream, and the state before them
+    (what rebuilds a buffered sample) is returned with the generator, not left on the family."""
+    write_t2i(tmp_path, [[[ROW, ROW]]])
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1, compat="bagel")
+    stream = dataset.policy.start_stream(3)
+    stream.integers(1000)  # an earlier row's draw
+    attributes = set(vars(dataset))
+    draw = dataset.row_random(0, 0, 0, 1)
+    first = [draw.rng.integers(1000) for _ in range(3)]
+    assert set(vars(dataset)) == attributes
+    with dataset.policy.stream.replaying(draw.state) as replayed:
+        assert [replayed.integers(1000) for _ in range(3)] == first
+    assert dataset.row_random(0, 0, 0, 1).state != draw.state  # the stream moved on: a new state
+    default = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1)
+    assert default.row_random(0, 0, 0, 1).state is None

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import runpy
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
+from bagel_data import ConfigError, make_bagel_multimodal_dataset
 from bagel_data.tools.run import load_run_config
 from bagel_data.tools.validate import validate_config
 from helpers.batches import assert_same_batch
@@ -81,3 +84,60 @@ def test_validate_warns_when_the_example_leaves_cfg_on(tmp_path, monkeypatch):
     report = validate_config(load_run_config(str(tmp_path / "run.yaml")), num_workers=2)
     warnings = [w for w in report.warnings if "understanding only" in w]
     assert len(warnings) == 1 and "vit_image" in warnings[0] and "vit_cond_dropout_prob=0.4" in warnings[0]
+
+
+def _text_example(folder: Path, monkeypatch, entry: dict | None = None):
+    """docs/extending.md's section 4 written out in `folder`: the family file, its one
+    registry line (undone after the test) and its run config; returns the config."""
+    from bagel_data import DATASET_REGISTRY
+
+    for name in ("text_family.py", "register_text.py", "text_run.yaml"):
+        (folder / name).write_text(_block(name), encoding="utf-8")
+    (folder / "texts").mkdir()
+    lines = [json.dumps({"text": f"note number {i} " * (1 + i % 5)}) for i in range(40)] + ["not json"]
+    (folder / "texts" / "notes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setitem(DATASET_REGISTRY, "text", None)  # restored (removed) after the test
+    runpy.run_path(str(folder / "register_text.py"))
+    config = load_run_config(str(folder / "text_run.yaml"))
+    if entry is not None:
+        config.dataset_info["text"]["notes"].update(entry)
+    return config
+
+
+def _text_dataset(config, tokenizer, special_tokens):
+    return make_bagel_multimodal_dataset(
+        tokenizer=tokenizer, special_tokens=special_tokens, grouped_datasets=config.grouped_datasets,
+        dataset_info=config.dataset_info, num_workers=1, **config.packing,
+    )  # fmt: skip
+
+
+def test_a_new_kind_of_family_is_one_file_and_one_registry_line(tmp_path, monkeypatch, tokenizer, special_tokens):
+    """The family reads its own dataset_info path and group key through `group_kwargs`, and
+    each line is a sample once per pass: the short ones and the bad one counted, by name."""
+    config = _text_example(tmp_path, monkeypatch)
+    dataset = _text_dataset(config, tokenizer, special_tokens)
+    family = dataset.grouped_datasets[0]
+    assert type(family).__name__ == "TextFamily" and family.min_chars == 20
+    log = family.new_skip_log()
+    texts = [tokenizer.decode(sample["text_ids_list"][0]) for _, sample in family.iter_pass(log)]
+    kept = [f"note number {i} " * (1 + i % 5) for i in range(40) if i % 5]  # the others: under 20 characters
+    assert sorted(texts) == sorted(kept)
+    assert log.as_dict() == {"json_invalid": 1, "row_schema_invalid": 8}
+    packs = list(itertools.islice(iter(dataset), 2))
+    assert all(pack["sequence_length"] <= 320 for pack in packs)
+
+
+def test_a_dataset_info_key_the_new_family_does_not_read_is_named(tmp_path, monkeypatch, tokenizer, special_tokens):
+    config = _text_example(tmp_path, monkeypatch, {"parquet_info_path": "texts/notes.jsonl"})
+    with pytest.raises(ConfigError, match=r"TextFamily family does not read these keys") as caught:
+        _text_dataset(config, tokenizer, special_tokens)
+    assert caught.value.key == "dataset_info.text.notes"
+
+
+def test_the_new_family_s_path_is_checked_by_its_declaration(tmp_path, monkeypatch, tokenizer, special_tokens):
+    config = _text_example(tmp_path, monkeypatch, {"jsonl_path": "texts"})
+    with pytest.raises(ConfigError, match="must be a file, but this is a folder") as caught:
+        _text_dataset(config, tokenizer, special_tokens)
+    assert caught.value.key == "dataset_info.text.notes.jsonl_path"

@@ -116,6 +116,8 @@ def test_passed_tasks_that_have_not_started_never_run():
     passed before they start, and their reads are cancelled, not made for nothing."""
     gate, ran = threading.Event(), []
     tasks = list(_tasks([1, 1, 1, 1], ran, gate))
+    for task in tasks:  # no estimate: queued at once, not one at a time until the first is back
+        task.estimate = 0
     ahead = ReadAhead(budget_bytes=1000, threads=1)
     ahead.follow(iter(tasks))
     opener = _open_when(gate, lambda: tasks[1].future.cancelled() and tasks[2].future.cancelled())
@@ -207,3 +209,47 @@ def test_nbytes_of_counts_what_a_value_holds():
     assert nbytes_of(b"abc") == 3
     assert nbytes_of((b"ab", {"x": b"cde", "y": ValueError()})) == 5
     assert nbytes_of(object()) == 0
+
+
+def test_the_budget_holds_in_decoded_bytes_when_the_footer_understates_them(tmp_path):
+    """A dictionary-encoded column (pyarrow's default) of one repeated image: each row group's
+    footer size is about one image, its table 64 of them. The read-ahead learns that from the
+    first one back and keeps what it holds under the budget."""
+    import weakref
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bagel_data.sources import parquet_ahead
+
+    image = bytes(range(256)) * 400  # 100 KB
+    path = str(tmp_path / "dictionary.parquet")
+    pq.write_table(pa.table({"image": pa.array([image] * 640, pa.binary())}), path, row_group_size=64)
+    meta = pq.read_metadata(path)
+    assert meta.row_group(0).total_byte_size * 10 < 64 * len(image)  # the understatement itself
+    budget = 2 * 64 * len(image) + 64 * len(image) // 2  # room for 2 decoded row groups, not 3
+    ahead = ReadAhead(budget, threads=4)
+    files: weakref.WeakSet = weakref.WeakSet()
+    ahead.follow(parquet_ahead.file_tasks(path, 0, None, lambda names: ("image",), files))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (ahead._next is None or any(not t.future.done() for t in ahead._queue)):
+        time.sleep(0.05)  # until it waits for room with everything it started back
+    stats = ahead.stats()
+    ahead.close()
+    assert stats["peak_bytes"] <= budget, stats
+    assert stats["fetched_bytes"] >= 2 * 64 * len(image)  # and it did read ahead that far
+    assert ahead.stats()["held_bytes"] == 0
+
+
+def test_a_kind_starts_one_task_until_one_comes_back_then_fills_the_budget():
+    gate, ran = threading.Event(), []
+    ahead = ReadAhead(budget_bytes=1000, threads=4)
+    ahead.follow(_tasks([10] * 6, ran, gate))
+    try:
+        time.sleep(0.2)
+        assert sum(task.future is not None for task in ahead._queue) == 1  # its size unknown yet
+        gate.set()
+        _wait_for(lambda: len(ran) == 6)
+        assert len(ran) == 6 and ahead.held == 60  # all six under the budget once it is known
+    finally:
+        ahead.close()

@@ -14,12 +14,14 @@ from typing import Any, ClassVar
 
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import sample_length, with_tensors
-from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, phase_work, row_key_at
-from .read_plan import ReadsAhead, phase_units
+from ..sharding import WorkerShard, row_key_at
+from .group_args import GroupArgs
+from .reads import FamilyReads, ReadSource
 from .units import UnitDataset
+from .walk import first_phase, phase_items, walk
 
 
-class DistributedIterableDataset(ReadsAhead, UnitDataset):
+class DistributedIterableDataset(UnitDataset):
     """Base of the families: their samples in order, from any cursor, rebuilt exactly."""
 
     # -- what families implement -----------------------------------------------------------
@@ -34,9 +36,29 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
     parallel_rebuild: ClassVar[bool] = False
 
     def _unit_samples(self, unit_id: int, pass_index: int, start: tuple, log: SkipLog, single: bool = False):
-        """Yield `(row within the unit, SampleBuilder)` for the good rows from `start` on
-        (or, when `single`, for the row at `start` only); bad rows are counted in `log`."""
+        """Yield `(row within the unit, SampleBuilder, random state)` for the good rows from
+        `start` on (or, when `single`, for the row at `start` only); bad rows are counted in
+        `log`. The random state is `row_random(...).state`: in compat mode the stream's
+        state before the row's draws (a buffered sample is rebuilt from it), else None."""
         raise NotImplementedError
+
+    # -- configuration (`families/group_args.py`) -------------------------------------------
+    # The group keys the family accepts beyond the common ones, the `dataset_info` keys it
+    # reads beyond `data_dir`, and which model input its `image_transform_args` sizes
+    # ("vae" or "vit": the position table an image side must fit).
+    GROUP_KEYS: ClassVar[frozenset] = frozenset()
+    DATASET_INFO_KEYS: ClassVar[frozenset] = frozenset()
+    IMAGE_TRANSFORM_KIND: ClassVar[str] = "vae"
+
+    @classmethod
+    def group_kwargs(cls, group: GroupArgs) -> dict:
+        """The constructor's keywords beyond those every family takes (`config.parse_group`),
+        read from the group's checked config; mistakes raise a `ConfigError`."""
+        return {}
+
+    def read_source(self) -> ReadSource | None:
+        """What one unit reads, as read-ahead tasks (`families/reads.py`); None reads inline."""
+        return None
 
     def _guarded(self, log: SkipLog, location: str, build, *args):
         """`build(*args)`, or None with a counted ROW_FAILED skip when it raises anything
@@ -54,40 +76,27 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
         return list(position)
 
     # -- iteration -----------------------------------------------------------------------
-    # A *cursor* is `(phase, *position)`: the phase is the pass index (or, after an elastic
-    # restart, INHERITED_PHASE / REMAINDER_PHASE first), the position is
-    # `(item index, *row within the unit)` within that phase's work list.
+    # A cursor is `(phase, *position)`; `families/walk.py` gives the order of phases and units.
 
-    def _first_phase(self) -> int:
-        return INHERITED_PHASE if self.restart_plan is not None else 0
-
-    def _next_phase(self, phase: int) -> int:
-        if phase == REMAINDER_PHASE:
-            assert self.restart_plan is not None  # only a restart plan has a remainder phase
-            return self.restart_plan.first_pass
-        return phase + 1
-
-    def _iter_phase(self, shard: WorkerShard, phase: int, start: list[int] | None, log: SkipLog):
-        """Yield `(position, sample)` for one phase, from `start` (inclusive) or its beginning."""
-        if phase == INHERITED_PHASE:
-            assert self.restart_plan is not None  # only a restart plan has an inherited phase
-            refs = self.restart_plan.inherited_for(*shard.global_worker)
-            for index in range(start[0] if start else 0, len(refs)):
+    def _iter_phase(self, shard: WorkerShard, items, log: SkipLog):
+        """Yield `(position, sample)` for the work items of one phase (`walk.phase_items`)."""
+        for item in items:
+            if item.single:  # a row an old topology had buffered (elastic restart)
                 before = log.total()
-                sample = self._sample_at_row(shard, refs[index], [index], log)
+                sample = self._sample_at_row(shard, item.row_key, [item.index], log)
                 if sample is None and log.total() > before:
                     continue  # e.g. its media is gone since: a counted skip
                 if sample is None:  # it was a good sample when the old worker buffered it
                     raise ResumeError(
-                        f"{self.dataset_name}: the buffered row {refs[index]} (unit, pass, row) no longer gives "
+                        f"{self.dataset_name}: the buffered row {item.row_key} (unit, pass, row) no longer gives "
                         "a sample; the data changed since the checkpoint"
                     )
-                yield [index], sample
-            return
-        for index, unit_id, pass_index, row_start in phase_units(phase_work(shard, self.restart_plan, phase), start):
-            for row, builder in self._unit_samples(unit_id, pass_index, row_start, log):
-                position = [index, *row]
-                yield position, self._build(builder, shard, position, (unit_id, pass_index, *row))
+                yield [item.index], sample
+                continue
+            for row, builder, rng_state in self._unit_samples(item.unit_id, item.pass_index, item.row_start, log):
+                position = [item.index, *row]
+                row_key = (item.unit_id, item.pass_index, *row)
+                yield position, self._build(builder, shard, position, row_key, rng_state)
 
     def iter_pass(self, log: SkipLog, pass_index: int = 0, shard: WorkerShard | None = None):
         """Yield `(position, sample)` for one full pass over `shard` (default: this process's).
@@ -96,23 +105,22 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
         and ignores any restart plan or resume cursor: `bagel-data validate` walks the data
         with it. Images are float tensors, as from `iter(dataset)`.
         """
-        for position, sample in self._iter_phase(
-            self.worker_shard() if shard is None else shard, pass_index, None, log
-        ):
+        shard = self.worker_shard() if shard is None else shard
+        for position, sample in self._iter_phase(shard, phase_items(shard, self.restart_plan, pass_index, None), log):
             yield position, with_tensors(sample)
 
-    def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple) -> dict:
+    def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple, rng_state) -> dict:
         sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)
         sample["row_key"] = row_key  # where it came from, whatever the topology
         if self.policy.reference:
-            sample["compat_rng_state"] = self._row_rng_state  # the stream before this row's draws
+            sample["compat_rng_state"] = rng_state  # the stream before this row's draws
         return sample
 
     def _sample_at_row(self, shard: WorkerShard, row_key: tuple, position: list[int], log: SkipLog) -> dict | None:
         unit_id, pass_index, *row = row_key
-        for found, builder in self._unit_samples(unit_id, pass_index, tuple(row), log, single=True):
+        for found, builder, rng_state in self._unit_samples(unit_id, pass_index, tuple(row), log, single=True):
             if list(found) == row:
-                return self._build(builder, shard, position, tuple(row_key))
+                return self._build(builder, shard, position, tuple(row_key), rng_state)
         return None
 
     def row_location(self, row_key: tuple) -> str:
@@ -142,7 +150,7 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
         return sample if sample is None or pending else with_tensors(sample)
 
     def _rebuild(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
-        here = self.thread_state()
+        here = self.reads.thread_state()
         here.rebuilding = True  # its reads are served by `prefetch_rows`, not the stream's
         try:
             return self._rebuild_row(cursor, rng_state, log)
@@ -163,8 +171,8 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
     def unit_samples(self, shard: WorkerShard, index: int, unit_id: int, log: SkipLog):
         """The samples of one unit (item `index` of `shard`'s first pass), bad rows counted in
         `log`: what `bagel-data validate` walks, unit by unit, to find empty units."""
-        for row, builder in self._unit_samples(unit_id, 0, (), log):
-            yield self._build(builder, shard, [index, *row], (unit_id, 0, *row))
+        for row, builder, rng_state in self._unit_samples(unit_id, 0, (), log):
+            yield self._build(builder, shard, [index, *row], (unit_id, 0, *row), rng_state)
 
     def worst_case_rows(self, shard: WorkerShard, index: int, unit_id: int, log: SkipLog):
         """`(location, longest length)` of every usable row of one unit: what `bagel-data
@@ -192,7 +200,7 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
         Bad rows are counted in `log` (a fresh one when None). With `pending` (the packer's
         path) images stay `PendingImage`s, converted straight into the batch; otherwise
         `image_tensor_list` holds float `(C, H, W)` tensors. `read_ahead`: bytes this
-        stream may fetch ahead on a few threads (`families/read_plan.py`); 0 reads inline.
+        stream may fetch ahead on a few threads (`families/reads.py`); 0 reads inline.
         """
         shard = self.worker_shard()
         if log is None:
@@ -200,21 +208,19 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
         self.skip_log = log
         if self.policy.reference and self.policy.stream.rng is None:
             self.policy.start_stream(self.epoch_seed)
-        phase, start = self._first_phase(), None
+        phase, start = first_phase(self.restart_plan), None
         if after is not None:
             phase, start = after[0], self._position_after(list(after[1:]))
         stop_reading_ahead = self.follow_stream(read_ahead, shard, phase, start)
         try:
-            while True:
+            for step in walk(shard, self.restart_plan, phase, start):
                 produced, skipped = 0, log.total()
-                for position, sample in self._iter_phase(shard, phase, start, log):
+                for position, sample in self._iter_phase(shard, step.items, log):
                     log.ok()
                     produced += 1
-                    yield (phase, *position), (sample if pending else with_tensors(sample))
-                if start is None and phase >= 0 and not produced and log.total() == skipped:
+                    yield (step.number, *position), (sample if pending else with_tensors(sample))
+                if step.whole and step.number >= 0 and not produced and log.total() == skipped:
                     raise self._empty_pass_error(shard)
-                start = None
-                phase = self._next_phase(phase)
         finally:
             stop_reading_ahead()  # its threads stop with the stream
 
@@ -229,6 +235,36 @@ class DistributedIterableDataset(ReadsAhead, UnitDataset):
             "Remove the empty files, or give this group more non-empty units than ranks x workers; "
             "`bagel-data validate` lists the empty units."
         )
+
+    # -- reads (`families/reads.py`) ---------------------------------------------------------
+    @property
+    def reads(self) -> FamilyReads:
+        """The family's IO: inline reads, or its read-ahead while one runs."""
+        held = self.__dict__.get("_reads")
+        if held is None:
+            held = self.__dict__["_reads"] = FamilyReads()
+        return held
+
+    def follow_stream(self, budget_bytes: int, shard: WorkerShard, phase: int, start):
+        """Read ahead, within `budget_bytes`, of the stream about to walk from (phase,
+        start); returns what stops it when that stream ends."""
+        return self.reads.follow(budget_bytes, self.read_source(), walk(shard, self.restart_plan, phase, start))
+
+    def prefetch_rows(self, cursors: list[tuple], budget_bytes: int) -> None:
+        """Resume: fetch the rows at `cursors` (a checkpoint's buffer) at once, grouped by
+        file, so that rebuilding them (`sample_at`) waits for one round of reads."""
+        if budget_bytes > 0 and cursors:
+            self.reads.prefetch(budget_bytes, self.read_source(), [self.row_key(cursor) for cursor in cursors])
+
+    def open_parquet(self, path: str):
+        """The parquet file at `path`, through the read-ahead while one runs."""
+        return self.reads.open_parquet(path)
+
+    def stop_read_ahead(self) -> None:
+        self.reads.stop()
+
+    def read_ahead_stats(self) -> dict | None:
+        return self.reads.stats()
 
     def row_depth(self) -> int | None:
         """How many ints address a row within a unit (`_unit_samples`' row); None: unknown."""

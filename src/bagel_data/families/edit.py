@@ -16,6 +16,7 @@ from ..sources import storage
 from ..sources.parquet import parquet_data_files
 from .base import DistributedIterableDataset
 from .parquet_info import check_row_groups, parquet_info_entry, stale_row_groups
+from .reads import ParquetSource
 from .worst_case import edit_worst_length, measured
 
 COLUMNS = EDIT_COLUMNS
@@ -72,9 +73,17 @@ class _CompatRowError(Exception):
 class UnifiedEditIterableDataset(DistributedIterableDataset):
     """Image-editing dataset: (input, instruction, output) chains over parquet row groups."""
 
-    GROUP_KEYS = frozenset(
-        {"vit_image_transform_args", "file_order"}
-    )  # group keys beyond the common ones (families/registry.py)
+    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
+    DATASET_INFO_KEYS = frozenset({"parquet_info_path"})
+
+    @classmethod
+    def group_kwargs(cls, group):
+        vit_transform = group.transform("vit_image_transform_args")
+        parquet_info: dict = {}
+        for dataset in group.dataset_names:
+            parquet_info.update(group.parquet_info(dataset) or {})
+        return {"vit_transform": vit_transform, "parquet_info": parquet_info}
+
     parallel_rebuild = True  # a row is built from locals only (see the base class)
 
     def __init__(
@@ -146,6 +155,9 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         path, row_group = self.epoch_units[unit_id]
         return path, row_group, row_group + 1
 
+    def read_source(self):
+        return ParquetSource(self.parquet_span, self.parquet_columns)
+
     def parquet_columns(self, names):
         return COLUMNS if all(name in names for name in COLUMNS) else None
 
@@ -158,10 +170,10 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         stop_row = row_start + 1 if single else None
         for row, images, instructions in self._rows(unit_id, row_start, log, stop_row):
             location = f"{path}, row group {row_group}, row {row}"
-            rng = self.sample_rng(unit_id, pass_index, row)
-            builder = self._guarded(log, location, self.build_sample, images, instructions, rng, location, log)
+            draw = self.row_random(unit_id, pass_index, row)
+            builder = self._guarded(log, location, self.build_sample, images, instructions, draw.rng, location, log)
             if builder is not None:
-                yield (row,), builder
+                yield (row,), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row at its longest stretch and phrasing, every image of its chain decoded."""
@@ -177,7 +189,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
     def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
         path, row_group = self.epoch_units[unit_id]
         try:
-            with self.open_parquet(path) as reader:
+            with self.reads.open_parquet(path) as reader:
                 # Only files not checked at construction: a local file rewritten since is a
                 # counted skip of the rows it lost, as before.
                 if path in getattr(self, "footer_unchecked", ()):

@@ -22,7 +22,8 @@ from ..media.safe_read import check_video_path, read_media
 from ..schema.kinds import did_you_mean
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
-from .interleaved_base import InterleavedBaseIterableDataset, ParquetStandardIterableDataset, Row, planned_length
+from .interleaved_base import InterleavedBaseIterableDataset
+from .parquet_standard import ParquetStandardIterableDataset, Row, planned_length
 
 SEGMENT_TYPE = pa.struct(
     [
@@ -105,6 +106,22 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     """Interleaved text-image-video documents from parquet (`segments` column) or JSONL."""
 
     GROUP_KEYS = ParquetStandardIterableDataset.GROUP_KEYS | {"segment_defaults", "frame_sampler_args"}
+    DATASET_INFO_KEYS = ParquetStandardIterableDataset.DATASET_INFO_KEYS | {"jsonl_path"}
+
+    @classmethod
+    def group_kwargs(cls, group):
+        """Parquet shards in data_dir, or JSONL documents when every dataset has a jsonl_path."""
+        kwargs = super().group_kwargs(group)
+        jsonl = group.paths("jsonl_path", "file", required=False)
+        if any(jsonl):
+            if not all(jsonl):
+                raise ConfigError(
+                    f"dataset_info.{group.name}", [d for d, p in zip(group.dataset_names, jsonl) if not p],
+                    "give every dataset of the group a jsonl_path, or none (parquet shards in data_dir)",
+                )  # fmt: skip
+            kwargs["jsonl_path_list"] = jsonl
+        return kwargs
+
     columns = ("segments",)
 
     def __init__(
@@ -138,8 +155,8 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     def row_depth(self):
         return 1 if self.jsonl_path_list is None else 0
 
-    def parquet_span(self, unit_id, row_start):
-        return super().parquet_span(unit_id, row_start) if self.jsonl_path_list is None else None
+    def read_source(self):
+        return super().read_source() if self.jsonl_path_list is None else None  # JSONL lines read inline
 
     def sorted_units(self):
         if self.jsonl_path_list is None:
@@ -168,9 +185,10 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             log.skip(SkipReason.SCHEMA, location, "a document must be a JSON object with 'segments'")
             return
         self._image_root = self.data_paths.image_dir(line)
-        builder = self._parse(Row(document, line), self.sample_rng(unit_id, pass_index), location, log)
+        draw = self.row_random(unit_id, pass_index)
+        builder = self._parse(Row(document, line), draw.rng, location, log)
         if builder is not None:
-            yield (), builder
+            yield (), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         if self.jsonl_path_list is None:

@@ -2,73 +2,30 @@
 
 A user family subclasses both (in that order, as the reference's edit family does) and
 implements `parse_row(row)` with the plan builders `init_data` / `add_text` / `add_image` /
-`add_video` (the reference's `_init_data` / `_add_text` / ... work too). Everything else is
-the base class's: units are (parquet file, row group) pairs listed through `parquet_info`,
-sharded over ranks and workers, resumed exactly, restarted elastically; an exception in
-`parse_row` is a counted `parse_row_failed` skip naming file, row group and row (strict mode
-raises it). During `parse_row`, `self.rng` is a `random.Random` and `self.np_rng` a numpy
-`Generator` seeded by the row's address, so a row gives the same sample wherever and
-whenever it is read. The global `random` / `numpy.random` are never seeded by the library:
-a `parse_row` that draws from them gets a different stream in every worker and every run,
-and a resumed run no longer repeats those draws.
+`add_video` (the reference's `_init_data` / `_add_text` / ... work too). The builders are
+this module's; the reading is `ParquetStandardIterableDataset`'s (`families/parquet_standard.py`):
+units are (parquet file, row group) pairs, sharded, resumed exactly, restarted
+elastically, and a failing row is a counted skip. During `parse_row`, `self.rng` is a
+`random.Random` and `self.np_rng` a numpy `Generator` seeded by the row's address, so a row
+gives the same sample wherever and whenever it is read. The global `random` /
+`numpy.random` are never seeded by the library: a `parse_row` that draws from them gets a
+different stream in every worker and every run, and a resumed run no longer repeats those
+draws.
 """
 
 from __future__ import annotations
 
 import os
-import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from ..errors import (
-    BagelDataError,
-    ConfigError,
-    ImageDecodeError,
-    ImageTooLargeError,
-    SkipLog,
-    SkipReason,
-    VideoDecodeError,
-)
 from ..media.images import decode_image, fast_draft_size
-from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
-from ..sample import SampleBuilder, plan_item
-from ..sources.parquet import ParquetReader, parquet_data_files
-from .base import DistributedIterableDataset
-from .sample_checks import SampleInvalid, check_frame_indexes, check_sample
+from ..media.safe_read import read_media
+from ..sample import plan_item
+from .parquet_standard import ParquetStandardIterableDataset, Row, builder_from_data
+from .sample_checks import SampleInvalid, check_frame_indexes
 
-
-class Row(Mapping):
-    """One parquet row: `row["column"]` (and `row.column`) as the reference's pandas row."""
-
-    __slots__ = ("_cells", "name")
-
-    def __init__(self, cells: dict, name: int):
-        self._cells, self.name = cells, name  # `name`: the row's index in its group, as pandas
-
-    def __getitem__(self, key):
-        try:
-            return self._cells[key]
-        except KeyError:
-            raise KeyError(f"no column {key!r}; the row has {sorted(self._cells)}") from None
-
-    def __getattr__(self, key):
-        if key.startswith("_"):  # never a column; keeps copy/pickle from recursing
-            raise AttributeError(key)
-        try:
-            return self._cells[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
-
-    def __repr__(self) -> str:
-        return f"Row({self.name}, columns={list(self._cells)})"
+__all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "Row", "builder_from_data"]
 
 
 def _as_image(image, transforms, roots=(), allow_outside=False, as_reference=False):
@@ -82,9 +39,10 @@ def _as_image(image, transforms, roots=(), allow_outside=False, as_reference=Fal
     return image
 
 
-class InterleavedBaseIterableDataset(DistributedIterableDataset):
-    """Plan builders for interleaved samples; needs `tokenizer`, `transform` (and
-    `vit_transform` for understood images) on the instance.
+class InterleavedBaseIterableDataset:
+    """Plan builders for interleaved samples, mixed into a family (before its reading base,
+    `ParquetStandardIterableDataset` or another family); needs `tokenizer`, `transform`
+    (and `vit_transform` for understood images) on the instance.
 
     `data` is the dict `init_data()` returns: `sequence_plan`, `text_ids_list`,
     `image_tensor_list`, `num_tokens`, in the order the packer consumes them.
@@ -94,6 +52,8 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     tokenizer: Any
     transform: Any
     vit_transform: Any
+    allow_outside_root: bool
+    policy: Any
 
     def init_data(self) -> dict:
         return {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
@@ -182,207 +142,3 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
 
     def _add_video(self, data, frames, frame_indexes, need_loss, need_vae, enable_cfg=True):
         return self.add_video(data, frames, frame_indexes, need_loss, need_vae, enable_cfg)
-
-
-def builder_from_data(data: dict) -> SampleBuilder:
-    """A SampleBuilder holding a `parse_row` result; raises ValueError when the plan and its
-    lists disagree (which would make the packer read the wrong tensors)."""
-    if not isinstance(data, Mapping):
-        raise SampleInvalid(f"parse_row returned a {type(data).__name__}, not the dict of init_data()")
-    missing = [key for key in ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens") if key not in data]
-    if missing:
-        raise SampleInvalid(f"the returned dict lacks {missing}; start from init_data()")
-    plan = data["sequence_plan"]
-    if not all(isinstance(value, (list, tuple)) for value in (plan, data["text_ids_list"], data["image_tensor_list"])):
-        raise SampleInvalid("sequence_plan, text_ids_list and image_tensor_list must be lists")
-    texts = sum(isinstance(item, dict) and item.get("type") == "text" for item in plan)
-    if texts != len(data["text_ids_list"]) or len(plan) - texts != len(data["image_tensor_list"]):
-        raise SampleInvalid(
-            f"{texts} text and {len(plan) - texts} image item(s) in the plan but "
-            f"{len(data['text_ids_list'])} text(s) and {len(data['image_tensor_list'])} image tensor(s)"
-        )
-    builder = SampleBuilder()
-    builder.sequence_plan, builder.text_ids_list = list(plan), list(data["text_ids_list"])
-    builder.image_tensor_list, builder.num_tokens = list(data["image_tensor_list"]), data["num_tokens"]
-    return builder
-
-
-_WORST_CASE_TAG = 0x3C5E  # keys validate's extra draws apart from every draw of the run
-
-
-def planned_length(builder) -> int:
-    """A parsed sample's length as the packer counts it: its tokens plus two per plan item."""
-    return builder.num_tokens + 2 * len(builder.sequence_plan)
-
-
-class ParquetStandardIterableDataset(DistributedIterableDataset):
-    """Parquet rows handed to `parse_row`; units are (file, row group) pairs.
-
-    Position of a sample: `[unit index in this worker's list, row within the group]`, the
-    reference's. `columns` (a class attribute) limits the columns read; None reads all.
-    """
-
-    columns: Sequence[str] | None = None
-    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
-    # `validate` measures each row over this many independent draws of `parse_row` (the
-    # run's own first); a family whose longest draw is known should override
-    # `worst_case_rows` and report it.
-    worst_case_draws: int = 8
-
-    def __init__(
-        self,
-        dataset_name,
-        transform,
-        tokenizer,
-        vit_transform=None,
-        data_dir_list=(),
-        num_used_data=(),
-        parquet_info=None,
-        local_rank=0,
-        world_size=1,
-        num_workers=8,
-        data_status=None,
-        *,
-        file_order: str = "sorted",
-        **options,
-    ):
-        # `options`: the base class's keyword-only settings (strict, max_consecutive_failures, ...)
-        super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
-        self.transform, self.vit_transform, self.tokenizer = transform, vit_transform, tokenizer
-        self.data_status = data_status
-        self.file_order = file_order
-        self.data_dir_list = list(data_dir_list)
-        self.data_paths = self.get_data_paths(data_dir_list, num_used_data, parquet_info or {})
-        self.set_epoch()
-
-    def parse_row(self, row: Row) -> dict:
-        """The sample of one row, built with `init_data` / `add_*`; `{}` skips the row."""
-        raise NotImplementedError(f"{type(self).__name__} must implement parse_row(row)")
-
-    def row_depth(self):
-        return 1  # (row,) in its row group
-
-    def parquet_span(self, unit_id, row_start):
-        path, row_group = self.epoch_units[unit_id]
-        return path, row_group, row_group + 1
-
-    def parquet_columns(self, names):
-        return list(names) if self.columns is None else list(self.columns)
-
-    def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
-        units: list[tuple] = []
-        counted: dict[str, int] = {}  # num_used_data repeats files: each is opened at most once
-        for data_dir, num_used in zip(data_dir_list, num_used_data):
-            paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
-            self.listed_files.update(listed)
-            for path in paths:
-                if path not in counted:
-                    info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
-                    counted[path] = self._count_row_groups(path) if info is None else int(info["num_row_groups"])
-                units.extend((path, group) for group in range(counted[path]))
-        return units
-
-    @staticmethod
-    def _count_row_groups(path: str) -> int:
-        """A file missing from parquet_info is opened once for its row-group count."""
-        try:
-            with ParquetReader(path) as reader:
-                return reader.num_row_groups
-        except Exception as exc:  # an unreadable file is a config problem here, not a row
-            raise ConfigError("parquet_info", path, f"no entry, and the file cannot be read: {exc}") from None
-
-    def _unit_samples(self, unit_id, pass_index, start, log, single=False):
-        path, row_group = self.epoch_units[unit_id]
-        row_start = start[0] if start else 0
-        for row, cells in self._rows(unit_id, row_start, log, row_start + 1 if single else None):
-            location = f"{path}, row group {row_group}, row {row}"
-            builder = self._parse(Row(cells, row), self.sample_rng(unit_id, pass_index, row), location, log)
-            if builder is not None:
-                yield (row,), builder
-
-    def worst_case_rows(self, shard, index, unit_id, log):
-        """Each row's longest sample over `worst_case_draws` draws of `parse_row`: the run's
-        own draw (its skips counted in `log`), then draws from other generators."""
-        path, row_group = self.epoch_units[unit_id]
-        for row, cells in self._rows(unit_id, 0, log):
-            location = f"{path}, row group {row_group}, row {row}"
-            first = self._parse(Row(cells, row), self.sample_rng(unit_id, 0, row), location, log)
-            if first is not None:
-                others = self._other_draw_lengths(Row(cells, row), location, unit_id, row)
-                yield location, max([planned_length(first), *others])
-
-    def _other_draw_lengths(self, row: Row, location: str, unit_id: int, *position: int) -> list[int]:
-        """The lengths `parse_row` gives `row` on validate's extra draws (its skips uncounted)."""
-        scratch = SkipLog(self.dataset_name, strict=False, max_consecutive_failures=10**12)
-        lengths = []
-        for draw in range(1, self.worst_case_draws):
-            rng = self.sample_rng(unit_id, 0, *position, _WORST_CASE_TAG, draw)
-            other = self._parse(row, rng, location, scratch)
-            if other is not None:
-                lengths.append(planned_length(other))
-        return lengths
-
-    def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
-        path, row_group = self.epoch_units[unit_id]
-        try:
-            with self.open_parquet(path) as reader:
-                names = reader.schema.names if self.columns is None else list(self.columns)
-                table = reader.read_row_group(row_group, names)
-        except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
-            log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", str(exc))
-            return
-        columns = {name: table.column(name).to_pylist() for name in table.column_names}
-        for row in range(row_start, min(table.num_rows, stop_row or table.num_rows)):
-            yield row, {name: values[row] for name, values in columns.items()}
-
-    def _parse(self, row, rng: np.random.Generator, location: str, log) -> SampleBuilder | None:
-        """`parse_row` with the row's own generators; its failures become named skips."""
-        self.np_rng = rng
-        self.rng = random.Random(int(rng.integers(2**63)))
-        try:
-            data = self.parse_row(row)
-            if not data:
-                log.skip(SkipReason.PARSE_ROW_EMPTY, location, "parse_row returned an empty result")
-                return None
-            return check_sample(builder_from_data(data), self._strides(), _vocab_size(self.tokenizer))
-        except SampleInvalid as exc:
-            log.skip(SkipReason.SAMPLE_INVALID, location, str(exc)[:500])
-            return None
-        except (ImageDecodeError, ImageTooLargeError, VideoDecodeError) as exc:  # one row's media, not the run
-            log.skip(_MEDIA_REASONS[type(exc)], location, str(exc)[:500])
-            return None
-        except FileNotFoundError as exc:
-            log.skip(SkipReason.IMAGE_MISSING, location, str(exc)[:500])
-            return None
-        except OutsideRootError as exc:
-            log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc)[:500])
-            return None
-        except (NotRegularFileError, MediaTooLargeError) as exc:
-            log.skip(SkipReason.IMAGE_UNREADABLE, location, str(exc)[:500])
-            return None
-        except BagelDataError:  # a config mistake, or strict mode's BadSampleError
-            raise
-        except Exception as exc:  # the user's code: any failure is this row's
-            log.skip(SkipReason.PARSE_ROW_FAILED, location, f"{type(exc).__name__}: {exc}"[:500])
-            return None
-
-    def _strides(self) -> dict[str, int]:
-        """The patch size of each image item kind, from the family's transforms."""
-        vit = getattr(self, "vit_transform", None)
-        vae = getattr(self, "transform", None)
-        return {"vit_image": getattr(vit, "stride", 1) or 1, "vae_image": getattr(vae, "stride", 1) or 1}
-
-
-_MEDIA_REASONS = {
-    ImageDecodeError: SkipReason.IMAGE_DECODE,
-    ImageTooLargeError: SkipReason.IMAGE_TOO_LARGE,
-    VideoDecodeError: SkipReason.VIDEO_DECODE,
-}
-
-
-def _vocab_size(tokenizer) -> int | None:
-    """Ids must lie under the tokenizer's full size (with added tokens); None when it has none."""
-    try:
-        return len(tokenizer)
-    except TypeError:
-        return None

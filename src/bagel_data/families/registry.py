@@ -19,8 +19,10 @@ from ..errors import ConfigError
 from ..schema.kinds import did_you_mean
 from .base import DistributedIterableDataset
 from .edit import UnifiedEditIterableDataset
+from .group_args import COMMON_GROUP_KEYS
 from .interleaved import InterleavedIterableDataset
-from .interleaved_base import ParquetStandardIterableDataset
+from .interleaved_base import InterleavedBaseIterableDataset
+from .parquet_standard import ParquetStandardIterableDataset
 from .t2i import T2IIterableDataset
 from .units import UnitDataset
 from .vlm import SftJSONLIterableDataset
@@ -32,18 +34,6 @@ DATASET_REGISTRY: dict[str, type] = {
     "interleaved": InterleavedIterableDataset,
 }
 
-COMMON_GROUP_KEYS = frozenset(
-    {
-        "dataset_names",
-        "weight",
-        "is_mandatory",
-        "num_used_data",
-        "image_transform_args",
-        "resume_data_status",
-        "dataset_class",
-        "allow_outside_root",
-    }
-)
 
 _BASE_FIX = (
     "subclass bagel_data.InterleavedBaseIterableDataset and bagel_data.ParquetStandardIterableDataset "
@@ -51,9 +41,9 @@ _BASE_FIX = (
 )
 
 
-def allowed_group_keys(family: type) -> frozenset:
+def allowed_group_keys(family: type[DistributedIterableDataset]) -> frozenset:
     """The group keys `family` accepts: the common ones plus its `GROUP_KEYS`."""
-    return COMMON_GROUP_KEYS | frozenset(getattr(family, "GROUP_KEYS", ()))
+    return COMMON_GROUP_KEYS | frozenset(family.GROUP_KEYS)
 
 
 def import_family(group: str, path: object) -> type:
@@ -86,23 +76,29 @@ def _unimplemented(family: type) -> list[str]:
     return [name for name, base in hooks if getattr(family, name) is getattr(base, name)]
 
 
-def check_family(group: str, family: object, where: str) -> type:
+def check_family(group: str, family: object, where: str) -> type[DistributedIterableDataset]:
     shown = family.__qualname__ if isinstance(family, type) else repr(family)
+    if family is InterleavedBaseIterableDataset:  # the plan builders alone, a base a family mixes in
+        raise _base_class_error(group, where, shown, ["get_data_paths", "_unit_samples"])
     if not isinstance(family, type) or not issubclass(family, DistributedIterableDataset):
         raise ConfigError(where, shown, f"group {group!r}: the class must {_BASE_FIX}")
     missing = _unimplemented(family)
     if missing:
-        families = ", ".join(f"{name}: {cls.__name__}" for name, cls in sorted(DATASET_REGISTRY.items()))
-        raise ConfigError(
-            where,
-            shown,
-            f"group {group!r}: {family.__name__} is a base class, not a family (it does not implement "
-            f"{', '.join(missing)}); use a family ({families}) or {_BASE_FIX}",
-        )
+        raise _base_class_error(group, where, shown, missing)
     return family
 
 
-def resolve_family(group: str, args: object) -> type:
+def _base_class_error(group: str, where: str, shown: str, missing: list[str]) -> ConfigError:
+    families = ", ".join(f"{name}: {cls.__name__}" for name, cls in sorted(DATASET_REGISTRY.items()))
+    return ConfigError(
+        where,
+        shown,
+        f"group {group!r}: {shown.rsplit('.', 1)[-1]} is a base class, not a family (it does not implement "
+        f"{', '.join(missing)}); use a family ({families}) or {_BASE_FIX}",
+    )
+
+
+def resolve_family(group: str, args: object) -> type[DistributedIterableDataset]:
     """The family class of `group`: its `dataset_class`, else `DATASET_REGISTRY[group]`."""
     if isinstance(args, Mapping) and args.get("dataset_class") is not None:
         path = args["dataset_class"]

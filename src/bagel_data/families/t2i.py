@@ -17,6 +17,7 @@ from ..sample import SampleBuilder
 from ..sources.parquet import parquet_data_files
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
+from .reads import ParquetSource
 from .worst_case import RowSkip, measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -85,6 +86,9 @@ class T2IIterableDataset(DistributedIterableDataset):
     def parquet_span(self, unit_id, row_start):
         return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
 
+    def read_source(self):
+        return ParquetSource(self.parquet_span, self.parquet_columns)
+
     def parquet_columns(self, names):
         return self.columns if all(name in names for name in self.columns) else None
 
@@ -96,10 +100,10 @@ class T2IIterableDataset(DistributedIterableDataset):
         group_start, row_start = start or (0, 0)
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
             location = f"{path}, row group {row_group}, row {row}"
-            rng = self.sample_rng(unit_id, pass_index, row_group, row)
-            builder = self._guarded(log, location, self.build_sample, cells, rng, location, log)
+            draw = self.row_random(unit_id, pass_index, row_group, row)
+            builder = self._guarded(log, location, self.build_sample, cells, draw.rng, location, log)
             if builder is not None:
-                yield (row_group, row), builder
+                yield (row_group, row), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row at its longest caption (the run draws one of them)."""
@@ -139,7 +143,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         """(row group, row, {column: cell}) for every row from the start point on (the
         first one only when `single`)."""
         try:
-            reader = self.open_parquet(path)
+            reader = self.reads.open_parquet(path)
         except Exception as exc:  # any pyarrow or I/O failure makes the whole unit unreadable
             log.skip(SkipReason.UNIT_UNREADABLE, path, str(exc))
             return

@@ -7,6 +7,7 @@ these units in phases and resumes exactly; the unit arithmetic itself is `shardi
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,15 @@ from ..sharding import WorkerShard, WorkerTopology, stable_hash
 
 if TYPE_CHECKING:
     from ..checkpoint.restart import GroupRestart
+
+
+@dataclasses.dataclass(frozen=True)
+class RowRandom:
+    """A row's generator and, in compat mode, the shared stream's state before its draws
+    (None otherwise: a row's own generator is made again from its address)."""
+
+    rng: Any
+    state: dict | None
 
 
 class UnitDataset(torch.utils.data.IterableDataset):
@@ -167,15 +177,20 @@ class UnitDataset(torch.utils.data.IterableDataset):
         return str(self.epoch_units[unit_id])
 
     # -- per-sample randomness -----------------------------------------------------------
+    def row_random(self, unit_id: int, *position: int) -> RowRandom:
+        """The generator one sample draws from, and (compat mode) the state to rebuild it."""
+        if self.policy.reference:
+            rng = self.policy.stream.live()
+            return RowRandom(rng, rng.get_state())
+        return RowRandom(self.sample_rng(unit_id, *position), None)
+
     def sample_rng(self, unit_id: int, *position: int) -> Any:
         """A generator owned by one sample: the same wherever and whenever it is rebuilt.
 
-        In compat mode, the worker's shared stream instead (the reference's globals); its
-        state before the row is kept so that a buffered sample can be rebuilt exactly."""
+        In compat mode, the worker's shared stream instead (the reference's globals); a row
+        that must be rebuilt later takes its state with it through `row_random`."""
         if self.policy.reference:
-            rng = self.policy.stream.live()
-            self._row_rng_state = rng.get_state()
-            return rng
+            return self.policy.stream.live()
         key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.dataset_name), int(unit_id), *position]
         return np.random.default_rng(np.random.SeedSequence(key))
 

@@ -8,8 +8,6 @@ an inconsistent plan. Position of a sample: the row's index in this worker's lis
 
 from __future__ import annotations
 
-import collections
-import functools
 import json
 
 import numpy as np
@@ -21,7 +19,6 @@ from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
-from ..sources.read_ahead import Task
 from .base import DistributedIterableDataset
 from .conversation import (
     check_conversations,
@@ -30,6 +27,7 @@ from .conversation import (
     expand_video_tag,
     expand_video_tag_first_turn,
 )
+from .reads import RowSource
 from .worst_case import vlm_worst_length
 
 # What the read-ahead counts for a row before it is read: its line and a few images.
@@ -55,9 +53,18 @@ def check_image_items(elements: list, num_images: int) -> None:
 class SftJSONLIterableDataset(DistributedIterableDataset):
     """Iterable over conversation JSONL rows where each row may reference images."""
 
-    GROUP_KEYS = frozenset(
-        {"frame_sampler_args", "shuffle_lines", "shuffle_seed"}
-    )  # group keys beyond the common ones (families/registry.py)
+    GROUP_KEYS = frozenset({"frame_sampler_args", "shuffle_lines", "shuffle_seed"})
+    DATASET_INFO_KEYS = frozenset({"jsonl_path"})
+    IMAGE_TRANSFORM_KIND = "vit"  # its images are understood, never generated
+
+    @classmethod
+    def group_kwargs(cls, group):
+        return {
+            "jsonl_path_list": group.paths("jsonl_path", "file"),
+            "frame_sampler": group.frame_sampler(),
+            "shuffle_lines": group.args.get("shuffle_lines", False),
+            "shuffle_seed": group.args.get("shuffle_seed", 0),
+        }
 
     def __init__(
         self,
@@ -126,32 +133,28 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         line_id = int(self.epoch_units[unit_id])
         location = self.data_paths.location(line_id)
-        rng = self.sample_rng(unit_id, pass_index)
-        builder = self._guarded(log, location, self._build_or_skip, line_id, rng, log, location)
+        draw = self.row_random(unit_id, pass_index)
+        builder = self._guarded(log, location, self._build_or_skip, line_id, draw.rng, log, location)
         if builder is not None:
-            yield (), builder
+            yield (), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row's sample; a video row at the frame count that makes it longest."""
         for sample in self.unit_samples(shard, index, unit_id, log):
             yield self.row_location(sample["row_key"]), vlm_worst_length(self, sample)
 
-    # -- reads, ahead of the stream when a read-ahead runs (families/read_plan.py) ----------
+    # -- reads, ahead of the stream when a read-ahead runs (families/reads.py) --------------
     # A row's line and its image files are one task: its reads run in order on one thread,
     # rows in parallel. Its errors are kept and raised where the inline read would raise.
     # The row's fetched media are the thread's (`thread_state`): a resume rebuilds rows on
     # several threads at once.
     parallel_rebuild = True
 
-    def read_tasks(self, unit_id, row_start, single):
-        line_id = int(self.epoch_units[unit_id])
-        yield Task(("row", line_id), lambda: self._fetch_row(line_id), ROW_ESTIMATE)
+    def read_source(self):
+        return RowSource(self._line_of, self._fetch_row, ROW_ESTIMATE)
 
-    def pin_rows(self, ahead, row_keys):
-        lines = collections.Counter(int(self.epoch_units[int(key[0])]) for key in row_keys)
-        for line_id, count in lines.items():
-            task = Task(("row", line_id), functools.partial(self._fetch_row, line_id), ROW_ESTIMATE)
-            ahead.pin(task, {("row", line_id): (_same, count)})
+    def _line_of(self, unit_id: int) -> int:
+        return int(self.epoch_units[unit_id])
 
     def _fetch_row(self, line_id: int) -> tuple[bytes, dict]:
         line = self._read_line(line_id)
@@ -171,21 +174,16 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         return line, media
 
     def _read_line(self, line_id: int) -> bytes:
-        with self.io_lock():  # the index's file handles are shared with the read-ahead's threads
+        with self.reads.io_lock():  # the index's file handles are shared with the read-ahead's threads
             return self.data_paths.read_line(line_id)
 
     def _row_line(self, line_id: int) -> bytes:
-        ahead, here = self.active_read_ahead(), self.thread_state()
-        if ahead is None:
-            here.row_media = {}
-            return self._read_line(line_id)
-        line, here.row_media = ahead.take(
-            ("row", line_id), lambda: (self._read_line(line_id), {}), not self.rebuilding()
-        )
+        here = self.reads.thread_state()
+        line, here.row_media = self.reads.take(line_id, lambda: (self._read_line(line_id), {}))
         return line
 
     def _media_bytes(self, path: str, root: str) -> bytes:
-        fetched = getattr(self.thread_state(), "row_media", {}).get(path)
+        fetched = getattr(self.reads.thread_state(), "row_media", {}).get(path)
         if fetched is None:
             return read_media(path, [root], self.allow_outside_root)
         if isinstance(fetched, BaseException):
@@ -285,10 +283,6 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
 def _image_skip(exc: Exception, path: str) -> tuple[SkipReason, str]:
     reason = SkipReason.IMAGE_TOO_LARGE if isinstance(exc, ImageTooLargeError) else SkipReason.IMAGE_DECODE
     return reason, f"{path}: {exc}"
-
-
-def _same(value):
-    return value
 
 
 def role_hint(conversations: list[dict]) -> str:

@@ -10,8 +10,12 @@ What stays true with it on:
 * the output is the same, bit for bit: a task runs the very call the family would make
   inline, and `take` hands back its value or re-raises its exception at the point where
   the inline call would have raised, so every skip is counted where and as it was;
-* memory is bounded: tasks start only while the bytes held (fetched and not yet taken, or
-  in flight at their estimate) stay under `budget_bytes`, and at most `MAX_AHEAD` wait;
+* memory is bounded in decoded bytes: tasks start only while the bytes held (fetched and
+  not yet taken, or in flight at their estimate) stay under `budget_bytes`, and at most
+  `MAX_AHEAD` wait. An estimate comes before the read (a row group's size in its footer,
+  which a dictionary-encoded column understates many times over), so each kind of task
+  (the first item of its key) starts one at a time until one has come back; later ones are
+  counted at their estimate times the most any of their kind came back to;
 * a `take` the plan did not foresee (a resume, a rebuilt row, a plan that ran out) is a
   *miss*: the fallback runs inline, as without read-ahead.
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,7 +57,13 @@ class Task:
     estimate: int
     future: Future | None = None
     charged: int = 0  # bytes counted against the budget: estimate, then actual size
+    unsized: bool = False  # started before any task of its kind came back
     released: bool = False
+
+
+def _kind(task: Task) -> Hashable:
+    """A task's kind: the first item of its key (`"rg"`, `"meta"`, `"row"`), or the key."""
+    return task.key[0] if isinstance(task.key, tuple) and task.key else task.key
 
 
 def nbytes_of(value: Any) -> int:
@@ -86,6 +97,10 @@ class ReadAhead:
         self._on_close: list[Callable[[], None]] = []
         self.closed = False
         self.held = self.peak = self.fetched = self.hits = self.misses = 0
+        # Per kind of task: the most bytes it held per byte estimated, and how many are in
+        # flight before that is known.
+        self._expansion: dict[Hashable, float] = {}
+        self._unsized: collections.Counter = collections.Counter()
 
     # -- the stream's plan ---------------------------------------------------------------
     def follow(self, plan: Iterator) -> None:
@@ -142,7 +157,7 @@ class ReadAhead:
                     self._plan = None
                 elif task is PENDING:
                     return
-                elif self._queue and self.held + task.estimate > self.budget:
+                elif self._queue and (self._waits_for_size(task) or self.held + self._charge(task) > self.budget):
                     self._next = task  # the first task always starts, so one large unit still reads
                     return
                 else:
@@ -175,7 +190,9 @@ class ReadAhead:
     def _submit(self, task: Task) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=POOL_NAME)
-        task.charged = max(int(task.estimate), 0)
+        task.charged = self._charge(task)
+        task.unsized = _kind(task) not in self._expansion and task.estimate > 0
+        self._unsized[_kind(task)] += task.unsized
         self.held += task.charged
         self.peak = max(self.peak, self.held)
         task.future = self._pool.submit(task.fetch)
@@ -186,12 +203,27 @@ class ReadAhead:
             future = task.future
             assert future is not None
             actual = 0 if future.cancelled() or future.exception() is not None else nbytes_of(future.result())
+            self._learn(task, actual, future.cancelled() or future.exception() is not None)
             self.fetched += actual
             if not task.released:
                 self.held += actual - task.charged
                 task.charged = actual
                 self.peak = max(self.peak, self.held)
             self._top_up()  # a plan waiting on this result (PENDING) can go on
+
+    def _waits_for_size(self, task: Task) -> bool:
+        """One of its kind is in flight and none has come back yet: its size is a guess."""
+        return _kind(task) not in self._expansion and self._unsized[_kind(task)] > 0
+
+    def _charge(self, task: Task) -> int:
+        """The bytes `task` is counted at before it has run."""
+        return math.ceil(max(int(task.estimate), 0) * self._expansion.get(_kind(task), 1.0))
+
+    def _learn(self, task: Task, actual: int, failed: bool) -> None:
+        kind = _kind(task)
+        self._unsized[kind] -= task.unsized
+        if not failed and task.estimate > 0:
+            self._expansion[kind] = max(self._expansion.get(kind, 0.0), actual / task.estimate)
 
     def _release(self, task: Task) -> None:
         if not task.released:

@@ -1,0 +1,135 @@
+"""One group's checked configuration, as a family reads what it needs from it.
+
+`config.parse_group` checks the keys every group shares and gathers the arguments every
+family takes; then it asks the family class for the rest: `family.group_kwargs(group)`,
+with `group` a `GroupArgs`. A family declares there which of its `dataset_info` paths it
+needs (and whether each is a file or a folder), its transforms and its own keys; the
+`dataset_info` keys it reads are its `DATASET_INFO_KEYS`. Every mistake is a `ConfigError`
+naming the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..config_files import read_structured
+from ..errors import ConfigError
+from ..media.images import ImageTransform
+from ..media.video import FrameSampler
+from ..sources import storage
+
+# The group keys every family accepts; a family's own are its `GROUP_KEYS`.
+COMMON_GROUP_KEYS = frozenset(
+    {
+        "dataset_names",
+        "weight",
+        "is_mandatory",
+        "num_used_data",
+        "image_transform_args",
+        "resume_data_status",
+        "dataset_class",
+        "allow_outside_root",
+    }
+)
+
+# `dataset_info` keys that only some families read; one given to a family that does not
+# read it is a mistake (a T2I group given a `jsonl_path` would read its parquet instead).
+FAMILY_ENTRY_KEYS = frozenset({"jsonl_path", "parquet_info_path"})
+
+
+def path_exists(key: str, path: str) -> bool:
+    try:
+        return storage.exists(path)
+    except (storage.StorageOptionsError, OSError, ValueError) as exc:  # a scheme no filesystem handles, a NUL
+        raise ConfigError(key, path, str(exc)) from None
+
+
+def _resolve(path: str, base: str | None) -> str:
+    if base is None or storage.is_uri(path) or os.path.isabs(path):
+        return path
+    return os.path.normpath(os.path.join(base, path))
+
+
+def read_parquet_info(path: str, where: str) -> dict:
+    """The parquet_info JSON at `path`: parquet file -> {"num_row_groups": N, ...}."""
+    info = read_structured(path, where, json_only=True)
+    if not isinstance(info, dict):
+        raise ConfigError(where, path, "must hold a JSON object: parquet file -> {num_row_groups: N}")
+    for file, meta in info.items():
+        count = meta.get("num_row_groups") if isinstance(meta, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(
+                where, path, f"entry {file!r} = {meta!r}: each value must be an object with an int num_row_groups >= 0"
+            )
+    return info
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupArgs:
+    """A group's checked keys (`args`), its datasets and their checked `dataset_info`
+    entries; relative paths of a `dataset_info` file resolve against `info_base`."""
+
+    name: str
+    args: Mapping[str, Any]
+    dataset_names: tuple[str, ...]
+    entries: Mapping[str, Mapping]
+    info_base: str | None
+
+    def path(self, dataset: str, key: str, kind: str, required: bool = True) -> str | None:
+        """The resolved path `key` of `dataset`, checked to exist and to be a `kind`
+        ('dir' or 'file'); None when it is not given and not `required`."""
+        where = f"dataset_info.{self.name}.{dataset}.{key}"
+        value = self.entries[dataset].get(key)
+        if value is None:
+            if required:
+                raise ConfigError(where, None, f"add the {key} of dataset {dataset!r}")
+            return None
+        value = _resolve(os.fspath(value), self.info_base)
+        if not path_exists(where, value):
+            raise ConfigError(where, value, "this path does not exist")
+        if not storage.is_uri(value):
+            if kind == "dir" and not os.path.isdir(value):
+                raise ConfigError(
+                    where, value, "must be a folder, but this is a file; give the folder that holds the data"
+                )
+            if kind == "file" and os.path.isdir(value):
+                raise ConfigError(where, value, "must be a file, but this is a folder; give the file's path")
+        return value
+
+    def paths(self, key: str, kind: str, required: bool = True) -> list:
+        """`path(dataset, key, kind, required)` of each dataset of the group, in order."""
+        return [self.path(dataset, key, kind, required) for dataset in self.dataset_names]
+
+    def parquet_info(self, dataset: str, required: bool = True) -> dict | None:
+        """The `parquet_info_path` JSON of `dataset`; None when optional and not given."""
+        path = self.path(dataset, "parquet_info_path", "file", required)
+        if path is None:
+            return None
+        return read_parquet_info(path, f"dataset_info.{self.name}.{dataset}.parquet_info_path")
+
+    def transform(self, key: str) -> ImageTransform:
+        """The `ImageTransform` of the group key `key` (required)."""
+        if self.args.get(key) is None:
+            raise ConfigError(
+                f"{self.name}.{key}",
+                None,
+                "required: the image transform sizes (max_image_size, min_image_size, image_stride)",
+            )
+        return ImageTransform(**self.args[key])
+
+    def frame_sampler(self) -> FrameSampler | None:
+        """The group's `frame_sampler_args` as a `FrameSampler`, None when not given."""
+        sampler_args = self.args.get("frame_sampler_args")
+        if sampler_args is None:
+            return None
+        try:
+            return FrameSampler(**sampler_args)
+        except ConfigError as exc:  # name the key where the user wrote it
+            raise ConfigError(f"{self.name}.frame_sampler_args.{exc.key}", exc.value, exc.fix) from None
+
+    def given(self, *keys: str) -> dict:
+        """The group keys among `keys` that the config sets, as they are."""
+        return {key: self.args[key] for key in keys if key in self.args}
