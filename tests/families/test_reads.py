@@ -10,8 +10,8 @@ import pickle
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bagel_bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data import ImageTransform, T2IIterableDataset
-from bagel_data.bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data.families.reads import FamilyReads, ParquetSource
 from bagel_data.families.walk import walk
 from helpers.noise_t2i import write_noise_t2i
