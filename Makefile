@@ -47,8 +47,9 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check src tests examples benchmarks
 	$(BIN)/mypy
 
+# The suite runs on every core (pytest-xdist): each test builds its data in its own tmp_path.
 test: $(DEV_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 # The Ray engine of `prepare` (tests/tools/test_prepare_ray.py, skipped without the extra).
 test-ray: $(DEV_STAMP)

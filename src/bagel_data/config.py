@@ -13,7 +13,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .config_files import read_structured
 from .errors import ConfigError
 from .families.group_args import FAMILY_ENTRY_KEYS, GroupArgs, path_exists
 from .families.registry import DATASET_REGISTRY, allowed_group_keys, resolve_family
@@ -24,6 +23,7 @@ from .schema import (
     check_group_weights,
     check_transform_args,
 )
+from .schema.files import read_structured
 from .schema.weights import WeightSchedule, parse_weight
 from .sources import storage
 

@@ -34,7 +34,7 @@ def test_readme_states_the_declared_minimum_versions_and_names_every_extra():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     floors = dict(re.match(r"(torch|torchdata)>=([\d.]+)$", r).groups() for r in project["dependencies"]
                   if re.match(r"(torch|torchdata)>=", r))  # fmt: skip
-    from bagel_data.torch_support import MIN_TORCH, MIN_TORCHDATA
+    from bagel_data.packing.torch_support import MIN_TORCH, MIN_TORCHDATA
 
     assert floors == {"torch": MIN_TORCH, "torchdata": MIN_TORCHDATA}
     section = readme.split("## Installing into your training environment", 1)[1].split("\n## ", 1)[0]

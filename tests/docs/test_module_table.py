@@ -33,3 +33,16 @@ def test_every_module_is_in_the_readme_table():
     assert len(modules) > 40
     missing = [module for module in modules if not _named(module, lines)]
     assert not missing, f"add these modules to README's 'How data flows' table: {missing}"
+
+
+def test_the_layout_keeps_its_size_rules():
+    """Issue 38's bounds: at most 13 modules at the package's top level (the rest live in the
+    stage packages the README's table names) and no module over 320 lines."""
+    top_level = sorted(path.name for path in PACKAGE.glob("*.py") if path.name != "__init__.py")
+    assert len(top_level) <= 13, f"{len(top_level)} top-level modules: {top_level}"
+    long = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 320
+    }
+    assert not long, f"modules over 320 lines: {long}"

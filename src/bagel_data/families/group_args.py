@@ -15,10 +15,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..config_files import read_structured
 from ..errors import ConfigError
 from ..media.images import ImageTransform
 from ..media.video import FrameSampler
+from ..schema.files import read_structured
 from ..sources import storage
 
 # The group keys every family accepts; a family's own are its `GROUP_KEYS`.

@@ -33,7 +33,6 @@ from ..checkpoint.stream import StreamSetup, save_state, start_state
 from ..compat import CompatPolicy
 from ..schema.settings import SETTING_NAMES
 from ..sources import storage
-from ..torch_support import check_torch
 from .buffers import PadBufferPool
 from .config import PackingConfig, SpecialTokens
 from .groups import Drawer, GroupSource
@@ -44,6 +43,7 @@ from .parts import Assembled
 from .placer import Placer
 from .schedule import StepClock, as_schedule
 from .strategies import group_chooser
+from .torch_support import check_torch
 
 
 class PackedDataset(torch.utils.data.IterableDataset):

@@ -11,8 +11,8 @@ import json
 
 import yaml
 
-from .errors import ConfigError
-from .sources import storage
+from ..errors import ConfigError
+from ..sources import storage
 
 
 def _read_text(path: str, what: str) -> str:

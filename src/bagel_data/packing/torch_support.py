@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 
-from .errors import BagelDataError
+from ..errors import BagelDataError
 
 MIN_TORCH = "2.2"
 MIN_TORCHDATA = "0.10"

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from bagel_data.config import parse_groups
-from bagel_data.config_files import read_structured
 from bagel_data.errors import ConfigError
+from bagel_data.schema.files import read_structured
 
 BOMB = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
@@ -83,7 +83,7 @@ def test_a_dataset_info_key_the_family_does_not_read_is_an_error(grouped, info, 
 
 
 def test_expanded_size_counts_every_container_and_value_once_per_use():
-    from bagel_data.config_files import expanded_size
+    from bagel_data.schema.files import expanded_size
 
     assert expanded_size(7) == 1
     assert expanded_size([[1, 2], [3]]) == 6  # the outer list, two lists, three values

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bagel_data.torch_support import (
+from bagel_data.packing.torch_support import (
     MIN_TORCH,
     MIN_TORCHDATA,
     UnsupportedTorchError,
