@@ -84,17 +84,26 @@ def mixing(
         plot_mixing(results, str(plot))
 
 
+# How a failure is shown: the library's CLI hands in its own one-line handling when it mounts
+# `app` (`mount`), so this package imports nothing of the CLI that imports it.
+_ERROR_HANDLING: list[Callable[[Callable[..., None]], Callable[..., None]]] = []
+
+
 def guarded(command: Callable[..., None]) -> Callable[..., None]:
-    """The library CLI's error handling (one line per failure), looked up when the command
-    runs: this module is imported while `bagel_data.cli` itself is being imported."""
+    """`command` under the error handling `mount` was given (as it is, before a mount)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs) -> None:
-        from bagel_data.cli.errors import guarded as library_guarded
-
-        library_guarded(command)(*args, **kwargs)
+        handled = _ERROR_HANDLING[-1](command) if _ERROR_HANDLING else command
+        handled(*args, **kwargs)
 
     return wrapper
+
+
+def mount(error_handling: Callable[[Callable[..., None]], Callable[..., None]]) -> typer.Typer:
+    """The benchmark's app, its commands' failures shown by `error_handling`."""
+    _ERROR_HANDLING[:] = [error_handling]
+    return app
 
 
 def argv_command(module: str, summary: str) -> Callable[..., None]:

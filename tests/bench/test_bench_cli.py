@@ -11,7 +11,9 @@ import typer
 from typer.testing import CliRunner
 
 import bagel_bench.cli as bench_cli
+from bagel_data.cli.errors import LIBRARY_ERROR_EXIT
 from bagel_data.cli.main import BENCH_INSTALL, app, mount_bench
+from bagel_data.errors import ConfigError
 
 
 @pytest.fixture
@@ -73,3 +75,16 @@ def test_without_the_benchmark_package_bench_says_how_to_install_it(monkeypatch)
         assert result.exit_code == 2
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and BENCH_INSTALL in lines[0] and "pip install -e ./benchmarks" in lines[0]
+
+
+def test_a_failing_benchmark_is_one_line_of_the_librarys_error_handling(monkeypatch):
+    """The library hands its error handling in when it mounts the app (the benchmark imports
+    nothing of the CLI): a failure is the CLI's one line and exit status, not a traceback."""
+
+    def broken(*args, **kwargs):
+        raise ConfigError("the shards are gone")
+
+    monkeypatch.setattr("bagel_bench.scale.run_scale", broken)
+    result = CliRunner().invoke(app, ["bench", "scale", "--quick"])
+    assert result.exit_code == LIBRARY_ERROR_EXIT, result.output
+    assert "error: ConfigError: the shards are gone" in result.output and "Traceback" not in result.output

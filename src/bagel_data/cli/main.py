@@ -254,14 +254,14 @@ def bench_missing(ctx: typer.Context) -> None:
 def mount_bench(cli: typer.Typer) -> None:
     """`bench` on `cli`: the benchmark's app, or `bench_missing` where it is not installed."""
     try:
-        from bagel_bench.cli import app as bench_app
+        from bagel_bench.cli import mount
     except ModuleNotFoundError as error:
         if error.name not in ("bagel_bench", "bagel_bench.cli"):  # installed, but broken: let that show
             raise
         settings = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
         cli.command("bench", context_settings=settings, add_help_option=False)(bench_missing)
     else:
-        cli.add_typer(bench_app, name="bench")
+        cli.add_typer(mount(guarded), name="bench")
 
 
 mount_bench(app)
