@@ -9,7 +9,6 @@ depending on torchvision.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
 from typing import BinaryIO
@@ -32,14 +31,6 @@ RESAMPLE_FILTERS = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resam
 # The reference raises Pillow's global bomb limit to 200 MP for the whole process; we apply
 # the same bound ourselves, per decode call, and never touch Pillow's global.
 DEFAULT_MAX_IMAGE_PIXELS = 200_000_000
-
-
-@contextlib.contextmanager
-def own_pixel_limit():
-    """Formerly lifted Pillow's global bomb limit around an open; now changes nothing (a
-    global must not move, even for a moment). Kept until media/video.py opens its frames
-    with `safe_read.open_image`, which applies our bound without it."""
-    yield
 
 
 def pil_img2rgb(image: Image.Image) -> Image.Image:

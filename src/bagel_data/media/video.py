@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 
 from ..compat.streams import RandomSource, as_random_source
-from ..errors import ConfigError, VideoDecodeError
+from ..errors import ConfigError, ImageTooLargeError, VideoDecodeError
 from ..instruments import seam
 from ..sources import storage
 from .video_decode import decode_at
@@ -176,20 +176,15 @@ class FrameSampler:
 @seam("decode_frame")
 def open_frame(folder: str, file: str) -> Image.Image:
     """One frame file of the frame folder `folder`, as RGB; VideoDecodeError if it cannot be read.
-    Frames get the same pixel bound as images (Pillow's own bomb check gives way to it)."""
-    from .images import DEFAULT_MAX_IMAGE_PIXELS, own_pixel_limit
-    from .safe_read import ALLOWED_IMAGE_FORMATS
+    Frames get the same pixel bound as images, checked on the header without Pillow's global."""
+    from .images import DEFAULT_MAX_IMAGE_PIXELS
+    from .safe_read import open_image
 
     try:
-        with storage.open_input(file) as handle:
-            with own_pixel_limit():
-                image = Image.open(handle, formats=ALLOWED_IMAGE_FORMATS)
-            with image:
-                width, height = image.size
-                if width * height > DEFAULT_MAX_IMAGE_PIXELS:
-                    reason = f"{width}x{height} is over the {DEFAULT_MAX_IMAGE_PIXELS}-pixel limit"
-                    raise VideoDecodeError(folder, f"frame {file!r}: {reason}")
-                return image.convert("RGB")
+        with storage.open_input(file) as handle, open_image(handle, DEFAULT_MAX_IMAGE_PIXELS) as image:
+            return image.convert("RGB")
+    except ImageTooLargeError as err:
+        raise VideoDecodeError(folder, f"frame {file!r}: {err}") from err
     except (VideoDecodeError, MemoryError):
         raise
     except Exception as err:  # OSError (missing, unidentified), and what Pillow's plugins raise
