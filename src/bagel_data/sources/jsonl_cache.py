@@ -163,6 +163,32 @@ def index_arrays(paths: Sequence[str], settings: object, build: Build) -> tuple[
     return in_memory(None, build), None
 
 
+def shared_folder(name: str) -> str | None:
+    """The folder `name` under the cache root, made if needed, for other node-shared files
+    (the media package's video tables); None when caching is off or the root is unsafe or
+    cannot be written (warned once, as for the index)."""
+    root = cache_root()
+    if root is None:
+        return None
+    try:
+        trouble = _usable_root(root, moveable=os.environ.get(ENV) is None)
+        if trouble is None:
+            folder = os.path.join(root, name)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            return folder
+    except OSError as error:
+        trouble = f"it cannot be written ({error.strerror or error}); set {ENV} to a folder with room"
+    _warn_once(root, f"the node cache {root} is not used: {trouble}.")
+    return None
+
+
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+    """Hold the lock file `path` while the block runs (one process of the node at a time)."""
+    with _locked(path):
+        yield
+
+
 def _warn_once(root: str, message: str) -> None:
     if root not in _warned:
         _warned.add(root)
