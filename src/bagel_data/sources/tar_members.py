@@ -110,10 +110,16 @@ def list_tar(path: str) -> Keyed:
 
 
 def _file_members(handle: Any) -> Iterator[tuple[str, int, int]]:
+    size = handle.seek(0, 2)
+    handle.seek(0)
     with tarfile.open(fileobj=handle, mode="r:") as archive:
         for info in archive:
             if info.isfile():
                 yield info.name, info.offset_data, info.size
+        # tarfile ends quietly where a header is cut short: a tar that is not whole 512-byte
+        # blocks, or that lacks the end-of-archive block after its last member, was cut.
+        if size % tarfile.BLOCKSIZE or archive.offset + tarfile.BLOCKSIZE > size:
+            raise tarfile.ReadError(f"unexpected end of data: the tar ends after {size} bytes, mid-header")
 
 
 def sample_captions(txt: bytes | None, js: bytes | None) -> tuple[list[str], str]:
