@@ -127,9 +127,9 @@ def test_the_lock_is_let_go_before_the_index_is_mapped(tmp_path, cache, monkeypa
     held: list[bool] = []
     real_open = jsonl_cache.checked_arrays
 
-    def probing_open(folder: str, sizes):
+    def probing_open(folder: str, sizes, *kind):
         if not os.path.exists(folder + ".lock"):  # the first look, before any lock exists
-            return real_open(folder, sizes)
+            return real_open(folder, sizes, *kind)
         with open(folder + ".lock", "a+") as probe:  # a second open file: a held lock blocks it
             try:
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -138,7 +138,7 @@ def test_the_lock_is_let_go_before_the_index_is_mapped(tmp_path, cache, monkeypa
             else:
                 fcntl.flock(probe, fcntl.LOCK_UN)
                 held.append(False)
-        return real_open(folder, sizes)
+        return real_open(folder, sizes, *kind)
 
     monkeypatch.setattr(jsonl_cache, "checked_arrays", probing_open)
     assert len(JsonlIndex([path], ["d"], [40])) == 40  # built, then mapped

@@ -125,12 +125,13 @@ class FamilyReads:
             return ParquetReader(path)
         return parquet_ahead.open_ahead(path, ahead, self._files(), stream=not self.rebuilding())
 
-    def take(self, key: Hashable, fallback: Callable[[], Any]) -> Any:
-        """The value fetched ahead for `key` (a `RowSource` row), or `fallback()` inline."""
+    def take(self, key: Hashable, fallback: Callable[[], Any], kind: str = "row") -> Any:
+        """The value fetched ahead for task `(kind, key)` (a `RowSource` row by default, a
+        tar's index or block: `families/t2i_tars.py`), or `fallback()` inline."""
         ahead = self.active()
         if ahead is None:
             return fallback()
-        return ahead.take(("row", key), fallback, not self.rebuilding())
+        return ahead.take((kind, key), fallback, not self.rebuilding())
 
     def rebuilding(self) -> bool:
         """Inside `sample_at`: reads are a resumed row's (pinned), not the stream's."""

@@ -28,8 +28,10 @@ at the end): point the root at a local disk, not a memory-backed `tmpfs`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
+import functools
 import glob
 import hashlib
 import json
@@ -52,8 +54,22 @@ _FORMAT = 2  # part of every key: raise it when the arrays' layout or meaning ch
 ARRAYS = (("offsets", np.int64), ("line_numbers", np.int32), ("file_ids", np.int32))
 _CHECKED_ENTRIES = 1024  # entries of each folder checked against the inputs before use
 
-Allocate = Callable[[int], tuple]
+# `allocate(*lengths)`: the kind's arrays, one length each (one length: the same for all).
+Allocate = Callable[..., tuple]
 Build = Callable[[str, Allocate], tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexKind:
+    """What one kind of index keeps: its name (the folders' prefix, and what a warning calls
+    it), its arrays `(name, dtype)`, and `fits(arrays, sizes)`: whether a finished folder's
+    arrays are whole and fit the inputs (`sizes`: each input's bytes), checked before use.
+    A tar's member index (`sources/tar_index.py`) is another kind."""
+
+    name: str
+    arrays: tuple
+    fits: Callable[[tuple, Sequence[int]], bool]
+
 
 _warned: set[str] = set()  # roots already warned about in this process
 
@@ -85,54 +101,63 @@ def _identity(path: str) -> list | None:
     return [path if storage.is_uri(path) else inner, size, int(info.mtime_ns), local, digest]
 
 
-def cache_key(paths: Sequence[str], settings: object) -> str | None:
+def cache_key(paths: Sequence[str], settings: object, kind: IndexKind | None = None) -> str | None:
     """The cache folder's name for these inputs, or None when one cannot be told unchanged."""
-    return _key([_identity(path) for path in paths], settings)
+    return _key([_identity(path) for path in paths], settings, kind or JSONL)
 
 
-def _key(files: list, settings: object) -> str | None:
+def _key(files: list, settings: object, kind: IndexKind) -> str | None:
     if any(file is None for file in files):
         return None
     text = json.dumps([_FORMAT, files, settings], default=repr, sort_keys=True)
-    return "jsonl-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    return f"{kind.name}-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def open_arrays(folder: str) -> tuple:
+def open_arrays(folder: str, kind: IndexKind | None = None) -> tuple:
     """The arrays of a finished index folder, mapped read-only."""
-    return tuple(np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name, _ in ARRAYS)
+    names = (kind or JSONL).arrays
+    return tuple(np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name, _ in names)
 
 
-def checked_arrays(folder: str, sizes: Sequence[int]) -> tuple | None:
+def checked_arrays(folder: str, sizes: Sequence[int], kind: IndexKind | None = None) -> tuple | None:
     """The folder's arrays if they are whole and fit the inputs (`sizes`: each file's bytes),
     else None. A crash, a full disk or a hand can leave a truncated, empty or garbage file."""
+    kind = kind or JSONL
     try:
-        arrays = open_arrays(folder)
+        arrays = open_arrays(folder, kind)
     except (OSError, ValueError, EOFError):
         return None
-    lengths = {len(array) for array in arrays}
-    if len(lengths) != 1 or any(array.ndim != 1 or array.dtype != dtype for array, (_, dtype) in zip(arrays, ARRAYS)):
+    if any(array.ndim != 1 or array.dtype != dtype for array, (_, dtype) in zip(arrays, kind.arrays)):
         return None
+    return arrays if kind.fits(arrays, sizes) else None
+
+
+def _jsonl_fits(arrays: tuple, sizes: Sequence[int]) -> bool:
+    """One entry per line in every array; sampled entries name a file and lie inside it."""
+    if len({len(array) for array in arrays}) != 1:
+        return False
     offsets, line_numbers, file_ids = (np.asarray(array) for array in arrays)
     picks = np.unique(np.linspace(0, len(offsets) - 1, min(len(offsets), _CHECKED_ENTRIES)).astype(np.int64))
     files, starts = file_ids[picks], offsets[picks]
-    if len(picks) and (
+    return not len(picks) or not (
         files.min() < 0
         or files.max() >= len(sizes)
         or starts.min() < 0
         or line_numbers[picks].min() < 0
         or np.any(starts >= np.asarray(sizes, np.int64)[np.clip(files, 0, len(sizes) - 1)])
-    ):
-        return None
-    return arrays
+    )
 
 
-def in_memory(work_parent: str | None, build: Build) -> tuple:
+JSONL = IndexKind("jsonl", ARRAYS, _jsonl_fits)
+
+
+def in_memory(work_parent: str | None, build: Build, kind: IndexKind | None = None) -> tuple:
     """The arrays built in this process's memory (runs spilled to a temporary folder)."""
     try:
         if work_parent:
             os.makedirs(work_parent, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="bagel-jsonl-", dir=work_parent) as work:
-            return build(work, lambda n: tuple(np.empty(n, dtype) for _, dtype in ARRAYS))
+            return build(work, functools.partial(_empty, (kind or JSONL).arrays))
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             folder = work_parent or tempfile.gettempdir()
@@ -144,23 +169,35 @@ def in_memory(work_parent: str | None, build: Build) -> tuple:
         raise
 
 
-def index_arrays(paths: Sequence[str], settings: object, build: Build) -> tuple[tuple, str | None]:
+def _empty(arrays: tuple, *lengths: int) -> tuple:
+    return tuple(np.empty(n, dtype) for (_, dtype), n in zip(arrays, _lengths(arrays, lengths)))
+
+
+def _lengths(arrays: tuple, lengths: tuple) -> tuple:
+    return lengths * len(arrays) if len(lengths) == 1 else lengths
+
+
+def index_arrays(
+    paths: Sequence[str], settings: object, build: Build, kind: IndexKind | None = None
+) -> tuple[tuple, str | None]:
     """The index's arrays, and the folder they are mapped from (None: built in memory)."""
+    kind = kind or JSONL
     root = cache_root()
     if root is None or not paths:
-        return in_memory(None, build), None
+        return in_memory(None, build, kind), None
     files = [_identity(path) for path in paths]
-    key = _key(files, settings)
+    key = _key(files, settings, kind)
     if key is None:
-        return in_memory(None, build), None
+        return in_memory(None, build, kind), None
     try:
         trouble = _usable_root(root, moveable=os.environ.get(ENV) is None)
         if trouble is None:
-            return mapped(root, key, build, [file[1] for file in files])  # type: ignore[index]
+            return mapped(root, key, build, [file[1] for file in files], kind)  # type: ignore[index]
     except OSError as error:
         trouble = f"it cannot be written ({error.strerror or error}); set {ENV} to a folder with room"
-    _warn_once(root, f"the JSONL index cache {root} is not used: {trouble}. The index is built in memory.")
-    return in_memory(None, build), None
+    label = "JSONL" if kind is JSONL else kind.name
+    _warn_once(root, f"the {label} index cache {root} is not used: {trouble}. The index is built in memory.")
+    return in_memory(None, build, kind), None
 
 
 def shared_folder(name: str) -> str | None:
@@ -240,24 +277,25 @@ def _locked(path: str) -> Iterator[None]:
         handle.close()
 
 
-def mapped(root: str, key: str, build: Build, sizes: Sequence[int]) -> tuple[tuple, str]:
+def mapped(root: str, key: str, build: Build, sizes: Sequence[int], kind: IndexKind | None = None) -> tuple[tuple, str]:
     """The arrays of `key` mapped read-only from `root` (built first by one process per node),
     and their folder. `sizes`: each input's bytes, to check a finished folder against."""
+    kind = kind or JSONL
     final = os.path.join(root, key)
     damaged = False
     if os.path.isdir(final):  # built before: the folder appears complete or not at all
-        arrays = checked_arrays(final, sizes)
+        arrays = checked_arrays(final, sizes, kind)
         if arrays is not None:
             return arrays, final
         damaged = True
     with _locked(final + ".lock"):
         # Mapped after the lock is let go: the waiters, woken one at a time, each hold
         # it only to see that the folder is there, not while they map it.
-        if damaged and os.path.isdir(final) and checked_arrays(final, sizes) is None:
+        if damaged and os.path.isdir(final) and checked_arrays(final, sizes, kind) is None:
             _discard(final)  # built again (unless another process has done so meanwhile)
         if not os.path.isdir(final):
-            _build_into(final, build)
-    arrays = checked_arrays(final, sizes)
+            _build_into(final, build, kind)
+    arrays = checked_arrays(final, sizes, kind)
     if arrays is None:
         raise OSError(errno.EIO, f"the index just built in {final} does not read back")
     return arrays, final
@@ -269,17 +307,17 @@ def _discard(folder: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _build_into(final: str, build: Build) -> None:
+def _build_into(final: str, build: Build, kind: IndexKind) -> None:
     for stale in glob.glob(glob.escape(final) + ".tmp-*"):  # left by a builder that died
         shutil.rmtree(stale, ignore_errors=True)
     work = f"{final}.tmp-{os.getpid()}"
     os.makedirs(work)
     try:
 
-        def allocate(n: int) -> tuple:
+        def allocate(*lengths: int) -> tuple:
             return tuple(
                 open_memmap(os.path.join(work, f"{name}.npy"), mode="w+", dtype=dtype, shape=(n,))
-                for name, dtype in ARRAYS
+                for (name, dtype), n in zip(kind.arrays, _lengths(kind.arrays, lengths))
             )
 
         arrays = build(os.path.join(work, "runs"), allocate)
