@@ -127,6 +127,9 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "config": config,
     "mixing": mixing,
     "read-ahead": argv_command("bagel_bench.read_ahead", "The read-ahead at a round-trip delay per open and read"),
+    "read-ahead-load": argv_command(
+        "bagel_bench.read_ahead_load", "The read-ahead's first batch, local cost, small shards"
+    ),
     "video": argv_command("bagel_bench.video", "One video sample's CPU seconds, mp4 and Matroska, against decord"),
     "seams": argv_command("bagel_bench.seams", "What the library's seams cost with nothing attached"),
 }
