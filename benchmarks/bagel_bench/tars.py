@@ -190,7 +190,12 @@ def run(
                           f"{got['reads']['samples_per_second']:.0f} samples/s", flush=True)  # fmt: skip
     finally:
         torch.set_num_threads(threads)
-    for figure in ("packs_per_second", "packs_per_cpu_second", "reads_samples_per_second"):
+    for figure in (
+        "packs_per_second",
+        "packs_per_cpu_second",
+        "reads_samples_per_second",
+        "reads_samples_per_cpu_second",
+    ):
         rate = {case: [_figure(run, figure) for run in runs[case]] for case in CASES}
         results[figure] = {case: statistics.median(values) for case, values in rate.items()}
         results[f"{figure}_tars_vs_prepared"] = statistics.median(t / p for t, p in zip(rate["tars"], rate["prepared"]))
@@ -200,7 +205,7 @@ def run(
 
 
 def _figure(run: dict, figure: str) -> float:
-    return run["reads"]["samples_per_second"] if figure == "reads_samples_per_second" else run[figure]
+    return run["reads"][figure.removeprefix("reads_")] if figure.startswith("reads_") else run[figure]
 
 
 def main(argv: list[str] | None = None) -> int:
