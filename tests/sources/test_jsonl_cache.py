@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bagel_data.errors import IndexCacheWarning
-from bagel_data.sources import jsonl, jsonl_cache
+from bagel_data.sources import jsonl, jsonl_cache, node_cache
 from bagel_data.sources.jsonl import JsonlIndex
 
 
@@ -98,7 +98,7 @@ def test_a_failed_build_leaves_nothing_and_the_next_one_builds(tmp_path, cache, 
     with pytest.raises(OSError, match="disk full"), pytest.warns(IndexCacheWarning, match="disk full"):
         JsonlIndex([path], ["d"], [40])
     assert not list(cache.iterdir())  # no folder, no lock file
-    monkeypatch.setattr(jsonl_cache, "_warned", set())
+    monkeypatch.setattr(node_cache, "_warned", set())
     monkeypatch.setattr(jsonl, "build_arrays", real)
     assert len(JsonlIndex([path], ["d"], [40])) == 40
 

@@ -12,13 +12,9 @@ time (a rewrite in place changes those even where `cp -p` or `rsync -a` put the 
 and a sampled digest of its content (`content_stamp`: whole up to 256 KiB, else head, tail
 and 16 blocks; about 200 KiB read per file, whatever its size).
 
-The cache root is `$BAGEL_DATA_INDEX_CACHE`, by default `bagel-data-index-cache-<uid>` in the
-system's temporary folder (node-local on most clusters, which is what sharing per node
-needs). The root must be a folder of this user's that no one else can write: others could
-plant an index there. A default root that is not is moved aside (this user's) or left alone
-(another user's); a root set in the environment is never moved. Where the root is unsafe or
-cannot be written (no permission, a full disk), the index is built in memory, with one
-warning per root. A folder's arrays are checked before they are used (header, type, length,
+The folders live under the node's cache root (`node_cache`: a per-user folder others cannot
+write; where it is unsafe or cannot be written, the index is built in memory, with one warning
+per root). A folder's arrays are checked before they are used (header, type, length,
 sampled values against the inputs), and a damaged folder is built again.
 `BAGEL_DATA_INDEX_CACHE=off` (any case) builds the index in memory in every process. The
 sort's spilled runs go beside the index while it is built (about the input's size, deleted
@@ -27,29 +23,24 @@ at the end): point the root at a local disk, not a memory-backed `tmpfs`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
-import fcntl
 import functools
 import glob
 import hashlib
 import json
 import os
 import shutil
-import stat
 import tempfile
-import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.lib.format import open_memmap
 
-from ..errors import IndexCacheWarning, StorageSpaceError
-from . import content_stamp, storage
+from ..errors import StorageSpaceError
+from . import content_stamp, node_cache, storage
+from .node_cache import ENV, cache_root, locked  # ENV: also the name the callers set
 
-ENV = "BAGEL_DATA_INDEX_CACHE"
 _FORMAT = 2  # part of every key: raise it when the arrays' layout or meaning changes
 ARRAYS = (("offsets", np.int64), ("line_numbers", np.int32), ("file_ids", np.int32))
 _CHECKED_ENTRIES = 1024  # entries of each folder checked against the inputs before use
@@ -69,21 +60,6 @@ class IndexKind:
     name: str
     arrays: tuple
     fits: Callable[[tuple, Sequence[int]], bool]
-
-
-_warned: set[str] = set()  # roots already warned about in this process
-
-
-def default_root() -> str:
-    return os.path.join(tempfile.gettempdir(), f"bagel-data-index-cache-{os.geteuid()}")
-
-
-def cache_root() -> str | None:
-    """Where indexes are kept, or None when caching is off."""
-    value = os.environ.get(ENV)
-    if value is None:
-        return default_root()
-    return None if value.strip().lower() in ("", "off", "0", "none") else value
 
 
 def _identity(path: str) -> list | None:
@@ -189,66 +165,15 @@ def index_arrays(
     key = _key(files, settings, kind)
     if key is None:
         return in_memory(None, build, kind), None
-    try:
-        trouble = _usable_root(root, moveable=os.environ.get(ENV) is None)
-        if trouble is None:
-            return mapped(root, key, build, [file[1] for file in files], kind)  # type: ignore[index]
-    except OSError as error:
-        trouble = f"it cannot be written ({error.strerror or error}); set {ENV} to a folder with room"
-    label = "JSONL" if kind is JSONL else kind.name
-    _warn_once(root, f"the {label} index cache {root} is not used: {trouble}. The index is built in memory.")
-    return in_memory(None, build, kind), None
-
-
-def _warn_once(root: str, message: str) -> None:
-    if root not in _warned:
-        _warned.add(root)
-        warnings.warn(message, IndexCacheWarning, stacklevel=4)
-
-
-def _usable_root(root: str, moveable: bool) -> str | None:
-    """None when `root` is (made) a folder of this user's that others cannot write, else why
-    not. `moveable`: the default root, moved aside when unsafe and this user's."""
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    info = os.lstat(root) if moveable else os.stat(root)  # a planted link at the default is refused
-    fix = f"set {ENV} to a folder of your own (mode 0700) or to off"
-    if not stat.S_ISDIR(info.st_mode):
-        return f"it is not a folder; {fix}"
-    if info.st_uid != os.geteuid():
-        return f"it belongs to user id {info.st_uid}, not to this user ({os.geteuid()}); {fix}"
-    if info.st_mode & 0o022:
-        if not moveable:
-            return f"others can write it (mode {stat.S_IMODE(info.st_mode):o}); chmod go-w it, or {fix}"
-        aside = f"{root}.unsafe-{os.getpid()}-{time.time_ns()}"
-        os.rename(root, aside)  # kept for a look: what is in it may have been planted
-        os.mkdir(root, 0o700)
-        warnings.warn(f"{root} was writable by others: moved to {aside}", IndexCacheWarning, stacklevel=4)
-    return None
-
-
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    """Hold the lock file `path`. A failed holder removes the file: its waiters see that the
-    file they hold is no longer the one at `path` and take the new one."""
-    while True:
-        handle = open(path, "a+")  # noqa: SIM115 (held across the yield below)
-        fcntl.flock(handle, fcntl.LOCK_EX)  # the other processes of the node wait here
+    trouble = node_cache.root_trouble(root)
+    if trouble is None:
         try:
-            current = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
-        except FileNotFoundError:
-            current = False
-        if current:
-            break
-        handle.close()
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+            return mapped(root, key, build, [file[1] for file in files], kind)  # type: ignore[index]
+        except OSError as error:
+            trouble = f"it cannot be written ({error.strerror or error}); set {ENV} to a folder with room"
+    label = "JSONL" if kind is JSONL else kind.name
+    node_cache.warn_once(root, f"the {label} index cache {root} is not used: {trouble}. The index is built in memory.")
+    return in_memory(None, build, kind), None
 
 
 def mapped(root: str, key: str, build: Build, sizes: Sequence[int], kind: IndexKind | None = None) -> tuple[tuple, str]:
@@ -262,7 +187,7 @@ def mapped(root: str, key: str, build: Build, sizes: Sequence[int], kind: IndexK
         if arrays is not None:
             return arrays, final
         damaged = True
-    with _locked(final + ".lock"):
+    with locked(final + ".lock"):
         # Mapped after the lock is let go: the waiters, woken one at a time, each hold
         # it only to see that the folder is there, not while they map it.
         if damaged and os.path.isdir(final) and checked_arrays(final, sizes, kind) is None:
