@@ -177,6 +177,16 @@ def test_a_folder_of_tars_and_parquet_is_refused_naming_both(tmp_path, tokenizer
         _dataset(tmp_path / "mixed", tokenizer, 1)
 
 
+def test_img2dataset_s_listing_beside_each_tar_is_not_data(tmp_path, tokenizer):
+    paths = _tars(tmp_path / "tars", 2)
+    for path in paths:  # img2dataset's outputs beside each shard
+        (tmp_path / "tars" / path.replace(".tar", ".parquet")).write_bytes(b"PAR1 urls and statuses")
+        (tmp_path / "tars" / path.replace(".tar", "_stats.json")).write_text("{}")
+    dataset = _dataset(tmp_path / "tars", tokenizer, 2)
+    assert dataset.tars and sorted(dataset.data_paths) == paths
+    assert len(_first_pass(dataset)) == 11
+
+
 def test_column_names_are_refused_for_tars(tmp_path, tokenizer):
     t2i_tar(tmp_path / "tars" / "a.tar", 3)
     with pytest.raises(ConfigError, match="image_column = 'jpg': .*parquet tables"):

@@ -2,8 +2,8 @@
 reads, and its samples as the cells of BAGEL's T2I rows.
 
 A T2I `data_dir` whose files are `.tar` shards is read as WebDataset (detected, not
-declared); a folder of `.parquet` files as before; a dataset whose folders hold both is a
-`ConfigError` naming them. A unit is one tar; a sample's address within it is `(block,
+declared; img2dataset's `00000.parquet` listing beside `00000.tar` is not data); a folder of
+`.parquet` files as before; a dataset whose folders hold both is a `ConfigError` naming them. A unit is one tar; a sample's address within it is `(block,
 sample within the block)` (`sources/tar_index.py`). The member and caption rules are
 `prepare t2i`'s (`sources/tar_members.py`), and the cells are the ones its copy stores, so a
 tar read in place gives the samples of its prepared copy.
@@ -33,7 +33,7 @@ def t2i_shard_files(
 ) -> tuple[bool, list[str], dict[str, FileStat]]:
     """(whether the folders hold tars, the units' paths as `num_used_data` repeats them,
     each file's (size, mtime_ns) from the listing), each folder listed once."""
-    listed = {folder: list_parquet_entries(folder, file_order, (".parquet", TAR)) for folder in data_dir_list}
+    listed = {folder: _shards(list_parquet_entries(folder, file_order, (".parquet", TAR))) for folder in data_dir_list}
     tars = [path for entries in listed.values() for path, _ in entries if path.endswith(TAR)]
     tables = [path for entries in listed.values() for path, _ in entries if not path.endswith(TAR)]
     if tars and tables:
@@ -51,6 +51,13 @@ def t2i_shard_files(
         stats.update(entries)
         paths += repeated_files(folder, [path for path, _ in entries], num_used, kind)
     return bool(tars), paths, stats
+
+
+def _shards(entries: list[tuple[str, FileStat]]) -> list[tuple[str, FileStat]]:
+    """The folder's data files: img2dataset writes `00000.parquet` (the shard's listing of
+    urls and statuses) beside `00000.tar`; such a listing is not a table of samples."""
+    tars = {path[: -len(TAR)] for path, _ in entries if path.endswith(TAR)}
+    return [(path, stat) for path, stat in entries if path.endswith(TAR) or path[: -len(".parquet")] not in tars]
 
 
 def _some(paths: list[str]) -> str:
