@@ -17,6 +17,7 @@ from ..sample import SampleBuilder
 from ..sources.parquet import parquet_data_files
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
+from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
 from .worst_case import RowSkip, measured, t2i_worst_length
 
@@ -78,6 +79,9 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     def get_data_paths(self, data_dir_list, num_used_data):
         paths, self.listed_files = parquet_data_files(data_dir_list, num_used_data, file_order=self.file_order)
+        self.parquet_listing = ParquetListing.of(
+            data_dir_list, num_used_data, self.file_order, paths, self.listed_files
+        )
         return paths
 
     def row_depth(self):
@@ -88,6 +92,16 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     def read_source(self):
         return ParquetSource(self.parquet_span, self.parquet_columns)
+
+    def row_extent(self, unit_id, row):
+        """A file's row groups (`row` ()), or the rows of row group `row[0]`."""
+        path = self.epoch_units[unit_id]
+        counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
+        if counts is None:
+            return None  # unreadable: a counted skip when it is read
+        if not row:
+            return "row group", len(counts), path
+        return "row", counts[row[0]], f"{path}, row group {row[0]}"
 
     def parquet_columns(self, names):
         return self.columns if all(name in names for name in self.columns) else None
