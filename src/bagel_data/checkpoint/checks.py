@@ -10,11 +10,11 @@ uniqueness; a failure is a `ResumeError` that names the field.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from ..errors import ResumeError, shown
-from ..sharding import INHERITED_PHASE, phase_work
+from ..sharding import INHERITED_PHASE
 
 _INT_FIELDS = ("packs", "tokens", "data_seed")
 _MAPPING_FIELDS = ("topology", "units", "rng", "cursors", "samples", "skips")
@@ -141,32 +141,24 @@ def _check_one_carry(carry: Any) -> None:
         raise _bad("carry", carry, "one [group, cursor] entry, not a list of entries (one sample is carried)")
 
 
-def check_cursor_ranges(datasets: list, group_names: list[str], cursors: list, buffered: list) -> None:
-    """Each cursor lies in its worker's work list and has the group's length (after the
-    restart plan is applied, so that the phases are known)."""
+class CursorCheck(Protocol):
+    """What a group answers about a cursor (`packing/groups.GroupSource` is one)."""
+
+    def cursor_problem(self, cursor: tuple) -> str | None: ...
+
+
+def check_cursor_ranges(groups: Sequence[CursorCheck], group_names: list[str], cursors: list, buffered: list) -> None:
+    """Each cursor names a row of its worker's walk: in its work list, of the group's length,
+    and within its unit, row group and row (after the restart plan is applied, so that the
+    phases are known); the group says what is wrong (`families/positions.py`)."""
     places = [(f"cursors.{name}", index, cursor) for index, (name, cursor) in enumerate(zip(group_names, cursors))]
     places += [(field, group, cursor) for field, group, cursor in buffered]
     for field, group, cursor in places:
-        dataset = datasets[group]
-        if cursor is None or not hasattr(dataset, "worker_shard"):
+        if cursor is None:
             continue
-        if len(cursor) < 2:
-            raise _bad(field, list(cursor), "a cursor: [phase, index, *row] of ints")
-        phase, index = cursor[0], cursor[1]
-        plan = getattr(dataset, "restart_plan", None)
-        if phase < 0 and plan is None:
-            raise _bad(field, list(cursor), "a restart phase, but the checkpoint has no restart plan")
-        shard = dataset.worker_shard()
-        depth: int | None = 0
-        if phase == INHERITED_PHASE:
-            assert plan is not None  # checked just above
-            length = len(plan.inherited_for(*shard.global_worker))
-        else:
-            length, depth = len(phase_work(shard, plan, phase)), getattr(dataset, "row_depth", lambda: None)()
-        if index >= length:
-            raise _bad(field, list(cursor), f"index {index} is past the {length} item(s) of the worker's work list")
-        if depth is not None and len(cursor) != 2 + depth:
-            raise _bad(field, list(cursor), f"{group_names[group]} cursors have {2 + depth} entries")
+        problem = groups[group].cursor_problem(tuple(cursor))
+        if problem is not None:
+            raise _bad(field, list(cursor), problem)
 
 
 def check_waiting_drawn(group_names: list[str], cursors: list, waiting: list) -> None:
