@@ -95,7 +95,8 @@ def dataset(data_dir: Path, units: int, size: int, read_ahead: int):
 
 
 def steady(data_dir: Path, units: int, size: int, delay: float, warmup: int, packs: int) -> dict:
-    """Packs per second after `warmup` packs, with the read-ahead an object store gets by default."""
+    """Packs per second after `warmup` packs, with the read-ahead a remote store gets by
+    default (the delayed storage stands in for one, on local paths)."""
     with delayed_storage(delay):
         packed = dataset(data_dir, units, size, READ_AHEAD_BYTES)
         stream = iter(packed)
