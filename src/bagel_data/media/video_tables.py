@@ -3,7 +3,7 @@
 Matroska and WebM carry no per-packet index: counting their frames means demuxing every
 packet, and on an object store that fetches the whole file. The first process on a node
 that needs a remote file's table demuxes it while holding a lock file and writes the table
-beside the JSONL indexes (`$BAGEL_DATA_INDEX_CACHE`, sources/jsonl_cache.py); the node's
+beside the JSONL indexes (`$BAGEL_DATA_INDEX_CACHE`, sources/node_cache.py); the node's
 other processes, and later runs, read it there and fetch only what they decode.
 
 The Cues and the track's DefaultDuration would give a count without the demux, but not an
@@ -33,7 +33,7 @@ from typing import BinaryIO
 import numpy as np
 
 from ..errors import StorageOptionsError
-from ..sources import jsonl_cache, storage
+from ..sources import node_cache, storage
 from .video_probe import FrameTable
 
 FOLDER = "video-tables"
@@ -60,7 +60,7 @@ def _count(key: str) -> None:
 def shared_table(path: str, handle: BinaryIO, demux: Callable[[], FrameTable]) -> FrameTable:
     """The table of the remote video `path` (open as `handle`) from the node's cache, or
     `demux()`-ed and stored there by the one process of the node that gets the lock."""
-    folder = jsonl_cache.shared_folder(FOLDER)
+    folder = node_cache.shared_folder(FOLDER)
     if folder is None:
         _count("unshared")
         return demux()
@@ -69,14 +69,14 @@ def shared_table(path: str, handle: BinaryIO, demux: Callable[[], FrameTable]) -
     if table is not None:
         return table
     lock = file + ".lock"
-    with jsonl_cache.locked(lock):
+    with node_cache.locked(lock):
         table = read_table(file)  # another process may have built it while this one waited
         if table is None:
             table = demux()
             _count("demuxed")
             write_table(file, table)
         # Removed while held: a waiter on this lock file sees that it is gone and takes a
-        # new one (jsonl_cache.locked), then finds the table; no lock file is left behind.
+        # new one (node_cache.locked), then finds the table; no lock file is left behind.
         with contextlib.suppress(OSError):
             os.unlink(lock)
     return table
