@@ -22,6 +22,7 @@ from ..sources import storage
 
 if TYPE_CHECKING:
     from ..checkpoint.restart import GroupRestart
+    from .parquet_units import ParquetListing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,8 @@ class UnitDataset(torch.utils.data.IterableDataset):
     rank_unit_ids: range
     num_files_per_rank: int
     data_status: list | None
+    # What a parquet family listed (`families/parquet_units.py`); None for the others.
+    parquet_listing: ParquetListing | None = None
 
     def __init__(
         self,
@@ -186,6 +189,26 @@ class UnitDataset(torch.utils.data.IterableDataset):
     def unit_label(self, unit_id: int) -> str:
         """The unit at `unit_id` of the epoch order, as error messages name it."""
         return str(self.epoch_units[unit_id])
+
+    # -- positions (`families/positions.py`) -------------------------------------------------
+    def row_depth(self) -> int | None:
+        """How many ints address a row within a unit (`_unit_samples`' row); None: unknown."""
+        return None
+
+    def row_extent(self, unit_id: int, row: tuple) -> tuple[str, int, str] | None:
+        """The level of a row address after `row` within unit `unit_id`: (its name, how many
+        entries it holds, where that is), e.g. ("row group", 3, "a.parquet") for `row` ();
+        None where the family cannot tell (a unit of one line has no levels)."""
+        return None
+
+    def reference_units_mismatch(self) -> str | None:
+        """Why the reference would have taken other units than this group's (None: the same)."""
+        listing = self.parquet_listing
+        if listing is None:
+            return None
+        if "_reference_units_mismatch" not in self.__dict__:  # lists the folders again: once
+            self._reference_units_mismatch = listing.reference_mismatch()
+        return self._reference_units_mismatch
 
     # -- per-sample randomness -----------------------------------------------------------
     def row_random(self, unit_id: int, *position: int) -> RowRandom:

@@ -20,6 +20,7 @@ from ..checkpoint.state import PackState
 from ..compat import CompatPolicy, RandomSource, SeededRandom
 from ..errors import SkipLog, SkipReason
 from ..families.base import DistributedIterableDataset
+from ..families.positions import cursor_problem, reference_mismatch
 from ..sample import Draw, Dropout
 from ..sharding import stable_hash
 from .config import PackingConfig
@@ -71,6 +72,14 @@ class GroupSource:
     def unit_count(self) -> int:
         return 0
 
+    def cursor_problem(self, cursor: tuple) -> str | None:
+        """Why `cursor` names no row of this worker (a stand-in cannot tell: None)."""
+        return None
+
+    def reference_mismatch(self) -> str | None:
+        """Why a reference position would name another row here (a stand-in cannot tell)."""
+        return None
+
     def set_restart_plan(self, plan) -> None:
         self.dataset.restart_plan = plan
 
@@ -119,6 +128,12 @@ class FamilyGroup(GroupSource):
 
     def unit_count(self):
         return len(self.dataset.epoch_units)
+
+    def cursor_problem(self, cursor):
+        return cursor_problem(self.dataset, cursor)
+
+    def reference_mismatch(self):
+        return reference_mismatch(self.dataset)
 
     def set_epoch(self, seed):
         self.dataset.set_epoch(seed)
