@@ -127,8 +127,12 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "config": config,
     "mixing": mixing,
     "read-ahead": argv_command("bagel_bench.read_ahead", "The read-ahead at a round-trip delay per open and read"),
+    "read-ahead-load": argv_command(
+        "bagel_bench.read_ahead_load", "The read-ahead's first batch, local cost, small shards"
+    ),
     "video": argv_command("bagel_bench.video", "One video sample's CPU seconds, mp4 and Matroska, against decord"),
     "seams": argv_command("bagel_bench.seams", "What the library's seams cost with nothing attached"),
+    "tars": argv_command("bagel_bench.tars", "WebDataset tars in place vs their prepared copy, and at +20 ms"),
 }
 
 app = typer.Typer(add_completion=False, help="Measure the pipeline (`bench` alone: `bench run`).")

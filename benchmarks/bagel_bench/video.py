@@ -6,7 +6,8 @@ threads) of `FrameSampler(max_num_frames=8, min_num_frames=8, sample="middle")`,
 sampler's table cache emptied before each round so every round demuxes the file as a first
 read does; the same frames through decord, the reference's reader, when it is installed
 (it is not a dependency); and the bytes and round trips the long mp4 and Matroska cost when
-read as an object store serves them (`--delay` seconds per read, 20 ms by default).
+read as an object store serves them (`--delay` seconds per read, 20 ms by default), by the
+first reader on a node and by the others, which find the frame table in the node's cache.
 Figures are medians of `--rounds` rounds; they are printed and written as JSON.
 """
 
@@ -29,6 +30,8 @@ import numpy as np
 from bagel_data.media import video
 from bagel_data.media.video_decode import decode_counts, decode_from_start
 from bagel_data.sources import storage
+
+from .slow_reads import DelayedFile, Tally
 
 WIDTH, HEIGHT, RATE, GOP = 640, 360, 30, 60
 FULL_SECONDS, QUICK_SECONDS = (20, 240), (5, 60)
@@ -130,49 +133,17 @@ def decord_reader(path: Path) -> Callable[[], object] | None:
     return read
 
 
-class _StoreFile(io.RawIOBase):
-    """A local file read as an object store serves it: each read one round trip, counted."""
-
-    def __init__(self, path: str, delay: float, tally: dict[str, int]):
-        super().__init__()
-        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
-        self.delay, self.tally = delay, tally
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def readinto(self, buffer) -> int:
-        time.sleep(self.delay)
-        data = self._file.read(len(buffer))
-        buffer[: len(data)] = data
-        self.tally["reads"] += 1
-        self.tally["bytes"] += len(data)
-        return len(data)
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
-
-
 @contextlib.contextmanager
-def object_store(delay: float, tally: dict[str, int]) -> Iterator[None]:
-    """`benchstore://<local path>` opens as a _StoreFile while the block runs."""
+def object_store(delay: float, tally: Tally) -> Iterator[None]:
+    """`benchstore://<local path>` opens as a `DelayedFile` (each open and read one round
+    trip, counted in `tally`) while the block runs."""
     original = storage.open_input
 
     def open_input(path: str):
         if path.startswith(_SCHEME):
             time.sleep(delay)  # the request that finds the object and its size
-            tally["opens"] += 1
-            return io.BufferedReader(_StoreFile(path[len(_SCHEME) :], delay, tally), 64 << 10)
+            tally.add("opens")
+            return io.BufferedReader(DelayedFile(path[len(_SCHEME) :], delay, tally=tally), 64 << 10)
         return original(path)
 
     storage.open_input = open_input
@@ -183,13 +154,35 @@ def object_store(delay: float, tally: dict[str, int]) -> Iterator[None]:
 
 
 def remote_read(path: Path, delay: float) -> dict:
-    tally = {"opens": 0, "reads": 0, "bytes": 0}
-    video._TABLES.clear()
-    start, cpu = time.perf_counter(), time.process_time()
-    with object_store(delay, tally):
-        SAMPLER(_SCHEME + str(path), np.random.default_rng(0))
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {**tally, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "file_bytes": path.stat().st_size}
+    """Bytes, round trips and seconds of one sample read from the object store: `cold`, as
+    the first reader on a node (it demuxes the file for its frame table), then `warm`, as
+    any other process of the node (its table read from the node's cache, video_tables)."""
+    from bagel_data.sources.node_cache import ENV
+
+    results = {}
+    with tempfile.TemporaryDirectory() as node_cache, _environment(ENV, node_cache):
+        for reader in ("cold", "warm"):
+            tally = Tally()
+            video._TABLES.clear()  # a process of its own: nothing in its memory
+            start, cpu = time.perf_counter(), time.process_time()
+            with object_store(delay, tally):
+                SAMPLER(_SCHEME + str(path), np.random.default_rng(0))
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            results[reader] = {**tally.counts(), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+    return {**results, "file_bytes": path.stat().st_size}
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def _median(values: list[float]) -> float:

@@ -101,6 +101,11 @@ class SkipReason(str, enum.Enum):
     ROW_GROUP_UNREADABLE = "row_group_unreadable"
     ROW_FAILED = "row_raised_unexpected_error"
     IMAGE_UNREADABLE = "image_file_unreadable"
+    # The sample rules of WebDataset tars and sidecar captions, which `prepare` and the
+    # in-place tar reader share (`sources/tar_members.py`, `sources/captions.py`).
+    NO_CAPTION = "no_caption"
+    CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
+    MEMBER_TWICE = "tar_member_given_twice"
 
 
 _REASON_VALUES = {reason.value for reason in SkipReason}
@@ -168,6 +173,19 @@ class BadSampleError(BagelDataError):
         if self.location is None:
             return type(self), (str(self),)
         return type(self), (self.reason, self.location, self.detail)
+
+
+class RowDropped(BagelDataError):
+    """A row that cannot be used, with why (a `SkipReason`, or a reason of `prepare`'s own)
+    and the particulars: raised by the rules `prepare` and the readers share; `prepare`
+    records it in its report, a reader counts it in its `SkipLog`."""
+
+    def __init__(self, reason: enum.Enum, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+    def __reduce__(self):  # rows travel pickled to the workers of `prepare --engine ray`
+        return (RowDropped, (self.reason, self.detail))
 
 
 class TooManyFailuresError(BagelDataError):

@@ -5,12 +5,19 @@
 * `linear_rgb_profile()`: an ICC v2 RGB profile with sRGB's primaries and a linear (gamma
   1.0) tone curve, written field by field (ICC.1:2001-04): a value of 128 in it is 50 %
   light, which sRGB encodes as 188;
+* `cmyk_press_profile(red_ink)`: an ICC v2 CMYK printer profile (a 2-point Lab grid): each
+  ink corner shows as the subtractive mix of its inks, but full magenta + yellow (red ink)
+  shows as the sRGB colour `red_ink`, as a real press's duller red does;
+* `png16(values, ...)`: a 16-bit RGB or RGBA PNG (Pillow cannot write one), its rows
+  filtered None, Sub and Up in turn;
 * `animated(fmt, colours)`: a GIF or WebP with one solid frame per colour.
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
+import zlib
 
 import numpy as np
 from PIL import Image
@@ -64,13 +71,41 @@ def linear_rgb_profile(description: str = "Linear RGB (test)") -> bytes:
     tags = [(b"desc", _description(description)), (b"wtpt", _xyz(_D50))]
     tags += [(name, _xyz(xyz)) for name, xyz in _PRIMARIES.items()]
     tags += [(name, gamma_one) for name in (b"rTRC", b"gTRC", b"bTRC")]
+    return _profile(b"mntr", b"RGB ", b"XYZ ", tags)
+
+
+def srgb_to_lab(rgb: tuple[float, float, float]) -> np.ndarray:
+    """CIELAB (D50, as the ICC's PCS) of an 8-bit sRGB colour, from the sRGB standard's curve
+    and its D50-adapted primaries."""
+    c = np.asarray(rgb, float) / 255
+    linear = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    xyz = np.asarray(list(_PRIMARIES.values())).T @ linear / np.asarray(_D50)
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.asarray([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def cmyk_press_profile(red_ink: tuple[int, int, int], description: str = "CMYK press (test)") -> bytes:
+    corners = b""
+    for c, m, y, k in itertools.product((0, 1), repeat=4):  # C varies slowest, as lut8 lists them
+        shown = red_ink if (c, m, y, k) == (0, 1, 1, 0) else tuple(255 * (1 - ink) * (1 - k) for ink in (c, m, y))
+        lab = srgb_to_lab(shown)
+        corners += bytes(round(float(v)) for v in (lab[0] * 255 / 100, lab[1] + 128, lab[2] + 128))
+    identity = bytes(range(256))
+    lut8 = b"mft1\0\0\0\0" + struct.pack(">BBBB", 4, 3, 2, 0)
+    lut8 += b"".join(_s15(float(i == j)) for i in range(3) for j in range(3))
+    lut8 += identity * 4 + corners + identity * 3
+    tags = [(b"desc", _description(description)), (b"wtpt", _xyz(_D50)), (b"A2B0", lut8)]
+    return _profile(b"prtr", b"CMYK", b"Lab ", tags)
+
+
+def _profile(device_class: bytes, space: bytes, pcs: bytes, tags: list[tuple[bytes, bytes]]) -> bytes:
     offset = 128 + 4 + 12 * len(tags)
     table, data = b"", b""
     for name, body in tags:
         table += name + struct.pack(">II", offset + len(data), len(body))
         data += body + bytes(-len(body) % 4)
     size = offset + len(data)
-    header = struct.pack(">I4sI4s4s4s", size, b"none", 0x02100000, b"mntr", b"RGB ", b"XYZ ")
+    header = struct.pack(">I4sI4s4s4s", size, b"none", 0x02100000, device_class, space, pcs)
     header += bytes(12) + b"acsp" + bytes(4 + 4 + 4 + 4 + 8 + 4) + b"".join(_s15(v) for v in _D50)
     header += bytes(128 - len(header))
     return header + struct.pack(">I", len(tags)) + table + data
@@ -80,3 +115,26 @@ def animated(fmt: str, colours: list[tuple[int, int, int]], size=(8, 8)) -> byte
     frames = [Image.new("RGB", size, colour) for colour in colours]
     params = {"lossless": True} if fmt == "WEBP" else {}
     return encode(frames[0], fmt, save_all=True, append_images=frames[1:], duration=100, loop=0, **params)
+
+
+def png16(values: np.ndarray, transparency: tuple[int, int, int] | None = None) -> bytes:
+    """A PNG of `values` ((H, W, 3) or (H, W, 4), 0..65535) at 16 bits a channel."""
+    height, width, channels = values.shape
+    step = 2 * channels  # the bytes of a pixel, which the Sub filter looks back by
+    rows = [values[r].astype(">u2").tobytes() for r in range(height)]
+    raw = b""
+    for r, row in enumerate(rows):
+        data = np.frombuffer(row, np.uint8).astype(np.int32)
+        kind = r % 3 if r else r % 2  # the first row has no row above for Up
+        if kind == 1:
+            data = data - np.concatenate([np.zeros(step, np.int32), data[:-step]])
+        elif kind == 2:
+            data = data - np.frombuffer(rows[r - 1], np.uint8)
+        raw += bytes([kind]) + (data % 256).astype(np.uint8).tobytes()
+    colour_type = 6 if channels == 4 else 2
+    chunks = [(b"IHDR", struct.pack(">IIBBBBB", width, height, 16, colour_type, 0, 0, 0))]
+    if transparency is not None:
+        chunks.append((b"tRNS", struct.pack(">HHH", *transparency)))
+    chunks += [(b"IDAT", zlib.compress(raw)), (b"IEND", b"")]
+    body = b"".join(struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d)) for t, d in chunks)
+    return b"\x89PNG\r\n\x1a\n" + body

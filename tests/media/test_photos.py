@@ -12,6 +12,9 @@ import io
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from PIL import Image
 
 from bagel_data.errors import SkipLog
@@ -20,7 +23,7 @@ from bagel_data.media.fast_decode import ORIGINAL_SIZE_KEY
 from bagel_data.media.images import ImageTransform, decode_image
 from bagel_data.media.photos import exif_orientation, in_srgb
 from helpers.builders import encode, write_t2i
-from helpers.photos import animated, cmyk_jpeg, linear_rgb_profile, oriented_jpeg, ycck_jpeg
+from helpers.photos import animated, cmyk_jpeg, cmyk_press_profile, linear_rgb_profile, oriented_jpeg, png16, ycck_jpeg
 
 
 def reference_steps(data: bytes) -> np.ndarray:
@@ -91,7 +94,54 @@ def test_cmyk_and_ycck_jpegs_read_as_their_colour_in_both_modes(make):
     assert (np.abs(viewer.astype(int) - (255, 0, 0)) <= 2).all()
 
 
+def test_a_cmyk_jpeg_with_a_profile_shows_its_press_colour_by_default_and_pillows_in_compat():
+    profile = cmyk_press_profile(red_ink=(200, 30, 40))
+    red_ink, paper = (cmyk_jpeg(ink, icc_profile=profile) for ink in ((0, 255, 255, 0), (0, 0, 0, 0)))
+    viewer, reference = both(red_ink)
+    # The profile's red ink (8-bit Lab grid: a level or two of rounding); compat converts as
+    # Pillow does without a profile, as the reference's pil_img2rgb does.
+    assert (np.abs(viewer.astype(int) - (200, 30, 40)) <= 3).all(), viewer[0, 0]
+    assert (np.abs(reference.astype(int) - (255, 0, 0)) <= 2).all()
+    viewer, reference = both(paper)
+    assert (viewer >= 253).all() and (reference >= 253).all()
+
+
 # -- 16-bit PNG ------------------------------------------------------------------------------
+def scaled(values: np.ndarray) -> np.ndarray:
+    """16-bit values to 8 bits, rounded: v * 255 / 65535."""
+    return (values.astype(np.int64) * 255 + 32767) // 65535
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=hnp.arrays(np.uint16, st.tuples(st.integers(1, 5), st.integers(1, 6), st.just(3))))
+def test_16_bit_rgb_png_is_scaled_from_all_16_bits_by_default(values):
+    viewer, reference = both(png16(values))
+    np.testing.assert_array_equal(viewer, scaled(values))
+    np.testing.assert_array_equal(reference, values >> 8)  # Pillow keeps the high bytes
+
+
+def test_16_bit_rgb_png_values_where_the_high_byte_is_a_level_off():
+    values = np.array([[[129, 300, 65280], [0, 32896, 65535]]], np.uint16)
+    viewer, reference = both(png16(values))
+    assert viewer.tolist() == [[[1, 1, 254], [0, 128, 255]]]
+    assert reference.tolist() == [[[0, 1, 255], [0, 128, 255]]]
+
+
+def test_16_bit_rgba_png_is_scaled_then_composited_on_white_by_default():
+    colour = np.array([[[129, 40000, 65407], [129, 40000, 65407]]], np.uint16)
+    alpha = np.array([[[65535], [0]]], np.uint16)
+    viewer, reference = both(png16(np.concatenate([colour, alpha], -1)))
+    assert viewer.tolist() == [[scaled(colour[0, 0]).tolist(), [255, 255, 255]]]
+    assert reference.tolist() == [[(colour[0, 0] >> 8).tolist(), [255, 255, 255]]]
+
+
+def test_16_bit_rgb_png_transparent_colour_is_white_by_default():
+    values = np.array([[[1000, 2000, 3000], [1000, 2000, 3001]]], np.uint16)
+    viewer, _ = both(png16(values, transparency=(1000, 2000, 3000)))
+    # Only the exact 16-bit colour is transparent: its neighbour one step off stays.
+    assert viewer.tolist() == [[[255, 255, 255], scaled(values[0, 1]).tolist()]]
+
+
 def test_16_bit_grey_png_is_scaled_by_default_and_clipped_as_the_reference_does():
     values = np.array([[0, 30000, 65535]], np.uint16)
     viewer, reference = both(encode(Image.fromarray(values)))

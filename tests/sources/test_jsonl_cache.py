@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bagel_data.errors import IndexCacheWarning
-from bagel_data.sources import jsonl, jsonl_cache
+from bagel_data.sources import jsonl, jsonl_cache, node_cache
 from bagel_data.sources.jsonl import JsonlIndex
 
 
@@ -98,7 +98,7 @@ def test_a_failed_build_leaves_nothing_and_the_next_one_builds(tmp_path, cache, 
     with pytest.raises(OSError, match="disk full"), pytest.warns(IndexCacheWarning, match="disk full"):
         JsonlIndex([path], ["d"], [40])
     assert not list(cache.iterdir())  # no folder, no lock file
-    monkeypatch.setattr(jsonl_cache, "_warned", set())
+    monkeypatch.setattr(node_cache, "_warned", set())
     monkeypatch.setattr(jsonl, "build_arrays", real)
     assert len(JsonlIndex([path], ["d"], [40])) == 40
 
@@ -127,9 +127,9 @@ def test_the_lock_is_let_go_before_the_index_is_mapped(tmp_path, cache, monkeypa
     held: list[bool] = []
     real_open = jsonl_cache.checked_arrays
 
-    def probing_open(folder: str, sizes):
+    def probing_open(folder: str, sizes, *kind):
         if not os.path.exists(folder + ".lock"):  # the first look, before any lock exists
-            return real_open(folder, sizes)
+            return real_open(folder, sizes, *kind)
         with open(folder + ".lock", "a+") as probe:  # a second open file: a held lock blocks it
             try:
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -138,7 +138,7 @@ def test_the_lock_is_let_go_before_the_index_is_mapped(tmp_path, cache, monkeypa
             else:
                 fcntl.flock(probe, fcntl.LOCK_UN)
                 held.append(False)
-        return real_open(folder, sizes)
+        return real_open(folder, sizes, *kind)
 
     monkeypatch.setattr(jsonl_cache, "checked_arrays", probing_open)
     assert len(JsonlIndex([path], ["d"], [40])) == 40  # built, then mapped

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bagel_data.errors import IndexCacheWarning, StorageSpaceError
-from bagel_data.sources import jsonl_cache
+from bagel_data.sources import jsonl_cache, node_cache
 from bagel_data.sources.jsonl import JsonlIndex
 
 
@@ -40,7 +40,7 @@ def expected(path, count):
 def cache(tmp_path, monkeypatch):
     root = tmp_path / "cache"
     monkeypatch.setenv(jsonl_cache.ENV, str(root))
-    monkeypatch.setattr(jsonl_cache, "_warned", set())
+    monkeypatch.setattr(node_cache, "_warned", set())
     return root
 
 
@@ -51,7 +51,7 @@ def default_cache(tmp_path, monkeypatch):
     temp.mkdir()
     monkeypatch.delenv(jsonl_cache.ENV, raising=False)
     monkeypatch.setattr(jsonl_cache.tempfile, "gettempdir", lambda: str(temp))
-    monkeypatch.setattr(jsonl_cache, "_warned", set())
+    monkeypatch.setattr(node_cache, "_warned", set())
     return temp / f"bagel-data-index-cache-{os.geteuid()}"
 
 
@@ -111,7 +111,7 @@ def test_another_users_root_gives_a_warning_and_an_index_in_memory(tmp_path, def
     plant(default_cache, path)
     owner = os.stat(default_cache).st_uid
     monkeypatch.setattr(jsonl_cache.os, "geteuid", lambda: owner + 1000)  # we are someone else
-    monkeypatch.setattr(jsonl_cache, "default_root", lambda: str(default_cache))
+    monkeypatch.setattr(node_cache, "default_root", lambda: str(default_cache))
     with pytest.warns(IndexCacheWarning, match=f"belongs to user id {owner}"):
         index = JsonlIndex([path], ["d"], [40])
     assert index._mapped is None and texts(index) == expected(path, 40)
@@ -126,7 +126,7 @@ def test_a_lock_it_may_not_open_gives_a_warning_not_a_permission_error(tmp_path,
             raise PermissionError(errno.EACCES, "Permission denied", name)
         return real_open(name, *args, **kwargs)
 
-    monkeypatch.setattr(jsonl_cache, "open", no_lock, raising=False)
+    monkeypatch.setattr(node_cache, "open", no_lock, raising=False)
     with pytest.warns(IndexCacheWarning, match="cannot be written"):
         index = JsonlIndex([path], ["d"], [40])
     assert index._mapped is None and texts(index) == expected(path, 40)

@@ -63,6 +63,7 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
             raise _bad(f"buffer[{index}]", entry, "the same row twice in the buffer (it would be packed twice)")
         seen.add(row)
     if saved.get("carry") is not None:
+        _check_one_carry(saved["carry"])
         carry = _entry("carry", saved["carry"], group_names)
         if carry in seen:
             raise _bad("carry", saved["carry"], "the carried row is also in the buffer")
@@ -107,7 +108,32 @@ def _check_cursor(field: str, cursor: Any, allow_none: bool) -> None:
     if not isinstance(cursor, (list, tuple)) or not cursor or not all(_is_int(v) for v in cursor):
         raise _bad(field, cursor, "a cursor: [phase, index, *row] of ints")
     if cursor[0] < INHERITED_PHASE or any(value < 0 for value in cursor[1:]):
-        raise _bad(field, cursor, f"phase >= {INHERITED_PHASE} and a non-negative index and row")
+        raise _bad(field, cursor, f"phase >= {INHERITED_PHASE} and a non-negative index and row ({_negative(cursor)})")
+
+
+def _cursor_part(position: int, length: int) -> str:
+    """What entry `position` of a cursor of `length` entries is: `[phase, unit, row]` for
+    a unit of lines, `[phase, unit, row group, row]` for a parquet unit."""
+    if position == 0:
+        return "the phase"
+    if position == 1:
+        return "the unit (index in the worker's work list)"
+    if position == length - 1:
+        return "the row"
+    return "the row group" if position == length - 2 else f"entry {position}"
+
+
+def _negative(cursor: Any) -> str:
+    """The first out-of-range entry of a cursor, by name: a hand edit is found at once."""
+    position = next(i for i, value in enumerate(cursor) if value < (INHERITED_PHASE if i == 0 else 0))
+    return f"{_cursor_part(position, len(cursor))} is {cursor[position]}"
+
+
+def _check_one_carry(carry: Any) -> None:
+    """The carry is one entry, the sample that opens the next pack: a list of entries in its
+    place (a row carried twice, or several rows) is refused as such, not as an unknown group."""
+    if isinstance(carry, (list, tuple)) and carry and all(isinstance(item, (list, tuple, Mapping)) for item in carry):
+        raise _bad("carry", carry, "one [group, cursor] entry, not a list of entries (one sample is carried)")
 
 
 class CursorCheck(Protocol):

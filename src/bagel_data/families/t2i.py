@@ -1,6 +1,7 @@
-"""Text-to-image pretraining: parquet shards of (image bytes, JSON captions).
+"""Text-to-image pretraining: parquet shards of (image bytes, JSON captions), or WebDataset
+tars read in place (`families/t2i_tars.py`).
 
-Units are parquet files; a sample is one caption (text, classifier-free-guidance dropout
+Units are parquet files (or tars: a sample's row is then `(block, sample within it)`); a sample is one caption (text, classifier-free-guidance dropout
 allowed) followed by the image as a VAE generation target. Position of a sample:
 `[file index in this worker's list, row group, row within the group]`; its row within the
 unit is `(row group, row)`.
@@ -14,11 +15,11 @@ from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
-from ..sources.parquet import parquet_data_files
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
+from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
 from .worst_case import RowSkip, measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -44,6 +45,7 @@ class T2IIterableDataset(DistributedIterableDataset):
     # `caption_column` read a user's table (Hugging Face parquet) in place: `_table_cells`.
     GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column"})
     parallel_rebuild = True  # a row is built from locals only (see the base class)
+    tars = False  # set by `get_data_paths`: the data_dir holds WebDataset tars
 
     def __init__(
         self,
@@ -72,16 +74,19 @@ class T2IIterableDataset(DistributedIterableDataset):
         # BAGEL's own columns unless the group names a table's (checked now where the
         # first file's footer is local; a remote one when a worker opens it).
         self.table = None
-        if image_column is not None or caption_column is not None:
+        if self.tars:
+            check_no_columns(image_column, caption_column)
+        elif image_column is not None or caption_column is not None:
             self.table = local_table_columns(self.data_paths, image_column, caption_column)
         self.columns = COLUMNS if self.table is None else self.table
         self.set_epoch()
 
     def get_data_paths(self, data_dir_list, num_used_data):
-        paths, self.listed_files = parquet_data_files(data_dir_list, num_used_data, file_order=self.file_order)
-        self.parquet_listing = ParquetListing.of(
-            data_dir_list, num_used_data, self.file_order, paths, self.listed_files
-        )
+        self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
+        if not self.tars:  # the reference reads no tars: their positions are only ever ours
+            self.parquet_listing = ParquetListing.of(
+                data_dir_list, num_used_data, self.file_order, paths, self.listed_files
+            )
         return paths
 
     def row_depth(self):
@@ -91,10 +96,15 @@ class T2IIterableDataset(DistributedIterableDataset):
         return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
 
     def read_source(self):
+        if self.tars:
+            return TarSource(self.epoch_units.__getitem__)
         return ParquetSource(self.parquet_span, self.parquet_columns)
 
     def row_extent(self, unit_id, row):
-        """A file's row groups (`row` ()), or the rows of row group `row[0]`."""
+        """A file's row groups (`row` ()), or the rows of row group `row[0]`; a tar's blocks
+        are not counted here (its reads skip what is not there)."""
+        if self.tars:
+            return None
         path = self.epoch_units[unit_id]
         counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
         if counts is None:
@@ -107,13 +117,20 @@ class T2IIterableDataset(DistributedIterableDataset):
         return self.columns if all(name in names for name in self.columns) else None
 
     def describe_row(self, unit, row):
-        return f"{unit}, row group {row[0]}, row {row[1]}"
+        return f"{unit}, {'block' if self.tars else 'row group'} {row[0]}, {'sample' if self.tars else 'row'} {row[1]}"
+
+    def _located_rows(self, path: str, start, log, single: bool = False):
+        """(row group or block, row, cells, location) of a unit's rows from `start` on."""
+        group_start, row_start = start or (0, 0)
+        if self.tars:
+            yield from tar_rows(self.reads, path, group_start, row_start, log, single)
+            return
+        for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
+            yield row_group, row, cells, f"{path}, row group {row_group}, row {row}"
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         path = self.epoch_units[unit_id]
-        group_start, row_start = start or (0, 0)
-        for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
-            location = f"{path}, row group {row_group}, row {row}"
+        for row_group, row, cells, location in self._located_rows(path, start, log, single):
             draw = self.row_random(unit_id, pass_index, row_group, row)
             builder = self._guarded(log, location, self.build_sample, cells, draw.rng, location, log)
             if builder is not None:
@@ -123,8 +140,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         """Each row at its longest caption (the run draws one of them)."""
         path = self.epoch_units[unit_id]
         rows = (
-            (f"{path}, row group {row_group}, row {row}", lambda c=cells: self._worst_length(c))
-            for row_group, row, cells in self._rows(path, 0, 0, log)
+            (location, lambda c=cells: self._worst_length(c))
+            for _, _, cells, location in self._located_rows(path, None, log)
         )
         return measured(rows, log)
 

@@ -18,6 +18,7 @@ import torch
 from ..compat import CompatPolicy
 from ..errors import ConfigError, SkipLog
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
+from ..sources import storage
 
 if TYPE_CHECKING:
     from ..checkpoint.restart import GroupRestart
@@ -70,6 +71,7 @@ class UnitDataset(torch.utils.data.IterableDataset):
         # (size, mtime_ns) of input files from their folders' listings, set by the parquet
         # families: travels to the workers, so none of them asks the store for each file.
         self.listed_files: dict[str, tuple[int, int | None]] = {}
+        self._reads_remote: bool | None = None  # `reads_remote`, found on first use
         self.epoch_seed = 42
         # The epoch order and what it was made from (seed, units object, count): `epoch_units`
         # makes it on first use, so the constructor's set_epoch(42) and an entrance's repeated
@@ -164,6 +166,15 @@ class UnitDataset(torch.utils.data.IterableDataset):
     def input_paths(self) -> list[str]:
         """The files this group reads (a checkpoint records them with their sizes)."""
         return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in self.data_paths or ()})
+
+    def reads_remote(self) -> bool:
+        """Whether this group reads files over a network (an object store, HDFS, a URI of
+        fsspec's): its inputs, or the folders its media are read from. Reading ahead pays
+        there; on local disk it buys nothing (`Settings.stream_read_ahead`)."""
+        if self._reads_remote is None:
+            folders = [*getattr(self, "data_dir_list", ()), *getattr(self.data_paths, "image_dirs", ())]
+            self._reads_remote = any(storage.is_remote(str(path)) for path in [*self.input_paths(), *folders])
+        return self._reads_remote
 
     def input_record(self) -> dict:
         """`checkpoint.inputs.input_record` of this group's files, computed once per process."""

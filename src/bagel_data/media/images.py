@@ -21,7 +21,7 @@ from PIL import Image
 from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
 from ..instruments import seam
 from .convert import PendingImage
-from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb
+from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb, wide_png_to_8bit
 from .resize import RESIZE_BACKENDS, resize_rgbx
 from .safe_read import ALLOWED_IMAGE_FORMATS, image_stream, open_image
 
@@ -66,10 +66,11 @@ def decode_image(
         image = open_image(image_stream(source), max_pixels)
         if as_reference:
             return _to_rgb(image, draft_size, reference_rgb)
-        orientation = exif_orientation(image)
+        picture = wide_png_to_8bit(image)  # before reading EXIF: a PNG's getexif() decodes the pixels
+        orientation = exif_orientation(picture)
         if draft_size is not None and swaps_sides(orientation):
             draft_size = _sideways(draft_size)
-        return upright(_to_rgb(image, draft_size, viewer_rgb), orientation)
+        return upright(_to_rgb(picture, draft_size, viewer_rgb), orientation)
     except Image.UnidentifiedImageError:
         raise ImageDecodeError(f"not an image in an allowed format ({', '.join(ALLOWED_IMAGE_FORMATS)})") from None
     except Image.DecompressionBombError as exc:  # a GIF frame past the program's own Pillow limit

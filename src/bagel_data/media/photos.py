@@ -9,9 +9,14 @@ Two conversions, one per mode (`decode_image(..., as_reference=...)`):
   Pillow's `convert("RGB")`, which drops LA's alpha, clips 16-bit values to white and
   converts CMYK without a profile; EXIF orientation and ICC profiles are ignored.
 * `viewer_rgb` (the default): what an image viewer shows. Any alpha (RGBA, LA, PA, a
-  `transparency` entry) is composited on white, 16-bit grey is scaled to 8 bits, an
-  embedded ICC profile (RGB or CMYK) is converted to sRGB; the caller then turns the image
-  upright with `exif_orientation` and `upright`.
+  `transparency` entry) is composited on white, 16-bit grey and 16-bit RGB(A) PNGs are
+  scaled to 8 bits from all 16 bits, an embedded ICC profile (RGB or CMYK) is converted to
+  sRGB; the caller then turns the image upright with `exif_orientation` and `upright`.
+
+Pillow has no 16-bit colour mode: it opens a 16-bit RGB or RGBA PNG as 8-bit RGB(A) that
+keeps each value's high byte (v // 256, up to one level under the rounded v * 255 / 65535),
+and its 16-bit `transparency` colour then matches no 8-bit pixel. The default mode decodes
+such a PNG a second time for the low bytes (`wide_png_to_8bit`).
 
 docs/samples.md ("Photos") has the table of cases, tests/media/test_photos.py a test each.
 """
@@ -22,11 +27,13 @@ import functools
 import io
 
 import numpy as np
-from PIL import ExifTags, Image, ImageCms
+from PIL import ExifTags, Image, ImageCms, PngImagePlugin
 
 from .fast_decode import ORIGINAL_SIZE_KEY
 
 _INTEGER_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+# A 16-bit colour PNG's raw mode -> the one that unpacks the low byte of each value instead.
+_LOW_BYTES = {"RGB;16B": "RGB;16L", "RGBA;16B": "RGBA;16L"}
 _ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
 # Profiles converted to sRGB: those of the image's own colour model.
 _ICC_MODES = ("RGB", "RGBA", "CMYK")
@@ -54,6 +61,28 @@ def high_bit_depth_to_8bit(image: Image.Image) -> Image.Image:
     if isinstance(transparent, int):  # a tRNS gray value: composite those pixels on white
         gray.paste(255, mask=Image.fromarray(np.where(values == transparent, 255, 0).astype(np.uint8), "L"))
     return gray
+
+
+def wide_png_to_8bit(image: Image.Image) -> Image.Image:
+    """A 16-bit RGB or RGBA PNG, not yet loaded, scaled to 8 bits from all 16 bits of each
+    value (a 16-bit `transparency` colour becomes alpha); any other image passes through."""
+    tiles, stream = getattr(image, "tile", None), getattr(image, "fp", None)
+    if image.format != "PNG" or stream is None or not tiles or len(tiles) != 1 or tiles[0].args not in _LOW_BYTES:
+        return image
+    tile = tiles[0]
+    high = np.asarray(image, np.uint32)
+    stream.seek(0)
+    second = PngImagePlugin.PngImageFile(stream)
+    second.tile = [tile._replace(args=_LOW_BYTES[tile.args])]
+    values = high * 256 + np.asarray(second, np.uint32)
+    scaled = ((values * 255 + 32767) // 65535).astype(np.uint8)
+    transparent = image.info.get("transparency")
+    if image.mode == "RGB" and isinstance(transparent, tuple) and len(transparent) == 3:
+        alpha = np.where((values == np.asarray(transparent, np.uint32)).all(-1), 0, 255).astype(np.uint8)
+        scaled = np.dstack([scaled, alpha])
+    out = Image.fromarray(scaled, "RGBA" if scaled.shape[-1] == 4 else "RGB")
+    out.info.update({key: value for key, value in image.info.items() if key != "transparency"})
+    return out
 
 
 def on_white(image: Image.Image) -> Image.Image:
@@ -114,7 +143,7 @@ def in_srgb(image: Image.Image) -> Image.Image:
 def viewer_rgb(image: Image.Image) -> Image.Image:
     """RGB as an image viewer shows `image`, still in its stored orientation (see the module
     docstring)."""
-    image = in_srgb(high_bit_depth_to_8bit(image))
+    image = in_srgb(high_bit_depth_to_8bit(wide_png_to_8bit(image)))  # wide: where not yet loaded
     if image.mode in _ALPHA_MODES or image.info.get("transparency") is not None:
         return on_white(image)
     return _as_rgb(image)

@@ -25,6 +25,7 @@ from ..sources import storage
 from .video_decode import decode_at
 from .video_probe import FrameTable, TableCache, probe_stream
 from .video_remote import probe_remote
+from .video_tables import shared_table
 
 _SAMPLE_FORMS = "'rand', 'middle' or 'fps<rate>' (e.g. 'fps0.5')"
 # Same pattern as the reference (the dot is unescaped there too), so the order is identical.
@@ -215,7 +216,7 @@ def _frame_table(path: str) -> FrameTable:
     if table is None:
         if storage.is_uri(path):
             with storage.open_input(path) as handle:
-                table = probe_remote(handle, path)
+                table = shared_table(path, handle, lambda: probe_remote(handle, path))
         else:
             with _open_container(path) as container:
                 table = probe_stream(container, _video_stream(container, path))

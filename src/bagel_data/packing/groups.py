@@ -32,6 +32,7 @@ class GroupSource:
     `resume_cursor`, `set_epoch`, `strict`, `max_consecutive_failures`)."""
 
     parallel_rebuild = False  # whether its rows may be rebuilt on other threads
+    reads_remote = False  # whether its files are remote (where reading ahead pays by default)
 
     def __init__(self, index: int, name: str, dataset):
         self.index, self.name, self.dataset = index, name, dataset
@@ -100,6 +101,10 @@ class FamilyGroup(GroupSource):
     def parallel_rebuild(self) -> bool:  # type: ignore[override]
         return bool(self.dataset.parallel_rebuild)
 
+    @property
+    def reads_remote(self) -> bool:  # type: ignore[override]
+        return self.dataset.reads_remote()
+
     def samples(self, after, log, read_ahead):
         # Images stay `PendingImage`s, converted straight into the batch (media/convert.py);
         # the family reads `read_ahead` bytes ahead of the stream (0: inline).
@@ -152,7 +157,7 @@ class Drawer:
         self.groups, self.state, self.config, self.data_seed = groups, state, config, data_seed
         self.policy = policy
         self.streams = [
-            group.samples(cursor, log, config.read_ahead_bytes)
+            group.samples(cursor, log, config.stream_read_ahead(group.reads_remote))
             for group, cursor, log in zip(groups, state.cursors, state.logs)
         ]
 

@@ -68,8 +68,8 @@ class Overflow:
             if draw.sample is None:
                 waiting.setdefault(draw.group, []).append(draw.cursor)
         for group, cursors in waiting.items():
-            self.groups[group].prefetch(cursors, config.read_ahead_bytes)
-        if not waiting or config.read_ahead_bytes <= 0 or self.policy.replays_shared_stream:
+            self.groups[group].prefetch(cursors, config.resume_read_ahead)
+        if not waiting or config.resume_read_ahead <= 0 or self.policy.replays_shared_stream:
             return lambda: None  # compat="bagel" rebuilds by replaying the one shared stream: in order
         parallel = [draw for draw in restored if self.groups[draw.group].parallel_rebuild]
         threads = rebuild_threads() if config.rebuild_threads is None else config.rebuild_threads

@@ -12,13 +12,9 @@ time (a rewrite in place changes those even where `cp -p` or `rsync -a` put the 
 and a sampled digest of its content (`content_stamp`: whole up to 256 KiB, else head, tail
 and 16 blocks; about 200 KiB read per file, whatever its size).
 
-The cache root is `$BAGEL_DATA_INDEX_CACHE`, by default `bagel-data-index-cache-<uid>` in the
-system's temporary folder (node-local on most clusters, which is what sharing per node
-needs). The root must be a folder of this user's that no one else can write: others could
-plant an index there. A default root that is not is moved aside (this user's) or left alone
-(another user's); a root set in the environment is never moved. Where the root is unsafe or
-cannot be written (no permission, a full disk), the index is built in memory, with one
-warning per root. A folder's arrays are checked before they are used (header, type, length,
+The folders live under the node's cache root (`node_cache`: a per-user folder others cannot
+write; where it is unsafe or cannot be written, the index is built in memory, with one warning
+per root). A folder's arrays are checked before they are used (header, type, length,
 sampled values against the inputs), and a damaged folder is built again.
 `BAGEL_DATA_INDEX_CACHE=off` (any case) builds the index in memory in every process. The
 sort's spilled runs go beside the index while it is built (about the input's size, deleted
@@ -27,47 +23,43 @@ at the end): point the root at a local disk, not a memory-backed `tmpfs`.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import errno
-import fcntl
+import functools
 import glob
 import hashlib
 import json
 import os
 import shutil
-import stat
 import tempfile
-import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.lib.format import open_memmap
 
-from ..errors import IndexCacheWarning, StorageSpaceError
-from . import content_stamp, storage
+from ..errors import StorageSpaceError
+from . import content_stamp, node_cache, storage
+from .node_cache import ENV, cache_root, locked  # ENV: also the name the callers set
 
-ENV = "BAGEL_DATA_INDEX_CACHE"
 _FORMAT = 2  # part of every key: raise it when the arrays' layout or meaning changes
 ARRAYS = (("offsets", np.int64), ("line_numbers", np.int32), ("file_ids", np.int32))
 _CHECKED_ENTRIES = 1024  # entries of each folder checked against the inputs before use
 
-Allocate = Callable[[int], tuple]
+# `allocate(*lengths)`: the kind's arrays, one length each (one length: the same for all).
+Allocate = Callable[..., tuple]
 Build = Callable[[str, Allocate], tuple]
 
-_warned: set[str] = set()  # roots already warned about in this process
 
+@dataclasses.dataclass(frozen=True)
+class IndexKind:
+    """What one kind of index keeps: its name (the folders' prefix, and what a warning calls
+    it), its arrays `(name, dtype)`, and `fits(arrays, sizes)`: whether a finished folder's
+    arrays are whole and fit the inputs (`sizes`: each input's bytes), checked before use.
+    A tar's member index (`sources/tar_index.py`) is another kind."""
 
-def default_root() -> str:
-    return os.path.join(tempfile.gettempdir(), f"bagel-data-index-cache-{os.geteuid()}")
-
-
-def cache_root() -> str | None:
-    """Where indexes are kept, or None when caching is off."""
-    value = os.environ.get(ENV)
-    if value is None:
-        return default_root()
-    return None if value.strip().lower() in ("", "off", "0", "none") else value
+    name: str
+    arrays: tuple
+    fits: Callable[[tuple, Sequence[int]], bool]
 
 
 def _identity(path: str) -> list | None:
@@ -85,54 +77,63 @@ def _identity(path: str) -> list | None:
     return [path if storage.is_uri(path) else inner, size, int(info.mtime_ns), local, digest]
 
 
-def cache_key(paths: Sequence[str], settings: object) -> str | None:
+def cache_key(paths: Sequence[str], settings: object, kind: IndexKind | None = None) -> str | None:
     """The cache folder's name for these inputs, or None when one cannot be told unchanged."""
-    return _key([_identity(path) for path in paths], settings)
+    return _key([_identity(path) for path in paths], settings, kind or JSONL)
 
 
-def _key(files: list, settings: object) -> str | None:
+def _key(files: list, settings: object, kind: IndexKind) -> str | None:
     if any(file is None for file in files):
         return None
     text = json.dumps([_FORMAT, files, settings], default=repr, sort_keys=True)
-    return "jsonl-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    return f"{kind.name}-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def open_arrays(folder: str) -> tuple:
+def open_arrays(folder: str, kind: IndexKind | None = None) -> tuple:
     """The arrays of a finished index folder, mapped read-only."""
-    return tuple(np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name, _ in ARRAYS)
+    names = (kind or JSONL).arrays
+    return tuple(np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name, _ in names)
 
 
-def checked_arrays(folder: str, sizes: Sequence[int]) -> tuple | None:
+def checked_arrays(folder: str, sizes: Sequence[int], kind: IndexKind | None = None) -> tuple | None:
     """The folder's arrays if they are whole and fit the inputs (`sizes`: each file's bytes),
     else None. A crash, a full disk or a hand can leave a truncated, empty or garbage file."""
+    kind = kind or JSONL
     try:
-        arrays = open_arrays(folder)
+        arrays = open_arrays(folder, kind)
     except (OSError, ValueError, EOFError):
         return None
-    lengths = {len(array) for array in arrays}
-    if len(lengths) != 1 or any(array.ndim != 1 or array.dtype != dtype for array, (_, dtype) in zip(arrays, ARRAYS)):
+    if any(array.ndim != 1 or array.dtype != dtype for array, (_, dtype) in zip(arrays, kind.arrays)):
         return None
+    return arrays if kind.fits(arrays, sizes) else None
+
+
+def _jsonl_fits(arrays: tuple, sizes: Sequence[int]) -> bool:
+    """One entry per line in every array; sampled entries name a file and lie inside it."""
+    if len({len(array) for array in arrays}) != 1:
+        return False
     offsets, line_numbers, file_ids = (np.asarray(array) for array in arrays)
     picks = np.unique(np.linspace(0, len(offsets) - 1, min(len(offsets), _CHECKED_ENTRIES)).astype(np.int64))
     files, starts = file_ids[picks], offsets[picks]
-    if len(picks) and (
+    return not len(picks) or not (
         files.min() < 0
         or files.max() >= len(sizes)
         or starts.min() < 0
         or line_numbers[picks].min() < 0
         or np.any(starts >= np.asarray(sizes, np.int64)[np.clip(files, 0, len(sizes) - 1)])
-    ):
-        return None
-    return arrays
+    )
 
 
-def in_memory(work_parent: str | None, build: Build) -> tuple:
+JSONL = IndexKind("jsonl", ARRAYS, _jsonl_fits)
+
+
+def in_memory(work_parent: str | None, build: Build, kind: IndexKind | None = None) -> tuple:
     """The arrays built in this process's memory (runs spilled to a temporary folder)."""
     try:
         if work_parent:
             os.makedirs(work_parent, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="bagel-jsonl-", dir=work_parent) as work:
-            return build(work, lambda n: tuple(np.empty(n, dtype) for _, dtype in ARRAYS))
+            return build(work, functools.partial(_empty, (kind or JSONL).arrays))
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             folder = work_parent or tempfile.gettempdir()
@@ -144,94 +145,56 @@ def in_memory(work_parent: str | None, build: Build) -> tuple:
         raise
 
 
-def index_arrays(paths: Sequence[str], settings: object, build: Build) -> tuple[tuple, str | None]:
+def _empty(arrays: tuple, *lengths: int) -> tuple:
+    return tuple(np.empty(n, dtype) for (_, dtype), n in zip(arrays, _lengths(arrays, lengths)))
+
+
+def _lengths(arrays: tuple, lengths: tuple) -> tuple:
+    return lengths * len(arrays) if len(lengths) == 1 else lengths
+
+
+def index_arrays(
+    paths: Sequence[str], settings: object, build: Build, kind: IndexKind | None = None
+) -> tuple[tuple, str | None]:
     """The index's arrays, and the folder they are mapped from (None: built in memory)."""
+    kind = kind or JSONL
     root = cache_root()
     if root is None or not paths:
-        return in_memory(None, build), None
+        return in_memory(None, build, kind), None
     files = [_identity(path) for path in paths]
-    key = _key(files, settings)
+    key = _key(files, settings, kind)
     if key is None:
-        return in_memory(None, build), None
-    try:
-        trouble = _usable_root(root, moveable=os.environ.get(ENV) is None)
-        if trouble is None:
-            return mapped(root, key, build, [file[1] for file in files])  # type: ignore[index]
-    except OSError as error:
-        trouble = f"it cannot be written ({error.strerror or error}); set {ENV} to a folder with room"
-    _warn_once(root, f"the JSONL index cache {root} is not used: {trouble}. The index is built in memory.")
-    return in_memory(None, build), None
-
-
-def _warn_once(root: str, message: str) -> None:
-    if root not in _warned:
-        _warned.add(root)
-        warnings.warn(message, IndexCacheWarning, stacklevel=4)
-
-
-def _usable_root(root: str, moveable: bool) -> str | None:
-    """None when `root` is (made) a folder of this user's that others cannot write, else why
-    not. `moveable`: the default root, moved aside when unsafe and this user's."""
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    info = os.lstat(root) if moveable else os.stat(root)  # a planted link at the default is refused
-    fix = f"set {ENV} to a folder of your own (mode 0700) or to off"
-    if not stat.S_ISDIR(info.st_mode):
-        return f"it is not a folder; {fix}"
-    if info.st_uid != os.geteuid():
-        return f"it belongs to user id {info.st_uid}, not to this user ({os.geteuid()}); {fix}"
-    if info.st_mode & 0o022:
-        if not moveable:
-            return f"others can write it (mode {stat.S_IMODE(info.st_mode):o}); chmod go-w it, or {fix}"
-        aside = f"{root}.unsafe-{os.getpid()}-{time.time_ns()}"
-        os.rename(root, aside)  # kept for a look: what is in it may have been planted
-        os.mkdir(root, 0o700)
-        warnings.warn(f"{root} was writable by others: moved to {aside}", IndexCacheWarning, stacklevel=4)
-    return None
-
-
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    """Hold the lock file `path`. A failed holder removes the file: its waiters see that the
-    file they hold is no longer the one at `path` and take the new one."""
-    while True:
-        handle = open(path, "a+")  # noqa: SIM115 (held across the yield below)
-        fcntl.flock(handle, fcntl.LOCK_EX)  # the other processes of the node wait here
+        return in_memory(None, build, kind), None
+    trouble = node_cache.root_trouble(root)
+    if trouble is None:
         try:
-            current = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
-        except FileNotFoundError:
-            current = False
-        if current:
-            break
-        handle.close()
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+            return mapped(root, key, build, [file[1] for file in files], kind)  # type: ignore[index]
+        except OSError as error:
+            trouble = f"it cannot be written ({error.strerror or error}); set {ENV} to a folder with room"
+    label = "JSONL" if kind is JSONL else kind.name
+    node_cache.warn_once(root, f"the {label} index cache {root} is not used: {trouble}. The index is built in memory.")
+    return in_memory(None, build, kind), None
 
 
-def mapped(root: str, key: str, build: Build, sizes: Sequence[int]) -> tuple[tuple, str]:
+def mapped(root: str, key: str, build: Build, sizes: Sequence[int], kind: IndexKind | None = None) -> tuple[tuple, str]:
     """The arrays of `key` mapped read-only from `root` (built first by one process per node),
     and their folder. `sizes`: each input's bytes, to check a finished folder against."""
+    kind = kind or JSONL
     final = os.path.join(root, key)
     damaged = False
     if os.path.isdir(final):  # built before: the folder appears complete or not at all
-        arrays = checked_arrays(final, sizes)
+        arrays = checked_arrays(final, sizes, kind)
         if arrays is not None:
             return arrays, final
         damaged = True
-    with _locked(final + ".lock"):
+    with locked(final + ".lock"):
         # Mapped after the lock is let go: the waiters, woken one at a time, each hold
         # it only to see that the folder is there, not while they map it.
-        if damaged and os.path.isdir(final) and checked_arrays(final, sizes) is None:
+        if damaged and os.path.isdir(final) and checked_arrays(final, sizes, kind) is None:
             _discard(final)  # built again (unless another process has done so meanwhile)
         if not os.path.isdir(final):
-            _build_into(final, build)
-    arrays = checked_arrays(final, sizes)
+            _build_into(final, build, kind)
+    arrays = checked_arrays(final, sizes, kind)
     if arrays is None:
         raise OSError(errno.EIO, f"the index just built in {final} does not read back")
     return arrays, final
@@ -243,17 +206,17 @@ def _discard(folder: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _build_into(final: str, build: Build) -> None:
+def _build_into(final: str, build: Build, kind: IndexKind) -> None:
     for stale in glob.glob(glob.escape(final) + ".tmp-*"):  # left by a builder that died
         shutil.rmtree(stale, ignore_errors=True)
     work = f"{final}.tmp-{os.getpid()}"
     os.makedirs(work)
     try:
 
-        def allocate(n: int) -> tuple:
+        def allocate(*lengths: int) -> tuple:
             return tuple(
                 open_memmap(os.path.join(work, f"{name}.npy"), mode="w+", dtype=dtype, shape=(n,))
-                for name, dtype in ARRAYS
+                for (name, dtype), n in zip(kind.arrays, _lengths(kind.arrays, lengths))
             )
 
         arrays = build(os.path.join(work, "runs"), allocate)

@@ -29,9 +29,12 @@ def list_parquet_files(data_dir: str, file_order: str = "sorted") -> list[str]:
     return [path for path, _ in list_parquet_entries(data_dir, file_order)]
 
 
-def list_parquet_entries(data_dir: str, file_order: str = "sorted") -> list[tuple[str, FileStat]]:
-    """(path, (size, mtime_ns)) of each `*.parquet` file of `data_dir`, from one listing: on
-    an object store, one request per 1,000 files instead of one per file."""
+def list_parquet_entries(
+    data_dir: str, file_order: str = "sorted", suffixes: tuple[str, ...] = (".parquet",)
+) -> list[tuple[str, FileStat]]:
+    """(path, (size, mtime_ns)) of each `*.parquet` file (each file ending in one of
+    `suffixes`) of `data_dir`, from one listing: on an object store, one request per 1,000
+    files instead of one per file."""
     if file_order not in FILE_ORDERS:
         raise ConfigError("file_order", file_order, f"use one of {FILE_ORDERS}")
     try:  # no existence check first: on an object store that costs two more requests
@@ -43,7 +46,7 @@ def list_parquet_entries(data_dir: str, file_order: str = "sorted") -> list[tupl
     return [
         (storage.join(data_dir, entry.name), (entry.size, entry.mtime_ns))
         for entry in entries
-        if entry.name.endswith(".parquet")
+        if entry.name.endswith(suffixes)
     ]
 
 
@@ -61,7 +64,7 @@ def parquet_data_files(
             entries = list_parquet_entries(data_dir, file_order)
             stats.update(entries)
             listed[data_dir] = [path for path, _ in entries]
-        paths.extend(_repeated(data_dir, listed[data_dir], num_sampled))
+        paths.extend(repeated_files(data_dir, listed[data_dir], num_sampled))
     return paths, stats
 
 
@@ -96,10 +99,10 @@ def _list_folders(folders, file_order: str) -> list[str]:
     return parquet_data_files([folder for folder, _ in folders], [count for _, count in folders], file_order)[0]
 
 
-def _repeated(data_dir: str, files: list[str], num_sampled: int) -> list[str]:
+def repeated_files(data_dir: str, files: list[str], num_sampled: int, kind: str = "*.parquet files") -> list[str]:
     """`files` repeated in order until `num_sampled` are taken."""
     if not files:
-        raise ConfigError("data_dir", data_dir, "the folder holds no *.parquet files")
+        raise ConfigError("data_dir", data_dir, f"the folder holds no {kind}")
     repeats = num_sampled // len(files) + 1
     return (files * repeats)[:num_sampled]
 

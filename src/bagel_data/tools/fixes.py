@@ -20,6 +20,9 @@ FIXES = {
     SkipReason.UNIT_UNREADABLE: "replace the damaged file (re-run `bagel-data prepare`) or drop it from data_dir",
     SkipReason.OVER_SAMPLE_BUDGET: "raise packing.max_num_tokens_per_sample (and max_num_tokens), "
     "or lower the group's max_image_size / max_pixels",
+    SkipReason.NO_CAPTION: "give the image a .txt, or a .json with a caption key (docs/formats/t2i.md)",
+    SkipReason.CAPTION_WITHOUT_IMAGE: "add the image of this key, or remove its caption files",
+    SkipReason.MEMBER_TWICE: "keep one member per part (image, .txt, .json) of a key in the tar",
     SkipReason.NO_ROOM_BESIDE_MANDATORY: "raise packing.max_num_tokens, or lower max_num_tokens_per_sample",
 }
 

@@ -17,7 +17,7 @@ from ...errors import ConfigError, SkipReason
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from .common import Progress, each_row, manifest_rows
 from .edit import write_parquet_info
-from .report import DropReason, Notes, PrepareReport, RowDropped
+from .report import Notes, PrepareReport, RowDropped
 from .shards import ShardWriter, prepare_out_dir
 from .stored_images import image_bytes
 
@@ -45,7 +45,7 @@ def document_segments(row: object, image_root: Path) -> dict:
         else:
             segments.append({"type": "image", "image": image_bytes(image_root / image, root=image_root)})
     if not any(segment["type"] == "text" for segment in segments):
-        raise RowDropped(DropReason.NO_CAPTION, "the document has no text")
+        raise RowDropped(SkipReason.NO_CAPTION, "the document has no text")
     return {"segments": segments}
 
 

@@ -10,16 +10,14 @@ import enum
 from collections import defaultdict
 from pathlib import Path
 
-from ...errors import BagelDataError, SkipReason
+from ...errors import RowDropped as RowDropped  # re-exported: prepare's modules raise it
+from ...errors import SkipReason
 
 
 class DropReason(str, enum.Enum):
     """Faults only the prepare tools meet; a fault the readers also skip is a `SkipReason`."""
 
     VIDEO_MISSING = "video_missing"
-    NO_CAPTION = "no_caption"
-    CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
-    MEMBER_TWICE = "tar_member_given_twice"
 
 
 # The report's names for the faults prepare shares with the readers (`SkipReason`); they
@@ -39,10 +37,10 @@ REPORT_NAMES: dict[SkipReason, str] = {
 }
 
 
-def report_name(reason: SkipReason | DropReason) -> str:
+def report_name(reason: enum.Enum) -> str:
     """How a prepare report names `reason`."""
     if isinstance(reason, SkipReason):
-        return REPORT_NAMES[reason]
+        return REPORT_NAMES.get(reason, reason.value)
     return reason.value
 
 
@@ -100,17 +98,6 @@ def _by_reason(notes: tuple[RowNote, ...]) -> dict[str, tuple[str, ...]]:
     for note in notes:
         grouped[note.reason].append(note.location)
     return {reason: tuple(locations) for reason, locations in grouped.items()}
-
-
-class RowDropped(BagelDataError):
-    """Raised by per-row helpers of the prepare tools; `each_row` records it and moves on."""
-
-    def __init__(self, reason: SkipReason | DropReason, detail: str):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
-
-    def __reduce__(self):  # rows travel pickled to the workers of `--engine ray`
-        return (RowDropped, (self.reason, self.detail))
 
 
 def likely_cause(report: PrepareReport) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import cast
 
@@ -18,9 +17,10 @@ from .common import (
     each_row,
     manifest_rows,
     numbered_caption_keys,
+    numbered_captions,
     sidecar_captions,
 )
-from .report import DropReason, Notes, PrepareReport, RowDropped
+from .report import Notes, PrepareReport, RowDropped
 from .shards import ShardWriter, prepare_out_dir
 from .stored_images import check_format, image_bytes, stored_image
 from .tables import TableRow, parquet_files, read_cells, read_schema, table_rows
@@ -56,7 +56,7 @@ def folder_rows(root: Path) -> Rows:
     files = sorted(path for path in root.rglob("*") if path.is_file())
     images = [path for path in files if path.suffix.lower() in IMAGE_SUFFIXES]
     stems = {path.with_suffix("") for path in images}
-    orphan = RowDropped(DropReason.CAPTION_WITHOUT_IMAGE, "no image file with this name")
+    orphan = RowDropped(SkipReason.CAPTION_WITHOUT_IMAGE, "no image file with this name")
     rows: Rows = [(str(path.relative_to(root)), _sidecar_captions(path)) for path in images]
     rows += [(str(path.relative_to(root)), orphan) for path in files
              if path.suffix.lower() in (".txt", ".json") and path.with_suffix("") not in stems
@@ -72,13 +72,6 @@ def _manifest_captions(row: object, image_root: Path) -> tuple[Path, list[str]]:
     if row.get("captions") is not None:
         captions += caption_values(row["captions"])
     return image_root / row["path"], captions
-
-
-def numbered_captions(captions: list[str]) -> str:
-    if not captions:
-        raise RowDropped(DropReason.NO_CAPTION, "no caption text found for this image")
-    numbered = {f"caption_{i}": text for i, text in enumerate(dict.fromkeys(captions), 1)}
-    return json.dumps(numbered, ensure_ascii=False)
 
 
 def t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_side: int | None) -> dict:

@@ -1,0 +1,186 @@
+"""The T2I family's WebDataset tars, read in place: which folders hold them, what a unit
+reads, and its samples as the cells of BAGEL's T2I rows.
+
+A T2I `data_dir` whose files are `.tar` shards is read as WebDataset (detected, not
+declared; img2dataset's `00000.parquet` listing beside `00000.tar` is not data); a folder of
+`.parquet` files as before; a dataset whose folders hold both is a `ConfigError` naming them. A unit is one tar; a sample's address within it is `(block,
+sample within the block)` (`sources/tar_index.py`). The member and caption rules are
+`prepare t2i`'s (`sources/tar_members.py`), and the cells are the ones its copy stores, so a
+tar read in place gives the samples of its prepared copy.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Callable, Iterator, Sequence
+
+from ..errors import ConfigError, RowDropped, SkipLog, SkipReason
+from ..sources.captions import numbered_captions
+from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
+from ..sources.read_ahead import PENDING, ReadAhead, Task
+from ..sources.tar_index import TarIndex
+from ..sources.tar_members import sample_captions
+from .reads import FamilyReads
+
+# Before a tar is listed the size of its index is unknown: a few dozen bytes per sample.
+INDEX_ESTIMATE = 64 << 10
+TAR = ".tar"
+
+
+def t2i_shard_files(
+    data_dir_list: Sequence[str], num_used_data: Sequence[int], file_order: str
+) -> tuple[bool, list[str], dict[str, FileStat]]:
+    """(whether the folders hold tars, the units' paths as `num_used_data` repeats them,
+    each file's (size, mtime_ns) from the listing), each folder listed once."""
+    listed = {folder: _shards(list_parquet_entries(folder, file_order, (".parquet", TAR))) for folder in data_dir_list}
+    tars = [path for entries in listed.values() for path, _ in entries if path.endswith(TAR)]
+    tables = [path for entries in listed.values() for path, _ in entries if not path.endswith(TAR)]
+    if tars and tables:
+        raise ConfigError(
+            "data_dir",
+            list(listed),
+            f"holds both .tar shards ({_some(tars)}) and .parquet files ({_some(tables)}); a dataset reads "
+            "one kind: move one kind to a folder (a dataset_info entry) of its own",
+        )
+    suffix, kind = (TAR, ".tar shards") if tars else (".parquet", "*.parquet files")
+    paths: list[str] = []
+    stats: dict[str, FileStat] = {}
+    for folder, num_used in zip(data_dir_list, num_used_data):
+        entries = [(path, stat) for path, stat in listed[folder] if path.endswith(suffix)]
+        stats.update(entries)
+        paths += repeated_files(folder, [path for path, _ in entries], num_used, kind)
+    return bool(tars), paths, stats
+
+
+def _shards(entries: list[tuple[str, FileStat]]) -> list[tuple[str, FileStat]]:
+    """The folder's data files: img2dataset writes `00000.parquet` (the shard's listing of
+    urls and statuses) beside `00000.tar`; such a listing is not a table of samples."""
+    tars = {path[: -len(TAR)] for path, _ in entries if path.endswith(TAR)}
+    return [(path, stat) for path, stat in entries if path.endswith(TAR) or path[: -len(".parquet")] not in tars]
+
+
+def _some(paths: list[str]) -> str:
+    shown = ", ".join(paths[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def check_no_columns(image_column: str | None, caption_column: str | None) -> None:
+    for key, value in (("image_column", image_column), ("caption_column", caption_column)):
+        if value is not None:
+            raise ConfigError(
+                key,
+                value,
+                "the data_dir holds .tar shards, whose parts are named by extension (.jpg, .txt, .json); "
+                "column names are for parquet tables: remove it",
+            )
+
+
+def tar_rows(
+    reads: FamilyReads, path: str, block_start: int, row_start: int, log: SkipLog, single: bool = False
+) -> Iterator[tuple[int, int, dict, str]]:
+    """(block, sample within it, {"image", "captions"} cells, location `tar:key`) for every
+    usable sample of the tar from the start point on (the one at it only, when `single`);
+    the others are counted in `log` with the reason `prepare t2i` gives them."""
+    try:
+        index = reads.take(path, functools.partial(TarIndex, path), kind="tarindex")
+    except Exception as exc:  # a truncated or unreadable tar: prepare's "not a readable tar file"
+        log.skip(SkipReason.UNIT_UNREADABLE, path, f"not a readable tar file: {exc}")
+        return
+    for block in range(block_start, len(index.blocks)):
+        span = index.blocks[block]
+        first = row_start if block == block_start else 0
+        if first < span.stop - span.first:
+            try:
+                data = reads.take((path, block), functools.partial(index.read_block, block), kind="tarblock")
+            except Exception as exc:  # lost bytes lose their block, not the run
+                rows = span.stop - span.first - first
+                log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, block {block} ({rows} samples)", str(exc), rows=rows)
+                data = None
+            for row in range(first, span.stop - span.first) if data is not None else ():
+                location = f"{path}:{index.key(span.first + row)}"
+                cells = _cells(index, span.first + row, block, data, location, log)
+                if cells is not None:
+                    yield block, row, cells, location
+                if single:
+                    return
+        if single:
+            return
+
+
+def _cells(index: TarIndex, sample: int, block: int, data, location: str, log: SkipLog) -> dict | None:
+    """Sample `sample` as the cells `prepare t2i` writes for it; None when a rule refuses it."""
+    problem = index.problem(sample)
+    if problem is not None:
+        log.skip(problem[0], location, problem[1])
+        return None
+    image, txt, js = index.parts(sample, block, data)
+    try:
+        captions, _ = sample_captions(txt, js)
+        return {"image": image, "captions": numbered_captions(captions)}
+    except RowDropped as bad:
+        log.skip(SkipReason(bad.reason), location, bad.detail)
+        return None
+
+
+class TarSource:
+    """What a tar unit reads ahead: its index, then its blocks in order."""
+
+    def __init__(self, path_of: Callable[[int], str]):
+        self.path_of = path_of
+
+    def unit_tasks(self, unit_id, row_start, single, files) -> Iterator[Task]:
+        path = self.path_of(unit_id)
+        listing = Task(("tarindex", path), functools.partial(TarIndex, path), INDEX_ESTIMATE)
+        yield listing
+        while listing.future is None or not listing.future.done():
+            yield PENDING
+        if listing.future.cancelled() or listing.future.exception() is not None:
+            return  # the family takes the error and counts the tar as unreadable
+        index: TarIndex = listing.future.result()
+        first = row_start[0] if row_start else 0
+        stop = min(first + 1, len(index.blocks)) if single else len(index.blocks)
+        for block in range(first, stop):
+            span = index.blocks[block]
+            read = functools.partial(index.read_block, block)
+            yield Task(("tarblock", (path, block)), read, span.end - span.start)
+
+    def pin(self, ahead: ReadAhead, row_keys: list[tuple], files) -> None:
+        """Resume: per tar, one task lists it and reads the blocks buffered rows need."""
+        by_tar: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        for unit_id, _, *row in row_keys:
+            by_tar[self.path_of(int(unit_id))][row[0] if row else 0] += 1
+        for path, blocks in by_tar.items():
+            takes: dict = {("tarindex", path): (_first, sum(blocks.values()))}
+            for block, count in blocks.items():
+                takes[("tarblock", (path, block))] = (functools.partial(_block, block), count)
+            ahead.pin(Task(("tarfile", path), functools.partial(_fetch, path, sorted(blocks)), INDEX_ESTIMATE), takes)
+
+
+def _fetch(path: str, blocks: list[int]) -> tuple:
+    try:
+        index = TarIndex(path)
+    except Exception as exc:
+        return exc, {}
+    read: dict[int, object] = {}
+    for block in blocks:
+        if block < len(index.blocks):
+            try:
+                read[block] = index.read_block(block)
+            except Exception as exc:  # the row's own take raises it, as an inline read would
+                read[block] = exc
+    return index, read
+
+
+def _first(value):
+    return _raise_or(value[0])
+
+
+def _block(block: int, value):
+    return _raise_or(value[1][block])
+
+
+def _raise_or(value):
+    if isinstance(value, BaseException):
+        raise value
+    return value

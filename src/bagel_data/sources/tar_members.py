@@ -1,0 +1,174 @@
+"""WebDataset / img2dataset tar shards: which members make a sample, and its captions.
+
+A key is a member's path up to the first dot of its file name (`00000/000000012.jpg` and
+`00000/000000012.txt` share the key `00000/000000012`); a sample is one image with its
+`.txt` and/or `.json`. Listing reads only the tar headers; each member keeps its offset and
+size, so a reader fetches just the bytes it needs.
+
+`prepare t2i` (`tools/prepare/webdataset.py`) and the in-place reader (`sources/tar_index.py`,
+`families/t2i_tars.py`) both group members here, so they agree on every rule: a key whose
+part (image, `.txt`, `.json`) is given twice is dropped (`tar_member_given_twice`), a key
+with captions but no image is `caption_file_without_image`, a key with neither is
+`image_file_missing`; members that are folders or have no extension are no sample's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import tarfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import RowDropped, SkipReason
+from . import storage
+from .captions import sidecar_captions
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+# Bytes fetched per read while listing a tar that is not on local disk: a tar's headers
+# lie between its members, and one read per header would be one round trip per member.
+LISTING_WINDOW = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class TarMember:
+    tar: str
+    name: str
+    offset: int
+    size: int
+
+    def read(self) -> bytes:
+        with storage.open_input(self.tar) as handle:
+            handle.seek(self.offset)
+            return handle.read(self.size)
+
+
+@dataclasses.dataclass(frozen=True)
+class TarSample:
+    image: TarMember | None = None
+    txt: TarMember | None = None
+    json: TarMember | None = None
+
+
+Keyed = list[tuple[str, "TarSample | RowDropped"]]
+
+
+def tar_files(source: Path) -> list[Path]:
+    """`source` itself if it is a `.tar`, else the `.tar` files at the top of a folder."""
+    if source.is_file():
+        return [source] if source.suffix.lower() == ".tar" else []
+    return sorted(path for path in source.glob("*.tar") if path.is_file())
+
+
+def member_role(ext: str) -> str:
+    """The part a member with extension `ext` (lower case, no dot) plays in its sample."""
+    if f".{ext}" in IMAGE_SUFFIXES:
+        return "image"
+    return ext if ext in ("txt", "json") else "other"
+
+
+def group_members(tar: str, entries: Iterable[tuple[str, int, int]]) -> Keyed:
+    """`(key, TarSample or RowDropped)` per key of `entries` (`(name, data offset, size)` of
+    each file member, in tar order), keys in the order they first appear."""
+    samples: dict[str, dict[str, TarMember]] = {}
+    twice: dict[str, list[str]] = {}  # key -> members that repeat a part (which one is meant?)
+    for name, offset, size in entries:
+        folder, _, base = name.rpartition("/")
+        stem, dot, ext = base.partition(".")
+        if not dot:
+            continue
+        key = f"{folder}/{stem}" if folder else stem
+        member = TarMember(tar, name, offset, size)
+        role = member_role(ext.lower())
+        first = samples.setdefault(key, {}).setdefault(role, member)
+        if first is not member and role != "other":
+            twice.setdefault(key, [first.name]).append(member.name)
+    return [(key, _twice(twice[key]) if key in twice else _sample(members)) for key, members in samples.items()]
+
+
+def _twice(names: list[str]) -> RowDropped:
+    return RowDropped(
+        SkipReason.MEMBER_TWICE, f"{names[:4]} give this key the same part twice; keep one member per part"
+    )
+
+
+def _sample(members: dict[str, TarMember]) -> TarSample | RowDropped:
+    if "image" in members:
+        return TarSample(members["image"], members.get("txt"), members.get("json"))
+    if "txt" in members or "json" in members:
+        return RowDropped(SkipReason.CAPTION_WITHOUT_IMAGE, "no image file with this key")
+    return RowDropped(SkipReason.IMAGE_MISSING, f"no image among {sorted(m.name for m in members.values())}")
+
+
+def list_tar(path: str) -> Keyed:
+    """The samples of the tar at `path` (local or a URI), from its headers alone. Raises
+    OSError or `tarfile.TarError` when the tar cannot be read to its end (a truncated one)."""
+    with storage.open_input(path) as handle:
+        readable = handle if isinstance(handle, io.BufferedReader) else _Window(handle)  # local: the OS reads ahead
+        return group_members(path, _file_members(readable))
+
+
+def _file_members(handle: Any) -> Iterator[tuple[str, int, int]]:
+    size = handle.seek(0, 2)
+    handle.seek(0)
+    with tarfile.open(fileobj=handle, mode="r:") as archive:
+        for info in archive:
+            if info.isfile():
+                yield info.name, info.offset_data, info.size
+        # tarfile ends quietly where a header is cut short: a tar that is not whole 512-byte
+        # blocks, or that lacks the end-of-archive block after its last member, was cut.
+        if size % tarfile.BLOCKSIZE or archive.offset + tarfile.BLOCKSIZE > size:
+            raise tarfile.ReadError(f"unexpected end of data: the tar ends after {size} bytes, mid-header")
+
+
+def sample_captions(txt: bytes | None, js: bytes | None) -> tuple[list[str], str]:
+    """A sample's captions from its `.txt` and `.json` bytes, read as a folder's sidecars
+    are (`sidecar_captions`), and where they came from; RowDropped when they cannot be read."""
+    try:
+        texts = [None if data is None else data.decode("utf-8") for data in (txt, js)]
+        return sidecar_captions(*texts)
+    except RecursionError:
+        raise RowDropped(SkipReason.CAPTION_INVALID, "the .json is nested too deeply to read") from None
+    except ValueError as exc:  # bad UTF-8
+        raise RowDropped(SkipReason.CAPTION_INVALID, str(exc)) from None
+
+
+class _Window:
+    """A read-only file over `handle` that reads `LISTING_WINDOW` bytes at a time, so that
+    walking a tar's headers costs one read per window, not one per member."""
+
+    def __init__(self, handle, window: int = LISTING_WINDOW):
+        self._handle, self._window = handle, window
+        self._start, self._data, self._position = 0, b"", 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 1:
+            offset += self._position
+        elif whence == 2:
+            offset += self._size()
+        self._position = offset
+        return offset
+
+    def _size(self) -> int:
+        size = self._handle.size
+        return int(size() if callable(size) else size)
+
+    def tell(self) -> int:
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        parts = []
+        while size != 0:
+            inside = self._position - self._start
+            if not 0 <= inside < len(self._data):
+                self._handle.seek(self._position)
+                self._start, self._data = self._position, self._handle.read(max(self._window, size))
+                inside = 0
+                if not self._data:
+                    break
+            part = self._data[inside:] if size < 0 else self._data[inside : inside + size]
+            parts.append(part)
+            self._position += len(part)
+            size = size - len(part) if size > 0 else size
+        return b"".join(parts)

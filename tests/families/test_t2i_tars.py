@@ -1,0 +1,199 @@
+"""The T2I family reading WebDataset tars in place (`families/t2i_tars.py`): the samples of
+the `prepare t2i` copy, each read once per epoch over ranks and workers, resumed exactly from
+any cursor, through a slow store as from disk; damaged tars are counted skips."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import tarfile
+
+import pytest
+import torch
+
+from bagel_bench.slow_reads import delayed_storage
+from bagel_data.errors import ConfigError, SkipReason
+from bagel_data.families.t2i import T2IIterableDataset
+from bagel_data.media.images import ImageTransform
+from bagel_data.sources import tar_index
+from bagel_data.tools.prepare.sharded import prepare_sharded
+from helpers.golden import as_worker
+from helpers.prepare_inputs import image_bytes, t2i_tar
+
+TRANSFORM = ImageTransform(32, 16, 16)
+
+
+def _tars(folder, count: int, per_tar: int = 6) -> list[str]:
+    """`count` tars of `per_tar` samples captioned `t<tar> s<sample>`; sample 2 of tar 1 has
+    no caption (a counted skip in both routes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for tar in range(count):
+        path = folder / f"{tar:05d}.tar"
+        with tarfile.open(path, "w") as archive:
+            for sample in range(per_tar):
+                parts = [(".jpg", image_bytes(tar * 100 + sample, size=(40 + sample * 4, 28)))]
+                if (tar, sample) != (1, 2):
+                    parts.append((".txt", f"t{tar} s{sample}".encode()))
+                for ext, data in parts:
+                    info = tarfile.TarInfo(f"{tar:05d}/{sample:04d}{ext}")
+                    info.size = len(data)
+                    archive.addfile(info, io.BytesIO(data))
+        paths.append(str(path))
+    return paths
+
+
+def _dataset(folder, tokenizer, count: int, **kwargs) -> T2IIterableDataset:
+    kwargs.setdefault("num_workers", 1)
+    return T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(folder)], [count], **kwargs)
+
+
+def _first_pass(dataset, read_ahead: int = 0) -> list[tuple[tuple, dict]]:
+    samples = []
+    for cursor, sample in dataset.iter_samples(read_ahead=read_ahead):
+        if cursor[0] > 0:
+            return samples
+        samples.append((cursor, sample))
+    raise AssertionError("unreachable")
+
+
+def _text(sample, tokenizer) -> str:
+    return tokenizer.decode(sample["text_ids_list"][0])
+
+
+@pytest.fixture()
+def small_blocks(monkeypatch):
+    """Blocks of two or three samples, so that a tar holds several."""
+    monkeypatch.setattr(tar_index, "BLOCK_BYTES", 8192)
+
+
+def test_tars_in_place_give_the_samples_of_their_prepared_copy(tmp_path, tokenizer, small_blocks):
+    _tars(tmp_path / "tars", 3)
+    prepare_sharded("t2i", tmp_path / "tars", tmp_path / "prepared")
+    in_place = _dataset(tmp_path / "tars", tokenizer, 3)
+    prepared = _dataset(tmp_path / "prepared", tokenizer, 1)
+    # The copy holds the tars' samples in tar order: the in-place units in that order too.
+    ours = sorted(_first_pass(in_place), key=lambda item: (in_place.epoch_units[item[1]["row_key"][0]], item[0]))
+    theirs = _first_pass(prepared)
+    texts = [_text(sample, tokenizer) for _, sample in ours]
+    assert texts == [_text(sample, tokenizer) for _, sample in theirs]
+    assert len(texts) == 17 and "t1 s2" not in texts and texts[:2] == ["t0 s0", "t0 s1"]
+    for (_, mine), (_, copy) in zip(ours, theirs):
+        assert torch.equal(mine["image_tensor_list"][0], copy["image_tensor_list"][0])
+    assert dict(in_place.skip_log.counts) == {SkipReason.NO_CAPTION.value: 1}
+
+
+def test_every_sample_is_read_once_per_epoch_over_two_ranks_of_two_workers(tmp_path, tokenizer, small_blocks):
+    _tars(tmp_path / "tars", 8)
+    seen = []
+    for rank in range(2):
+        for worker in range(2):
+            with as_worker(worker, 2):
+                dataset = _dataset(tmp_path / "tars", tokenizer, 8, local_rank=rank, world_size=2, num_workers=2)
+                seen += [_text(sample, tokenizer) for _, sample in _first_pass(dataset)]
+    expected = [f"t{tar} s{sample}" for tar in range(8) for sample in range(6) if (tar, sample) != (1, 2)]
+    assert sorted(seen) == sorted(expected)
+
+
+@pytest.mark.parametrize("read_ahead", [0, 1 << 20])
+def test_a_resume_after_any_cursor_continues_the_stream_exactly(tmp_path, tokenizer, small_blocks, read_ahead):
+    _tars(tmp_path / "tars", 2)
+    full = list(itertools.islice(_dataset(tmp_path / "tars", tokenizer, 2).iter_samples(), 16))
+    assert len({cursor[2] for cursor, _ in full}) > 1 and max(cursor[3] for cursor, _ in full) > 0, "several blocks"
+    for k in (0, 1, 4, 5, 9, 10, 13):
+        resumed = _dataset(tmp_path / "tars", tokenizer, 2).iter_samples(after=full[k][0], read_ahead=read_ahead)
+        got = [(cursor, _text(sample, tokenizer)) for cursor, sample in itertools.islice(resumed, 16 - k - 1)]
+        assert got == [(cursor, _text(sample, tokenizer)) for cursor, sample in full[k + 1 :]], f"after {full[k][0]}"
+    # The reference's data_status resumes the same way (a position without the phase).
+    resumed = _dataset(tmp_path / "tars", tokenizer, 2, data_status=[list(full[5][0][1:])])
+    assert [_text(sample, tokenizer) for sample in itertools.islice(iter(resumed), 3)] == [
+        _text(sample, tokenizer) for _, sample in full[6:9]
+    ]
+
+
+@pytest.mark.parametrize("read_ahead", [0, 1 << 20])
+def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small_blocks, read_ahead):
+    _tars(tmp_path / "tars", 2)
+    dataset = _dataset(tmp_path / "tars", tokenizer, 2)
+    full = list(itertools.islice(dataset.iter_samples(), 11))
+    again = _dataset(tmp_path / "tars", tokenizer, 2)
+    cursors = [cursor for cursor, _ in full]
+    again.prefetch_rows(cursors, read_ahead)
+    for cursor, sample in full:
+        rebuilt = again.sample_at(cursor)
+        assert rebuilt is not None and _text(rebuilt, tokenizer) == _text(sample, tokenizer)
+        assert torch.equal(rebuilt["image_tensor_list"][0], sample["image_tensor_list"][0])
+    if read_ahead:
+        stats = again.read_ahead_stats()  # each row's index and block, pinned: none read again
+        assert (stats["hits"], stats["misses"]) == (2 * len(cursors), 0), stats
+    again.stop_read_ahead()
+
+
+def test_through_a_slow_store_the_read_ahead_gives_the_local_samples(tmp_path, tokenizer, small_blocks):
+    _tars(tmp_path / "tars", 3)
+    local = [_text(sample, tokenizer) for _, sample in _first_pass(_dataset(tmp_path / "tars", tokenizer, 3))]
+    dataset = _dataset(tmp_path / "tars", tokenizer, 3)
+    with delayed_storage(0.005):
+        remote = [_text(sample, tokenizer) for _, sample in _first_pass(dataset, read_ahead=1 << 20)]
+    stats = dataset.read_ahead_stats()
+    dataset.stop_read_ahead()
+    assert remote == local
+    assert stats["hits"] > 0 and stats["misses"] == 0, stats
+
+
+def test_a_failed_block_read_loses_that_block_only(tmp_path, tokenizer, small_blocks):
+    paths = _tars(tmp_path / "tars", 2)
+    index = tar_index.TarIndex(paths[0])
+    lost = index.blocks[1]
+    with delayed_storage(fail={paths[0]: (lost.start, lost.start + 1)}):
+        dataset = _dataset(tmp_path / "tars", tokenizer, 2)
+        texts = [_text(sample, tokenizer) for _, sample in _first_pass(dataset)]
+    missing = {f"t0 s{sample}" for sample in range(lost.first, lost.stop)}
+    assert missing and not missing & set(texts) and len(texts) == 11 - len(missing)
+    assert dataset.skip_log.counts[SkipReason.UNIT_UNREADABLE.value] == len(missing)
+
+
+@pytest.mark.parametrize("cut", ["mid-member", "mid-header", "at-a-header"])
+def test_a_truncated_tar_is_a_counted_unreadable_unit(tmp_path, tokenizer, cut):
+    paths = _tars(tmp_path / "tars", 2)
+    members = tar_index.list_tar(paths[1])
+    image = members[1][1].image  # type: ignore[union-attr]
+    at = {"mid-member": image.offset + 100, "mid-header": image.offset - 100, "at-a-header": image.offset - 512}
+    with open(paths[1], "r+b") as handle:
+        handle.truncate(at[cut])
+    dataset = _dataset(tmp_path / "tars", tokenizer, 2)
+    texts = [_text(sample, tokenizer) for _, sample in _first_pass(dataset)]
+    assert texts and all(text.startswith("t0 ") for text in texts)
+    assert set(dataset.skip_log.counts) == {SkipReason.UNIT_UNREADABLE.value}  # once per pass that meets it
+    assert "not a readable tar file: unexpected end of data" in dataset.skip_log.examples["unit_unreadable"]
+    with pytest.raises(ConfigError, match="not a readable tar file: unexpected end of data"):
+        prepare_sharded("t2i", tmp_path / "tars", tmp_path / "out")  # prepare's word for it
+
+
+def test_a_folder_of_tars_and_parquet_is_refused_naming_both(tmp_path, tokenizer):
+    t2i_tar(tmp_path / "mixed" / "a.tar", 3)
+    (tmp_path / "mixed" / "b.parquet").write_bytes(b"PAR1")
+    with pytest.raises(ConfigError, match=r"data_dir = .*mixed.*a\.tar\).*b\.parquet\)"):
+        _dataset(tmp_path / "mixed", tokenizer, 1)
+
+
+def test_img2dataset_s_listing_beside_each_tar_is_not_data(tmp_path, tokenizer):
+    paths = _tars(tmp_path / "tars", 2)
+    for path in paths:  # img2dataset's outputs beside each shard
+        (tmp_path / "tars" / path.replace(".tar", ".parquet")).write_bytes(b"PAR1 urls and statuses")
+        (tmp_path / "tars" / path.replace(".tar", "_stats.json")).write_text("{}")
+    dataset = _dataset(tmp_path / "tars", tokenizer, 2)
+    assert dataset.tars and sorted(dataset.data_paths) == paths
+    assert len(_first_pass(dataset)) == 11
+
+
+def test_column_names_are_refused_for_tars(tmp_path, tokenizer):
+    t2i_tar(tmp_path / "tars" / "a.tar", 3)
+    with pytest.raises(ConfigError, match="image_column = 'jpg': .*parquet tables"):
+        _dataset(tmp_path / "tars", tokenizer, 1, image_column="jpg")
+
+
+def test_a_folder_without_tars_or_parquet_says_so(tmp_path, tokenizer):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"holds no \*\.parquet files"):
+        _dataset(tmp_path / "empty", tokenizer, 1)

@@ -1,0 +1,131 @@
+"""A tar's member index (`sources/tar_index.py`): built once per node in the index cache,
+mapped after, rebuilt when damaged or when the tar changes; blocks that cover every sample's
+members; a tar read through a store with a round trip per read lists in few reads."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+
+import numpy as np
+import pytest
+
+from bagel_bench.slow_reads import DelayedFile, delayed_storage
+from bagel_data.errors import SkipReason
+from bagel_data.sources import jsonl_cache, tar_index, tar_members
+from bagel_data.sources.tar_index import TarIndex
+from helpers.prepare_inputs import t2i_tar
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv(jsonl_cache.ENV, str(root))
+    return root
+
+
+@pytest.fixture()
+def listings(monkeypatch) -> list[str]:
+    """The tars actually listed (walked header by header) in this process."""
+    calls: list[str] = []
+    real = tar_index.list_tar
+
+    def counting(path):
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(tar_index, "list_tar", counting)
+    return calls
+
+
+def _members(path) -> dict[str, bytes]:
+    with tarfile.open(path) as archive:
+        return {info.name: archive.extractfile(info).read() for info in archive if info.isfile()}  # type: ignore[union-attr]
+
+
+def test_the_index_is_built_once_then_mapped(tmp_path, cache, listings):
+    tar = str(t2i_tar(tmp_path / "a.tar", 9))
+    first, second = TarIndex(tar), TarIndex(tar)
+    assert listings == [tar]
+    assert first.folder is not None and first.folder == second.folder and first.folder.startswith(str(cache))
+    assert np.array_equal(first.samples, second.samples) and len(first) == 10
+    assert [first.key(i) for i in (0, 9)] == ["k/0000", "k/lonely"]
+    assert first.problem(9) == (SkipReason.CAPTION_WITHOUT_IMAGE, "no image file with this key")
+    assert first.problem(3) is None  # no caption: the captions' rule, applied when read
+
+
+def test_a_damaged_index_is_built_again(tmp_path, cache, listings):
+    tar = str(t2i_tar(tmp_path / "a.tar", 9))
+    folder = TarIndex(tar).folder
+    assert folder is not None
+    samples = np.load(os.path.join(folder, "samples.npy"), mmap_mode="r+")
+    samples["image_at"][:] = 1 << 40  # members past the tar's end: a garbage file
+    samples.flush()
+    del samples
+    again = TarIndex(tar)
+    assert listings == [tar, tar]
+    assert again.parts(0, 0, again.read_block(0))[0] == _members(tar)["k/0000.jpg"]
+
+
+def test_a_changed_tar_gets_a_new_index(tmp_path, cache, listings):
+    tar = str(t2i_tar(tmp_path / "a.tar", 9))
+    assert len(TarIndex(tar)) == 10
+    t2i_tar(tmp_path / "a.tar", 5)
+    assert len(TarIndex(tar)) == 6 and listings == [tar, tar]
+
+
+def test_without_a_cache_the_index_lives_in_memory(tmp_path, monkeypatch, listings):
+    monkeypatch.setenv(jsonl_cache.ENV, "off")
+    tar = str(t2i_tar(tmp_path / "a.tar", 3))
+    index = TarIndex(tar)
+    assert index.folder is None and len(index) == 4
+
+
+@pytest.mark.parametrize("block_bytes, blocks", [(512, range(12, 13)), (8000, range(2, 10)), (1 << 22, range(1, 2))])
+def test_blocks_cover_every_sample_in_order_and_cut_its_members(tmp_path, cache, monkeypatch, block_bytes, blocks):
+    monkeypatch.setattr(tar_index, "BLOCK_BYTES", block_bytes)
+    tar = str(t2i_tar(tmp_path / "a.tar", 12))
+    index, members = TarIndex(tar), _members(tar)
+    assert [block.first for block in index.blocks] == [0, *(block.stop for block in index.blocks[:-1])]
+    assert index.blocks[-1].stop == len(index)
+    assert len(index.blocks) in blocks  # samples of about 3 KB; a refused key joins the block before it
+    for number, block in enumerate(index.blocks):
+        assert block.end - block.start <= block_bytes + max(len(data) for data in members.values()) + 1024
+        data = index.read_block(number)
+        for sample in range(block.first, block.stop):
+            key = index.key(sample)
+            if index.problem(sample) is None:
+                image, txt, js = index.parts(sample, number, data)
+                assert image == members[f"{key}.jpg"]
+                assert (txt, js) == (members.get(f"{key}.txt"), members.get(f"{key}.json"))
+
+
+def test_a_truncated_tar_cannot_be_listed_as_prepare_says(tmp_path, cache):
+    tar = t2i_tar(tmp_path / "a.tar", 9)
+    tar.write_bytes(tar.read_bytes()[:3000])
+    with pytest.raises(tarfile.ReadError, match="unexpected end of data"):
+        TarIndex(str(tar))
+
+
+def test_listing_through_a_store_costs_a_read_per_window_not_per_member(tmp_path, monkeypatch):
+    """Each read of a `DelayedFile` is one round trip of an object store."""
+    tar = tmp_path / "a.tar"
+    with tarfile.open(tar, "w") as archive:
+        for index in range(400):
+            info = tarfile.TarInfo(f"{index:04d}.jpg")
+            info.size = 3000
+            archive.addfile(info, io.BytesIO(bytes(3000)))
+    reads = []
+    original = DelayedFile.read
+
+    def counted(self, size=-1):
+        reads.append(size)
+        return original(self, size)
+
+    monkeypatch.setattr(DelayedFile, "read", counted)
+    monkeypatch.setattr(tar_members, "LISTING_WINDOW", 256 << 10)
+    with delayed_storage(0.0):
+        keyed = tar_members.list_tar(str(tar))
+    assert len(keyed) == 400
+    assert len(reads) <= tar.stat().st_size // (256 << 10) + 2, len(reads)
