@@ -30,7 +30,9 @@ def _bad(field: str, value: Any, want: str) -> ResumeError:
 
 
 def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
-    """The checkpoint's fields have the types `PackState.restore` reads (before any use)."""
+    """The checkpoint's fields have the types `PackState.restore` reads (before any use).
+    The buffer holds at most `max_buffer` fresh entries beside a backlog of at most as many
+    (a schedule's change point, packing/pacing.py)."""
     if not isinstance(saved, Mapping):
         raise _bad("(root)", saved, "a checkpoint is a dict (PackedDataset.state_dict())")
     for key in (*_INT_FIELDS, *_MAPPING_FIELDS, "buffer"):
@@ -54,8 +56,11 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
     buffer = saved["buffer"]
     if not isinstance(buffer, list):
         raise _bad("buffer", buffer, "a list of [group, cursor] entries")
-    if len(buffer) > max_buffer:
-        raise _bad("buffer", f"{len(buffer)} entries", f"at most max_buffer_size={max_buffer}")
+    backlog = saved.get("backlog", 0)
+    if not _is_int(backlog) or not 0 <= backlog <= min(len(buffer), max_buffer):
+        raise _bad("backlog", backlog, f"an int from 0 to the buffer's length, at most max_buffer_size={max_buffer}")
+    if len(buffer) - backlog > max_buffer:
+        raise _bad("buffer", f"{len(buffer)} entries", f"at most max_buffer_size={max_buffer} beside the backlog")
     seen: set[tuple] = set()
     for index, entry in enumerate(buffer):
         row = _entry(f"buffer[{index}]", entry, group_names)
@@ -70,7 +75,7 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
     for name, counts in saved["skips"].items():
         if not isinstance(counts, Mapping) or not all(_is_int(v) and v >= 0 for v in counts.values()):
             raise _bad(f"skips.{name}", counts, "a mapping of reasons to non-negative counts")
-    for key in ("samples", "group_tokens"):
+    for key in ("samples", "group_tokens", "packed_tokens"):
         values = saved.get(key) or {}
         if not isinstance(values, Mapping) or not all(_is_int(v) and v >= 0 for v in values.values()):
             raise _bad(key, values, "a mapping of groups to non-negative ints")

@@ -83,7 +83,7 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     def get_data_paths(self, data_dir_list, num_used_data):
         self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
-        if not self.tars:  # the reference reads no tars: their positions are only ever ours
+        if not self.tars:  # the reference reads no tars: only a parquet listing can differ from its
             self.parquet_listing = ParquetListing.of(
                 data_dir_list, num_used_data, self.file_order, paths, self.listed_files
             )
@@ -101,8 +101,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         return ParquetSource(self.parquet_span, self.parquet_columns)
 
     def row_extent(self, unit_id, row):
-        """A file's row groups (`row` ()), or the rows of row group `row[0]`; a tar's blocks
-        are not counted here (its reads skip what is not there)."""
+        """A file's row groups (`row` ()), or the rows of row group `row[0]`. A tar's blocks
+        are known only from its member index, built when it is read: not told here."""
         if self.tars:
             return None
         path = self.epoch_units[unit_id]
