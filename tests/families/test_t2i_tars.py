@@ -197,3 +197,36 @@ def test_a_folder_without_tars_or_parquet_says_so(tmp_path, tokenizer):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match=r"holds no \*\.parquet files"):
         _dataset(tmp_path / "empty", tokenizer, 1)
+
+
+def test_tars_on_an_object_store_give_the_local_samples(tmp_path, tokenizer, monkeypatch, small_blocks):
+    """S3 (a moto server on loopback): the listing, the index cache's key and the blocks'
+    ranged reads all go through the store."""
+    import logging
+
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    paths = _tars(tmp_path / "tars", 2)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():  # fmt: skip
+            monkeypatch.setenv(key, value)
+        client = boto3.client("s3", endpoint_url=f"http://{host}:{port}")
+        client.create_bucket(Bucket="wds")
+        for path in paths:
+            client.upload_file(path, "wds", f"tars/{path.rsplit('/', 1)[-1]}")
+        remote = T2IIterableDataset("t2i", TRANSFORM, tokenizer, ["s3://wds/tars"], [2], num_workers=1)
+        assert remote.tars and remote.data_paths == ["s3://wds/tars/00000.tar", "s3://wds/tars/00001.tar"]
+        got = _first_pass(remote, read_ahead=1 << 20)
+        remote.stop_read_ahead()
+        cached = tar_index.TarIndex("s3://wds/tars/00000.tar")
+    finally:
+        server.stop()
+    want = _first_pass(_dataset(tmp_path / "tars", tokenizer, 2))
+    assert [_text(s, tokenizer) for _, s in got] == [_text(s, tokenizer) for _, s in want]
+    assert all(torch.equal(a["image_tensor_list"][0], b["image_tensor_list"][0]) for (_, a), (_, b) in zip(got, want))
+    assert cached.folder is not None, "a store's tar keys the node's cache too"
