@@ -13,6 +13,7 @@ import torch
 
 from bagel_bench.slow_reads import delayed_storage
 from bagel_data.errors import ConfigError, SkipReason
+from bagel_data.families import t2i_tars
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
 from bagel_data.sources import tar_index
@@ -112,10 +113,18 @@ def test_a_resume_after_any_cursor_continues_the_stream_exactly(tmp_path, tokeni
 
 
 @pytest.mark.parametrize("read_ahead", [0, 1 << 20])
-def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small_blocks, read_ahead):
+def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small_blocks, read_ahead, monkeypatch):
     _tars(tmp_path / "tars", 2)
     dataset = _dataset(tmp_path / "tars", tokenizer, 2)
     full = list(itertools.islice(dataset.iter_samples(), 11))
+    opened = []
+
+    class Counted(tar_index.TarIndex):
+        def __init__(self, path):
+            opened.append(path)
+            super().__init__(path)
+
+    monkeypatch.setattr(t2i_tars, "TarIndex", Counted)
     again = _dataset(tmp_path / "tars", tokenizer, 2)
     cursors = [cursor for cursor, _ in full]
     again.prefetch_rows(cursors, read_ahead)
@@ -127,6 +136,7 @@ def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small
         stats = again.read_ahead_stats()  # each row's index and block, pinned: none read again
         assert (stats["hits"], stats["misses"]) == (2 * len(cursors), 0), stats
     again.stop_read_ahead()
+    assert len(opened) == 2, "each tar's index is opened once (pinned, or kept inline), not once per row"
 
 
 def test_through_a_slow_store_the_read_ahead_gives_the_local_samples(tmp_path, tokenizer, small_blocks):
