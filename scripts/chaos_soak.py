@@ -153,7 +153,8 @@ def soak(args) -> dict:
 
     args.root.mkdir(parents=True, exist_ok=True)
     paths = write_demo_dataset(args.root)
-    packing = {**DEMO_PACKING, "rebuild_threads": 2, "text_cond_dropout_prob": 0.1}  # read-ahead: its default, on
+    # read-ahead set: its default reads local files inline, and the soak must run its threads
+    packing = {**DEMO_PACKING, "rebuild_threads": 2, "text_cond_dropout_prob": 0.1, "read_ahead_bytes": 32 << 20}
     run = {"grouped_datasets": str(paths.grouped_datasets), "dataset_info": str(paths.dataset_info), "packing": packing}
     (args.root / "run.yaml").write_text(json.dumps(run))  # JSON is YAML
     results = {}

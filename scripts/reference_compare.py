@@ -22,6 +22,13 @@ of the reference's timed packs (bagel-data's `compat: bagel` run records them; t
 `bagel_bench.floor.replay_floor`, best of two), nothing else. No bit-exact pipeline can
 do less on one core, so the reference's CPU seconds over the floor's is the ceiling of any
 exact pipeline's ratio to the reference (`ceiling_over_reference_per_cpu_second`).
+
+Once per run (it is deterministic), the faster floor's pixels are held against the exact
+path's (`faster_floor_psnr`): a child builds the exact uint8 variant, records which images
+its timed packs hold (the faster floor's packs are the same packs: checked, `same_packs`),
+and compares every such image resized exactly and with the faster floor's options, per
+group and over all of them (`bagel_bench.approximate.pixel_error`, as `bench config` does).
+`--sides` runs a subset of the sides in the rounds (the reference always runs).
 """
 
 from __future__ import annotations
@@ -43,6 +50,31 @@ from reference_bench import peak_rss_mb, time_packs  # noqa: E402  (stdlib-only 
 
 VARIANTS = ("float32", "uint8", "faster_floor", "float32_compat")
 FLOOR_REPLAYS = 2
+
+
+def run_psnr(config: Path, batches: int, warmup: int) -> dict:
+    """The faster floor's resized pixels against the exact path's, on the images of the
+    exact uint8 variant's timed packs (see the module docstring), in this process."""
+    import dataclasses
+
+    import torch
+
+    from bagel_bench.approximate import all_groups, group_of_transforms, pixel_error
+    from bagel_bench.recorder import WorkRecorder
+    from bagel_bench.runs import load_tokenizer_once
+    from bagel_data.batch import collate_wrapper
+    from bagel_data.tools.run import build_from_run_config, load_run_config
+
+    torch.set_num_threads(1)
+    run = load_run_config(str(config))
+    run = dataclasses.replace(run, packing={**run.packing, "pixel_format": "uint8"})
+    tok, _ = load_tokenizer_once()
+    with WorkRecorder() as recorder:
+        dataset = build_from_run_config(run, rank=0, world_size=1, num_workers=1, tokenizer=tok).dataset
+        packs = time_packs(dataset, collate_wrapper(), batches, warmup)["packs"]
+        work = recorder.work_of(packs)
+        groups = pixel_error(recorder, work, group_of_transforms(dataset))
+    return {"side": "psnr", "packs": packs, "all_groups": all_groups(groups), "by_group": groups}
 
 
 def run_floor(config: Path, batches: int, warmup: int) -> dict:
@@ -140,12 +172,14 @@ def compare(args: argparse.Namespace) -> dict:
     }
     common = ["--config", str(args.config), "--batches", str(args.batches), "--warmup", str(args.warmup)]
     ref_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # nothing of ours on the reference's path
-    runs: dict[str, list[dict]] = {"reference": [], "floor": [], **{v: [] for v in VARIANTS}}
+    sides = [side for side in (*VARIANTS, "floor") if side in args.sides]
+    runs: dict[str, list[dict]] = {"reference": [], **{side: [] for side in sides}}
+    psnr = child([sys.executable, __file__, "--child", "psnr", *common], env) if "faster_floor" in sides else None
     loads = []
     for index in range(args.rounds):
         loads.append(os.getloadavg())
         print(f"round {index + 1} of {args.rounds}, load {loads[-1][0]:.2f}", file=sys.stderr)
-        order = ["reference", *VARIANTS, "floor"]
+        order = ["reference", *sides]
         for side in order if index % 2 == 0 else order[::-1]:  # neither side always runs first
             if side == "reference":
                 command = [args.reference_python, str(REPO / "scripts" / "reference_bench.py"), *common]
@@ -161,16 +195,14 @@ def compare(args: argparse.Namespace) -> dict:
         "reference_versions": runs["reference"][0]["versions"], "reference": ref,
     }  # fmt: skip
     ref_packs = plain(runs["reference"][0]["packs"])
-    floors = runs["floor"]
-    ceilings = [r["cpu_seconds"] / f["cpu_seconds"] for r, f in zip(runs["reference"], floors)]
-    res["floor"] = {
-        "of_the_reference_packs": plain(floors[0]["packs"]) == ref_packs,
-        "images": floors[0]["images"], "resizes": floors[0]["resizes"],
-        "cpu_seconds": min(f["cpu_seconds"] for f in floors), "all_cpu_seconds": [f["cpu_seconds"] for f in floors],
-        "ceiling_over_reference_per_cpu_second": statistics.median(ceilings),
-        "ceiling_over_reference_per_cpu_second_by_round": ceilings,
-    }  # fmt: skip
-    for variant in VARIANTS:
+    if "floor" in sides:
+        res["floor"] = floor_summary(runs["reference"], runs["floor"], ref_packs)
+    if psnr is not None:
+        res["faster_floor_psnr"] = {
+            "same_packs": plain(psnr["packs"]) == plain(runs["faster_floor"][0]["packs"]),
+            **psnr["all_groups"], "by_group": psnr["by_group"],
+        }  # fmt: skip
+    for variant in (side for side in VARIANTS if side in sides):
         ours = best(runs[variant])
         ours["same_packs_as_reference"] = plain(runs[variant][0]["packs"]) == ref_packs
         ours["same_pack_shapes_as_reference"] = [
@@ -187,9 +219,21 @@ def compare(args: argparse.Namespace) -> dict:
         ours["rss_above_torch_import_over_reference"] = ours[above] / ref[above]
         res[variant] = ours
     res["load_average_at_end"] = os.getloadavg()
-    res["pack_shapes"] = {"reference": runs["reference"][0]["pack_shapes"], "float32": runs["float32"][0]["pack_shapes"],
-                          "uint8": runs["uint8"][0]["pack_shapes"]}  # fmt: skip
+    res["pack_shapes"] = {
+        side: runs[side][0]["pack_shapes"] for side in ("reference", "float32", "uint8") if side in runs
+    }
     return res
+
+
+def floor_summary(references: list[dict], floors: list[dict], ref_packs: list) -> dict:
+    ceilings = [r["cpu_seconds"] / f["cpu_seconds"] for r, f in zip(references, floors)]
+    return {
+        "of_the_reference_packs": plain(floors[0]["packs"]) == ref_packs,
+        "images": floors[0]["images"], "resizes": floors[0]["resizes"],
+        "cpu_seconds": min(f["cpu_seconds"] for f in floors), "all_cpu_seconds": [f["cpu_seconds"] for f in floors],
+        "ceiling_over_reference_per_cpu_second": statistics.median(ceilings),
+        "ceiling_over_reference_per_cpu_second_by_round": ceilings,
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -200,11 +244,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reference-python", default="/work/refvenv/bin/python")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--child", choices=(*VARIANTS, "floor"), default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sides", type=lambda text: text.split(","), default=[*VARIANTS, "floor"],
+        help=f"comma-separated sides beside the reference (default: all of {','.join((*VARIANTS, 'floor'))})",
+    )  # fmt: skip
+    parser.add_argument("--child", choices=(*VARIANTS, "floor", "psnr"), default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.config = args.config.resolve()
-    if args.child == "floor":
-        print(json.dumps(run_floor(args.config, args.batches, args.warmup), default=str))
+    unknown = set(args.sides) - {*VARIANTS, "floor"}
+    if unknown:
+        parser.error(f"--sides: unknown {sorted(unknown)}; choose from {','.join((*VARIANTS, 'floor'))}")
+    if args.child in ("floor", "psnr"):
+        measure = run_floor if args.child == "floor" else run_psnr
+        print(json.dumps(measure(args.config, args.batches, args.warmup), default=str))
         return
     if args.child is not None:
         print(json.dumps(run_ours(args.config, args.child, args.batches, args.warmup), default=str))
@@ -213,9 +265,10 @@ def main() -> None:
     text = json.dumps(res, indent=1, default=str)
     if args.out is not None:
         args.out.write_text(text + "\n")
-    summary = {k: res[k] for k in ("reference", *VARIANTS, "floor")}
+    summary = {k: res[k] for k in ("reference", *VARIANTS, "floor", "faster_floor_psnr") if k in res}
     for value in summary.values():
         value.pop("all_tokens_per_second", None)
+        value.pop("by_group", None)
     print(json.dumps(summary, indent=1))
 
 

@@ -10,6 +10,7 @@ Shapes, token counts and packs do not change; pixel values do, by what the PSNR 
 * `floor_seconds`: the measured packs' decodes and resizes replayed both ways, interleaved;
 * `pixel_error`: per group, the PSNR of the approximate resized pixels against the exact
   ones over all those images (one MSE over every pixel of the group), and the worst image's;
+  `all_groups` the same over every group;
 * `approximate_grouped`: the run config's groups with both options set, for a pipeline run.
 """
 
@@ -122,6 +123,17 @@ def pixel_error(recorder: WorkRecorder, work: dict, owners: dict[int, str]) -> d
             group["max"] = max(group["max"], int(np.abs(diff).max()))
     return {
         name: {"images": t["images"], "psnr_db": _psnr(t["se"], t["values"]), "worst_image_psnr_db": t["worst"],
-               "max_abs_levels": t["max"]}
+               "max_abs_levels": t["max"], "squared_error": t["se"], "values": t["values"]}
         for name, t in sorted(totals.items())
     }  # fmt: skip
+
+
+def all_groups(errors: dict) -> dict:
+    """`pixel_error`'s groups taken together: one PSNR over every pixel of every image, the
+    worst image's PSNR and the largest difference."""
+    return {
+        "images": sum(e["images"] for e in errors.values()),
+        "psnr_db": _psnr(sum(e["squared_error"] for e in errors.values()), sum(e["values"] for e in errors.values())),
+        "worst_image_psnr_db": min((e["worst_image_psnr_db"] for e in errors.values()), default=math.inf),
+        "max_abs_levels": max((e["max_abs_levels"] for e in errors.values()), default=0),
+    }

@@ -72,8 +72,19 @@ def mixing(
     run_config: Path = RunConfigArgument, out: Path = typer.Option(None, help="Where to write the results JSON."),
     packs: int = typer.Option(1000, min=1, help="Packs per mode."),
     plot: Path | None = typer.Option(None, help="Write the fill and token-share plot (PNG) here."),
+    switch: int | None = typer.Option(
+        None, min=1, help="Instead: token shares per step across a Stage 1 -> 2 change at this step, 2 ranks x 2 workers."
+    ),
 ) -> None:  # fmt: skip
     """Real packs of RUN.yaml in every packing/mixing mode, its dropouts on (docs/packing.md)."""
+    if switch is not None:
+        from .stage_switch import measure_switch, print_switch
+
+        switched = measure_switch(str(run_config), switch=switch)
+        print_switch(switched)
+        if out is not None:
+            out.write_text(json.dumps(switched, indent=1))
+        return
     from .mixing import measure_mixing, plot_mixing, print_mixing
 
     results = measure_mixing(str(run_config), packs=packs)
@@ -127,6 +138,9 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "config": config,
     "mixing": mixing,
     "read-ahead": argv_command("bagel_bench.read_ahead", "The read-ahead at a round-trip delay per open and read"),
+    "read-ahead-load": argv_command(
+        "bagel_bench.read_ahead_load", "The read-ahead's first batch, local cost, small shards"
+    ),
     "video": argv_command("bagel_bench.video", "One video sample's CPU seconds, mp4 and Matroska, against decord"),
     "seams": argv_command("bagel_bench.seams", "What the library's seams cost with nothing attached"),
     "tars": argv_command("bagel_bench.tars", "WebDataset tars in place vs their prepared copy, and at +20 ms"),

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from bagel_data.assembly import build_packed_dataset
-from bagel_data.schema.settings import Settings
+from bagel_data.schema.settings import READ_AHEAD_BYTES, Settings
 from bagel_data.tokenizer import QwenTokenizer
 
 from .slow_reads import OpenCounter, delayed_storage
@@ -30,7 +30,7 @@ from .slow_reads import OpenCounter, delayed_storage
 SPECIAL = {"bos_token_id": 151644, "eos_token_id": 151645, "start_of_image": 151652, "end_of_image": 151653}
 PACKING: dict = {"expected_num_tokens": 32768, "max_num_tokens": 36864, "max_num_tokens_per_sample": 16384,
            "prefer_buffer_before": 16384, "max_buffer_size": 50, "max_latent_size": 64}  # fmt: skip
-ON = Settings().read_ahead_bytes  # the default budget
+ON = READ_AHEAD_BYTES  # the default budget on an object store
 
 
 # The benchmark's VAE transform (BAGEL's). `--max-image-size 256` makes decoding cheap (JPEG

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from bagel_data.assembly import build_packed_dataset
-from bagel_data.schema.settings import Settings
+from bagel_data.schema.settings import READ_AHEAD_BYTES, Settings
 from bagel_data.synthetic.images import encode_image, photo_like_image
 from bagel_data.tokenizer import QwenTokenizer
 
@@ -96,9 +96,10 @@ def dataset(data_dir: Path, units: int, size: int, read_ahead: int):
 
 
 def steady(data_dir: Path, units: int, size: int, delay: float, warmup: int, packs: int) -> dict:
-    """Packs per second after `warmup` packs, with the default read-ahead."""
+    """Packs per second after `warmup` packs, with the read-ahead a remote store gets by
+    default (the delayed storage stands in for one, on local paths)."""
     with delayed_storage(delay):
-        packed = dataset(data_dir, units, size, Settings().read_ahead_bytes)
+        packed = dataset(data_dir, units, size, READ_AHEAD_BYTES)
         stream = iter(packed)
         for _ in range(warmup):
             next(stream)
@@ -122,7 +123,7 @@ def read_path(data_dir: Path, units: int, delay: float) -> dict:
         family = T2IIterableDataset("t2i", ImageTransform(512, 256, 16), QwenTokenizer(), [str(data_dir)], [units],
                                     num_workers=1)  # fmt: skip
         shard, log = family.worker_shard(), family.new_skip_log()
-        stop = family.follow_stream(Settings().read_ahead_bytes, shard, 0, None)
+        stop = family.follow_stream(READ_AHEAD_BYTES, shard, 0, None)
         start, cpu, samples = time.perf_counter(), time.process_time(), 0
         for phase in range(READ_PASSES):
             for item in phase_items(shard, None, phase, None):

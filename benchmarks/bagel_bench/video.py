@@ -31,6 +31,8 @@ from bagel_data.media import video
 from bagel_data.media.video_decode import decode_counts, decode_from_start
 from bagel_data.sources import storage
 
+from .slow_reads import DelayedFile, Tally
+
 WIDTH, HEIGHT, RATE, GOP = 640, 360, 30, 60
 FULL_SECONDS, QUICK_SECONDS = (20, 240), (5, 60)
 SAMPLER = video.FrameSampler(max_num_frames=8, min_num_frames=8, sample="middle")
@@ -131,49 +133,17 @@ def decord_reader(path: Path) -> Callable[[], object] | None:
     return read
 
 
-class _StoreFile(io.RawIOBase):
-    """A local file read as an object store serves it: each read one round trip, counted."""
-
-    def __init__(self, path: str, delay: float, tally: dict[str, int]):
-        super().__init__()
-        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
-        self.delay, self.tally = delay, tally
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def readinto(self, buffer) -> int:
-        time.sleep(self.delay)
-        data = self._file.read(len(buffer))
-        buffer[: len(data)] = data
-        self.tally["reads"] += 1
-        self.tally["bytes"] += len(data)
-        return len(data)
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
-
-
 @contextlib.contextmanager
-def object_store(delay: float, tally: dict[str, int]) -> Iterator[None]:
-    """`benchstore://<local path>` opens as a _StoreFile while the block runs."""
+def object_store(delay: float, tally: Tally) -> Iterator[None]:
+    """`benchstore://<local path>` opens as a `DelayedFile` (each open and read one round
+    trip, counted in `tally`) while the block runs."""
     original = storage.open_input
 
     def open_input(path: str):
         if path.startswith(_SCHEME):
             time.sleep(delay)  # the request that finds the object and its size
-            tally["opens"] += 1
-            return io.BufferedReader(_StoreFile(path[len(_SCHEME) :], delay, tally), 64 << 10)
+            tally.add("opens")
+            return io.BufferedReader(DelayedFile(path[len(_SCHEME) :], delay, tally=tally), 64 << 10)
         return original(path)
 
     storage.open_input = open_input
@@ -187,18 +157,18 @@ def remote_read(path: Path, delay: float) -> dict:
     """Bytes, round trips and seconds of one sample read from the object store: `cold`, as
     the first reader on a node (it demuxes the file for its frame table), then `warm`, as
     any other process of the node (its table read from the node's cache, video_tables)."""
-    from bagel_data.sources.jsonl_cache import ENV
+    from bagel_data.sources.node_cache import ENV
 
     results = {}
     with tempfile.TemporaryDirectory() as node_cache, _environment(ENV, node_cache):
         for reader in ("cold", "warm"):
-            tally = {"opens": 0, "reads": 0, "bytes": 0}
+            tally = Tally()
             video._TABLES.clear()  # a process of its own: nothing in its memory
             start, cpu = time.perf_counter(), time.process_time()
             with object_store(delay, tally):
                 SAMPLER(_SCHEME + str(path), np.random.default_rng(0))
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-            results[reader] = {**tally, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+            results[reader] = {**tally.counts(), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
     return {**results, "file_bytes": path.stat().st_size}
 
 

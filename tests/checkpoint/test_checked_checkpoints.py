@@ -156,7 +156,10 @@ def _indexes(folder, tokenizer, special_tokens, data_status, batches=2):
 
 
 def test_data_status_survives_a_json_round_trip(folder, tokenizer, special_tokens):
-    status = {"t2i_pretrain": {0: [1, 0, 1]}}
+    # This library's own position: 3 of 2 files is not the reference's file list, so it is tagged.
+    position = _indexes(folder, tokenizer, special_tokens, None, batches=1)[0][0]["data_indexes"]
+    assert len(position) == 4
+    status = {"t2i_pretrain": {0: position}}
     trip = json.loads(json.dumps(status))
     assert list(trip["t2i_pretrain"]) == ["0"]
     assert _indexes(folder, tokenizer, special_tokens, trip) == _indexes(folder, tokenizer, special_tokens, status)
@@ -187,6 +190,27 @@ def test_a_cursor_is_refused_from_its_work_list_length_on(dataset, checkpoint):
     assert _resume(dataset, _with(checkpoint, CURSOR, [0, length - 1, 0, 0]))["sample_lens"]
     with pytest.raises(ResumeError, match=f"index {length} is past the {length} item"):
         _resume(dataset, _with(checkpoint, CURSOR, [0, length, 0, 0]))
+
+
+def test_a_cursor_row_is_refused_from_its_row_groups_end_on(dataset, checkpoint):
+    """The last row of a row group resumes (at the next one); the row after it, or a row
+    group the file lacks, is a ResumeError naming the group, file, row group, size and fix,
+    never a silent start at the next row group."""
+    import pyarrow.parquet as pq
+
+    family = dataset.grouped_datasets[0]
+    path = family.epoch_units[int(family.worker_shard().unit_ids[0])]
+    footer = pq.ParquetFile(path).metadata
+    rows = footer.row_group(0).num_rows
+    assert _resume(dataset, _with(checkpoint, CURSOR, [0, 0, 0, rows - 1]))["sample_lens"]
+    past_end = f"t2i_pretrain: row {rows} does not exist: {path}, row group 0 has {rows} row.*resume from"
+    with pytest.raises(ResumeError, match=past_end):
+        _resume(dataset, _with(checkpoint, CURSOR, [0, 0, 0, rows]))
+    groups = footer.num_row_groups
+    with pytest.raises(ResumeError, match=f"row group {groups} does not exist: {path} has {groups} row group"):
+        _resume(dataset, _with(checkpoint, CURSOR, [0, 0, groups, 0]))
+    with pytest.raises(ResumeError, match=rf"buffer\[0\] .*row {rows} does not exist"):
+        _resume(dataset, _with(checkpoint, ("buffer",), [["t2i_pretrain", [0, 0, 0, rows]]]))
 
 
 def test_a_buffered_sample_that_waited_resumes(dataset, checkpoint):

@@ -40,7 +40,9 @@ def config(golden_root):
 def test_ranks_under_torchrun(config, tmp_path, world_size):
     (tmp_path / "config.json").write_text(json.dumps(config))
     script = Path(__file__).parent / "distributed" / "rank_stream.py"
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).parent))
+    # The caller's path first: the ranks import the same bagel_data as this process does.
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(Path(__file__).parent)]))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
                str(script), str(tmp_path / "config.json"), str(tmp_path)]  # fmt: skip
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

@@ -14,6 +14,7 @@ see which rows were packed; one test runs the old topology through real DataLoad
 from __future__ import annotations
 
 import collections
+import copy
 import itertools
 
 import pytest
@@ -415,3 +416,27 @@ def test_an_inherited_row_that_no_longer_exists_is_a_clear_error(elastic_data, t
     dataset.load_state_dict(merged)
     with pytest.raises(ResumeError, match=f"{group}: the buffered row"):
         list(itertools.islice(iter(dataset), 5))
+
+
+def test_an_elastic_restart_across_a_change_point_packs_every_waiting_sample_once(
+    elastic_data, tokenizer, special_tokens, packed_rows, monkeypatch
+):
+    """Old run (2 ranks x 2 workers) past a change at step 2, best fit and mix_by tokens:
+    the backlogs the old workers held are inherited rows of the new run (1 rank x 2
+    workers), each packed exactly once; the schedule goes on from the step reached."""
+    groups, info = elastic_data
+    staged = copy.deepcopy(groups)
+    staged["vlm_sft"]["weight"] = [[0, 2], [2, 0.5]]
+    staged["unified_edit"]["weight"] = [[0, 0], [2, 2]]
+    data = (staged, info)
+    monkeypatch.setitem(PACKING, "mix_by", "tokens")
+    monkeypatch.setitem(PACKING, "pack_strategy", "best_fit")
+    states, packed_before = run_old(data, tokenizer, special_tokens, 2, 2, packed_rows)
+    assert any(state["backlog"] for state in states), "no old worker held a backlog at the restart"
+    expected = collections.Counter()
+    for state in states:
+        expected += leftover_rows(data, tokenizer, special_tokens, state)
+    _, packed_after, merged = run_new(data, tokenizer, special_tokens, states, 1, 2, packed_rows)
+    assert packed_after == expected
+    assert not set(packed_after) & packed_before, "a row packed before the restart was packed again"
+    assert merged["history"]["steps"] == 13  # rank 1's workers made 5 + 8 packs: its step

@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from bagel_data.checkpoint.state import BufferEntry, ResumeError
+from bagel_data.checkpoint.state import STATE_VERSION, BufferEntry, ResumeError
 from bagel_data.packing.config import PackingConfig
 from helpers.fake_groups import FakeGroup, packed_groups
 from helpers.plans import TOKENS_DICT, text_sample
@@ -77,7 +77,7 @@ def _next_packs(state: dict, strategy: str, count: int = 6) -> list:
 @pytest.mark.parametrize("strategy", ["greedy", "best_fit"])
 def test_a_version_2_checkpoint_continues_as_todays(strategy):
     state = _checkpoint_with_waiting_samples(strategy)
-    assert state["version"] == 3 and all(raw["v"] == 1 for raw in state["buffer"])
+    assert state["version"] == STATE_VERSION and all(raw["v"] == 1 for raw in state["buffer"])
     today = _next_packs(state, strategy)
     old = _as_version_2(state)
     assert old["buffer"] and all(isinstance(raw, list) for raw in old["buffer"])

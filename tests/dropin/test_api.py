@@ -124,7 +124,7 @@ def test_make_bagel_multimodal_dataset_keeps_the_spec_signature():
         "mix_by": "samples",
         "pack_strategy": "greedy",
         "pixel_format": "float32",
-        "read_ahead_bytes": 32 << 20,
+        "read_ahead_bytes": None,
         "rebuild_threads": None,
     }
 

@@ -14,6 +14,7 @@ import torch
 
 from bagel_data import DataConfig, PackedDataset, ResumeError
 from bagel_data.packing.invariants import check_batch
+from bagel_data.sources import storage
 from helpers.golden import absolute_dataset_info, load_case
 
 BUDGETS = dict(expected_num_tokens=300, max_num_tokens_per_sample=400, max_num_tokens=900, prefer_buffer_before=300)
@@ -26,7 +27,8 @@ def case():
     grouped = {name: dict(args) for name, args in case["grouped_datasets"].items()}
     for name, args in grouped.items():
         args["weight"], args["is_mandatory"] = 1, name == "t2i_pretrain"
-        args["num_used_data"] = [4] if name == "t2i_pretrain" else args["num_used_data"]
+        # 6 of the 3 files: each twice, the files the reference takes too, so that NeMo's positions are ours
+        args["num_used_data"] = [6] if name == "t2i_pretrain" else args["num_used_data"]
     return grouped, absolute_dataset_info(case)
 
 
@@ -115,3 +117,39 @@ def test_unknown_checkpoint_format_says_how_to_continue(case, tokenizer, special
     with pytest.raises(ResumeError, match="data_status=") as info:
         next(iter(dataset))
     assert "version 7" in str(info.value)
+
+
+def test_nemo_positions_on_files_the_default_mode_repeats_otherwise_say_compat(
+    case, tokenizer, special_tokens, monkeypatch
+):
+    """NeMo lists a folder in the filesystem's order; here the reverse of the sorted one, so
+    that 4 of the 3 T2I files repeat another file in NeMo (and compat="bagel") than in the
+    default mode. Its positions then name other rows here: a ResumeError that says to resume
+    with compat="bagel", which continues at NeMo's next rows."""
+    listed = storage.list_entries
+    monkeypatch.setattr(storage, "list_entries", lambda path, sort=True: listed(path, True)[:: 1 if sort else -1])
+    grouped, info = case
+    grouped = {name: dict(args, num_used_data=[4] if name == "t2i_pretrain" else args["num_used_data"])
+               for name, args in grouped.items()}  # fmt: skip
+
+    def build(compat):
+        dataset = PackedDataset(
+            DataConfig(grouped), tokenizer, special_tokens, 0, 1, 0, dataset_info=info, compat=compat, **BUDGETS
+        )
+        dataset.set_epoch(42)
+        return dataset
+
+    full = list(itertools.islice(build("bagel"), CUT + 6))  # NeMo's positions are the reference's
+    state = _nemo_state(build("bagel").group_names, full[:CUT])
+    default = build(None)
+    default.load_state_dict(state)
+    with pytest.raises(
+        ResumeError, match=r"NeMo AutoModel checkpoint: the positions of t2i_pretrain .*compat=\"bagel\""
+    ):
+        next(iter(default))
+    resumed = build("bagel")
+    resumed.load_state_dict(state)
+    t2i = [item["data_indexes"] for batch in itertools.islice(resumed, 3) for item in batch["batch_data_indexes"]
+           if item["dataset_name"] == "t2i_pretrain"]  # fmt: skip
+    done = len(_by_group(full[:CUT])["t2i_pretrain"])
+    assert t2i and t2i == _by_group(full)["t2i_pretrain"][done : done + len(t2i)]

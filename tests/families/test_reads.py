@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import threading
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bagel_bench.slow_reads import delayed_storage, row_group_bytes
 from bagel_data import ImageTransform, T2IIterableDataset
-from bagel_data.families.reads import FamilyReads, ParquetSource
-from bagel_data.families.walk import walk
-from helpers.noise_t2i import write_noise_t2i
+from bagel_data.families.reads import FILES_AHEAD, FamilyReads, ParquetSource
+from bagel_data.families.walk import Phase, WorkItem, walk
+from bagel_data.instruments import attached
+from helpers.builders import write_t2i
+from helpers.noise_t2i import noise_row, write_noise_t2i
 
 ON = 1 << 20
 
@@ -93,3 +97,110 @@ def test_one_unreadable_row_group_among_buffered_rows(tmp_path, tokenizer):
         if want is not None:
             assert all((a == b).all() for a, b in zip(want["image_tensor_list"], have["image_tensor_list"]))
             assert want["text_ids_list"] == have["text_ids_list"]
+
+
+def _one_row_group_files(folder, count: int, rows: int = 4) -> list[str]:
+    paths = []
+    for index in range(count):
+        path = str(folder / f"part-{index:03d}.parquet")
+        pq.write_table(pa.table({"id": [index * 100 + row for row in range(rows)]}), path)
+        paths.append(path)
+    return paths
+
+
+def _shard(units: int):
+    shard = type("Shard", (), {})()
+    shard.unit_ids, shard.global_worker = list(range(units)), (0, 1)
+    return shard
+
+
+def test_the_next_files_open_while_a_footer_is_awaited(tmp_path):
+    """Reading ahead crosses files: while the first file's footer is awaited (its open is
+    held here), the walk's next files are opened; then each is read once, all hits."""
+    paths = _one_row_group_files(tmp_path, 6)
+    gate, opened, lock = threading.Event(), [], threading.Lock()
+
+    def held(call, args, kwargs):
+        with lock:
+            opened.append(args[0])
+        if args[0] == paths[0]:
+            gate.wait(10)
+        return call(*args, **kwargs)
+
+    reads = FamilyReads()
+    source = ParquetSource(lambda unit_id, row_start: (paths[unit_id], 0, None), lambda names: ("id",))
+    one_pass = [Phase(0, True, iter([WorkItem(unit, unit, 0, (0, 0)) for unit in range(len(paths))]))]
+    with attached({"open": held}):
+        stop = reads.follow(ON, source, one_pass)
+        try:
+            deadline = time.monotonic() + 10
+            while paths[1] not in opened and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert paths[1] in opened and not gate.is_set()  # opened while file 0 waits
+            gate.set()
+            for index, path in enumerate(paths):  # the stream, in the walk's order
+                with reads.open_parquet(path) as reader:
+                    assert reader.read_row_group(0, ["id"]).column("id").to_pylist()[0] == index * 100
+        finally:
+            gate.set()
+            stop()
+    stats = reads.stats()
+    assert stats["misses"] == 0 and stats["hits"] == 2 * len(paths), stats  # a footer and a row group each
+    assert sorted(opened) == sorted(paths * 2)  # each file: its footer once, a row group handle
+
+
+def test_the_files_opened_early_are_the_walks_next(tmp_path):
+    """Once the stream is under way, a held footer lets up to FILES_AHEAD next files open:
+    the walk's next ones, in its order, never one it passed."""
+    paths = _one_row_group_files(tmp_path, FILES_AHEAD + 8)
+    hold, gate, opened, lock = paths[4], threading.Event(), [], threading.Lock()
+
+    def held(call, args, kwargs):
+        with lock:
+            opened.append(args[0])
+        if args[0] == hold:
+            gate.wait(10)
+        return call(*args, **kwargs)
+
+    reads = FamilyReads()
+    source = ParquetSource(lambda unit_id, row_start: (paths[unit_id], 0, None), lambda names: ("id",))
+    with attached({"open": held}):
+        stop = reads.follow(ON, source, walk(_shard(len(paths)), None, 0, None))
+        try:
+            for path in paths[:4]:
+                with reads.open_parquet(path) as reader:
+                    reader.read_row_group(0, ["id"])
+            time.sleep(0.5)  # what would open while file 4's footer is held
+            with lock:
+                early = {paths.index(path) for path in opened} - set(range(5))
+            assert early and max(early) <= 4 + FILES_AHEAD, early
+            assert early == set(range(5, 5 + len(early))), early  # the next ones, in order
+        finally:
+            gate.set()
+            stop()
+
+
+def test_resume_at_a_file_boundary_with_read_ahead_is_exact(tmp_path, tokenizer):
+    """A cursor on a file's last row: the resumed stream, read ahead across the following
+    files, gives the uninterrupted stream's samples, every read foreseen by its plan."""
+    rows = iter(range(100))
+    write_t2i(tmp_path, [[[noise_row(next(rows)) for _ in range(2)]] for _ in range(6)])
+
+    def family() -> T2IIterableDataset:
+        return T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [6], num_workers=1)
+
+    straight = list(itertools.islice(family().iter_samples(read_ahead=0), 14))
+    first = family()
+    stream = first.iter_samples(read_ahead=ON)
+    taken = list(itertools.islice(stream, 6))
+    stream.close()
+    cursor = taken[-1][0]
+    assert cursor[-1] == 1 and cursor[-2] == 0  # the last row of a file's only row group
+    resumed_family = family()
+    resumed = list(itertools.islice(resumed_family.iter_samples(after=cursor, read_ahead=ON), 8))
+    stats = resumed_family.read_ahead_stats()
+    assert [c for c, _ in resumed] == [c for c, _ in straight[6:]]
+    for (_, want), (_, have) in zip(straight[6:], resumed):
+        assert want["text_ids_list"] == have["text_ids_list"]
+        assert all((a == b).all() for a, b in zip(want["image_tensor_list"], have["image_tensor_list"]))
+    assert stats["misses"] == 0, stats

@@ -264,3 +264,24 @@ def test_the_multi_frame_rule_has_one_home_asked_of_the_policy():
         builder.add(sample)
         kept[name] = len(builder.latent_shapes)
     assert kept == {"default": 2, "compat": 0}
+
+
+@pytest.mark.parametrize("kind", ["text", "vit_image", "vae_image"])
+def test_one_kind_alone_at_rate_1_drops_in_the_packed_stream(kind):
+    """Only one kind's probability set (the others 0): the packer still decides dropout, and
+    every packed sample is its full length less exactly that kind's CFG items."""
+    rates = {"text": 0.0, "vit_image": 0.0, "vae_image": 0.0, kind: 1.0}
+    cfg = _config(
+        text_cond_dropout_prob=rates["text"],
+        vit_cond_dropout_prob=rates["vit_image"],
+        vae_cond_dropout_prob=rates["vae_image"],
+    )
+    make = _sample_maker(cfg, "edit", "edit")
+    dataset = packed_groups({"edit": FakeGroup("edit", make)}, cfg, TOKENS_DICT)
+    for batch in _take(dataset, 5):
+        for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
+            sample = make(where["data_indexes"])
+            sizes = _item_sizes(sample, cfg)
+            plan = sample["sequence_plan"]
+            saved = sum(size for item, size in zip(plan, sizes) if item["type"] == kind and item["enable_cfg"] == 1)
+            assert saved > 0 and length == full_length(sample) - saved, (kind, where)

@@ -332,3 +332,15 @@ def test_a_tie_goes_to_a_weighted_random_positive_group(tokens):
 def test_one_token_below_target_is_no_tie():
     assert _draws([1.0, 3.0], [10, 29], count=50) == {1: 50}
     assert _draws([1.0, 3.0], [9, 30], count=50) == {0: 50}
+
+
+@pytest.mark.parametrize("behind", [10**7, 10**9, 10**12])
+def test_a_group_far_below_its_target_at_large_counts_is_drawn(behind):
+    """A long run (or a weight schedule that just moved a target) leaves a group millions of
+    tokens behind; there the tie tolerance is below the float spacing of the deficit, and
+    the group furthest behind is still the one drawn, with no draw from the generator."""
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    assert choose_by_deficit([1.0, 1.0], [behind, 3 * behind], rng) == 0
+    assert choose_by_deficit([2.0, 1.0, 1.0], [4 * behind, 0, 2 * behind], rng) == 1
+    assert rng.bit_generator.state == before

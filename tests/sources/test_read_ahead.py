@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bagel_data.sources.read_ahead import PENDING, ReadAhead, Task, nbytes_of
+from bagel_data.sources.read_ahead import MAX_AHEAD, PENDING, RAMP_START, Early, ReadAhead, Task, nbytes_of
 
 
 def _tasks(sizes, log=None, gate=None):
@@ -36,7 +36,7 @@ def test_takes_come_back_in_order_with_their_values():
 
 def test_the_budget_bounds_what_is_fetched_ahead():
     fetched: list[int] = []
-    ahead = ReadAhead(budget_bytes=250, threads=4)
+    ahead = ReadAhead(budget_bytes=250, threads=4, ramp_start=MAX_AHEAD)  # the budget, not the ramp, stops it
     ahead.follow(_tasks([100] * 10, fetched))
     try:
         _wait_for(lambda: len(fetched) >= 2)
@@ -118,7 +118,7 @@ def test_passed_tasks_that_have_not_started_never_run():
     tasks = list(_tasks([1, 1, 1, 1], ran, gate))
     for task in tasks:  # no estimate: queued at once, not one at a time until the first is back
         task.estimate = 0
-    ahead = ReadAhead(budget_bytes=1000, threads=1)
+    ahead = ReadAhead(budget_bytes=1000, threads=1, ramp_start=MAX_AHEAD)  # all four queued at once
     ahead.follow(iter(tasks))
     opener = _open_when(gate, lambda: tasks[1].future.cancelled() and tasks[2].future.cancelled())
     try:
@@ -228,7 +228,7 @@ def test_the_budget_holds_in_decoded_bytes_when_the_footer_understates_them(tmp_
     meta = pq.read_metadata(path)
     assert meta.row_group(0).total_byte_size * 10 < 64 * len(image)  # the understatement itself
     budget = 2 * 64 * len(image) + 64 * len(image) // 2  # room for 2 decoded row groups, not 3
-    ahead = ReadAhead(budget, threads=4)
+    ahead = ReadAhead(budget, threads=4, ramp_start=MAX_AHEAD)  # the budget, not the ramp, is what stops it
     files: weakref.WeakSet = weakref.WeakSet()
     ahead.follow(parquet_ahead.file_tasks(path, 0, None, lambda names: ("image",), files))
     deadline = time.monotonic() + 30
@@ -243,7 +243,7 @@ def test_the_budget_holds_in_decoded_bytes_when_the_footer_understates_them(tmp_
 
 def test_a_kind_starts_one_task_until_one_comes_back_then_fills_the_budget():
     gate, ran = threading.Event(), []
-    ahead = ReadAhead(budget_bytes=1000, threads=4)
+    ahead = ReadAhead(budget_bytes=1000, threads=4, ramp_start=MAX_AHEAD)  # the budget alone decides
     ahead.follow(_tasks([10] * 6, ran, gate))
     try:
         time.sleep(0.2)
@@ -253,3 +253,90 @@ def test_a_kind_starts_one_task_until_one_comes_back_then_fills_the_budget():
         assert len(ran) == 6 and ahead.held == 60  # all six under the budget once it is known
     finally:
         ahead.close()
+
+
+def _started(tasks) -> int:
+    return sum(task.future is not None for task in tasks)
+
+
+def test_it_starts_with_a_few_tasks_and_allows_one_more_per_take():
+    """A worker's first reads are the stream's own: the read-ahead does not fill its budget
+    at once (every worker and group of a node would, competing with the first pack)."""
+    tasks = list(_tasks([0] * 40))  # no estimate: the budget never stops them
+    ahead = ReadAhead(budget_bytes=1 << 30, threads=2)
+    ahead.follow(iter(tasks))
+    try:
+        assert _started(tasks) == RAMP_START
+        for taken in range(3):
+            ahead.take(("unit", taken), lambda: b"")
+            # `taken + 1` tasks taken, and the window is RAMP_START + taken + 1 beyond them
+            assert _started(tasks) == 2 * (taken + 1) + RAMP_START
+        assert ahead.hits == 3 and ahead.misses == 0
+    finally:
+        ahead.close()
+
+
+def test_the_window_stops_growing_at_max_ahead():
+    tasks = list(_tasks([0] * (2 * MAX_AHEAD + 10)))
+    ahead = ReadAhead(budget_bytes=1 << 30, threads=2)
+    ahead.follow(iter(tasks))
+    try:
+        for taken in range(MAX_AHEAD + 5):
+            ahead.take(("unit", taken), lambda: b"")
+        assert ahead.window == MAX_AHEAD
+        assert _started(tasks) == MAX_AHEAD + 5 + MAX_AHEAD
+    finally:
+        ahead.close()
+
+
+def test_an_early_task_starts_before_its_turn_and_runs_once():
+    """A plan waiting on one result may start a later task early (a next file's footer);
+    it runs once, and its value is taken at its own place in the order."""
+    gate, ran = threading.Event(), []
+    rest = list(_tasks([0, 0, 0], ran))[1:]
+    blocked = Task(("unit", 0), lambda: (gate.wait(5), ran.append(0), b"")[-1], 0)
+    later = rest[1]  # unit 2
+
+    def plan():
+        yield blocked
+        yield Early(later)
+        while not blocked.future.done():
+            yield PENDING
+        yield rest[0]
+        yield later
+
+    ahead = ReadAhead(budget_bytes=1 << 20, threads=2, ramp_start=4)
+    ahead.follow(plan())
+    try:
+        _wait_for(lambda: 2 in ran)
+        assert ran == [2]  # unit 2 ran while unit 0 was held
+        gate.set()
+        assert [ahead.take(("unit", i), lambda: b"inline") for i in range(3)] == [b"", b"", b""]
+        assert sorted(ran) == [0, 1, 2] and ahead.misses == 0
+    finally:
+        ahead.close()
+    assert ahead.held == 0
+
+
+def test_an_early_hint_without_room_is_dropped_and_the_task_starts_at_its_turn():
+    ran: list[int] = []
+    tasks = list(_tasks([100, 100, 100], ran))
+    for task in tasks:
+        task.estimate = 0  # queued at once: only the budget decides
+    tasks[2].estimate = 10_000  # over the budget: no room for it early
+
+    def plan():
+        yield tasks[0]
+        yield Early(tasks[2])
+        yield tasks[1]
+        yield tasks[2]
+
+    ahead = ReadAhead(budget_bytes=1000, threads=2, ramp_start=4)
+    ahead.follow(plan())
+    try:
+        assert tasks[2] not in ahead._early
+        assert [len(ahead.take(("unit", i), lambda: b"")) for i in range(3)] == [100, 100, 100]
+        assert sorted(ran) == [0, 1, 2]
+    finally:
+        ahead.close()
+    assert ahead.held == 0

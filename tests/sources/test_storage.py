@@ -6,6 +6,7 @@ import fsspec
 import pytest
 
 from bagel_data import ConfigError
+from bagel_data.schema.settings import READ_AHEAD_BYTES
 from bagel_data.sources import storage
 from helpers.golden import GOLDEN_CASES, absolute_dataset_info, first_packs, load_case
 
@@ -33,6 +34,29 @@ def test_fsspec_memory_filesystem_matches_local(memory_copy, tokenizer, special_
         assert a["batch_data_indexes"] == b["batch_data_indexes"]
         for key in ("packed_text_ids", "padded_images", "packed_vit_tokens"):
             assert a[key].equal(b[key]), key
+
+
+def test_groups_on_a_remote_filesystem_read_ahead_by_default_and_local_ones_do_not(
+    memory_copy, tokenizer, special_tokens
+):
+    local_root, memory_root = memory_copy
+    case, _, _ = load_case("packed_three_groups_flex")
+    assert "read_ahead_bytes" not in case["packing"]  # the default, unset
+    info = absolute_dataset_info(case)
+    remote = {g: {n: {k: (v.replace(local_root, memory_root) if isinstance(v, str) else v) for k, v in meta.items()}
+                  for n, meta in datasets.items()} for g, datasets in info.items()}  # fmt: skip
+    _, local = first_packs(case, info, tokenizer, special_tokens, 1)
+    _, elsewhere = first_packs(case, remote, tokenizer, special_tokens, 1)
+    assert [group.reads_remote for group in local.groups] == [False] * len(local.groups)
+    assert [group.reads_remote for group in elsewhere.groups] == [True] * len(elsewhere.groups)
+    assert local.stats["read_ahead"] == {}
+    budgets = {name: stats["budget_bytes"] for name, stats in elsewhere.stats["read_ahead"].items()}
+    assert budgets == {group.name: READ_AHEAD_BYTES for group in elsewhere.groups}
+
+
+def test_is_remote_is_any_uri_but_a_local_file_one():
+    assert storage.is_remote("s3://bucket/x") and storage.is_remote("memory://a/b")
+    assert not storage.is_remote("/data/x.parquet") and not storage.is_remote("file:///data/x.parquet")
 
 
 def test_a_scheme_no_filesystem_handles_is_a_config_error(golden_root, tokenizer, special_tokens):
@@ -96,3 +120,16 @@ def test_a_remote_listing_is_one_level_deep():
     finally:
         memory.rm("/listing-depth", recursive=True)
     assert names == ["a.parquet", "sub"]
+
+
+def test_a_conversation_group_whose_images_are_remote_reads_ahead(memory_copy, tokenizer, special_tokens):
+    """Its JSONL may lie on local disk while every image is fetched from the store."""
+    local_root, memory_root = memory_copy
+    case, _, _ = load_case("packed_three_groups_flex")
+    info = absolute_dataset_info(case)
+    for meta in info["vlm_sft"].values():
+        meta["data_dir"] = meta["data_dir"].replace(local_root, memory_root)
+        assert not storage.is_remote(meta["jsonl_path"])
+    _, packed = first_packs(case, info, tokenizer, special_tokens, 1)
+    remote = {group.name: group.reads_remote for group in packed.groups}
+    assert remote == {name: name == "vlm_sft" for name in remote}

@@ -23,8 +23,12 @@ def test_validate_prints_the_schedule_phases(tmp_path):
         {"from_step": 0, "weights": {"t2i_pretrain": 0.5, "unified_edit": 0.0, "vlm_sft": 1.0}},
         {"from_step": 5000, "weights": {"t2i_pretrain": 0.5, "unified_edit": 0.3, "vlm_sft": 0.25}},
     ]
+    (lag,) = report.lags  # the change point's lag, from the walk's median lengths (tests/tools/test_lag.py)
+    assert lag["step"] == 5000 and set(lag["waiting"]) == {"vlm_sft"} and lag["target_steps"] > 0
     result = CliRunner().invoke(app, ["validate", str(demo / "run.yaml"), "--num-workers", "1", "--sample", "4"])
     assert "mixture schedule" in result.output and "5,000" in result.output, result.output
+    said = " ".join(result.output.split())  # rich wraps at the terminal's width
+    assert "stage 2 at step 5,000" in said and "buffered samples of vlm_sft" in said, said
     groups["unified_edit"]["weight"] = [[0, 1.0], [5000, -1]]
     groups_file.write_text(yaml.safe_dump(groups))
     result = CliRunner().invoke(app, ["validate", str(demo / "run.yaml"), "--num-workers", "1", "--sample", "4"])

@@ -10,11 +10,11 @@ uniqueness; a failure is a `ResumeError` that names the field.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from ..errors import ResumeError, shown
-from ..sharding import INHERITED_PHASE, phase_work
+from ..sharding import INHERITED_PHASE
 
 _INT_FIELDS = ("packs", "tokens", "data_seed")
 _MAPPING_FIELDS = ("topology", "units", "rng", "cursors", "samples", "skips")
@@ -30,7 +30,9 @@ def _bad(field: str, value: Any, want: str) -> ResumeError:
 
 
 def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
-    """The checkpoint's fields have the types `PackState.restore` reads (before any use)."""
+    """The checkpoint's fields have the types `PackState.restore` reads (before any use).
+    The buffer holds at most `max_buffer` fresh entries beside a backlog of at most as many
+    (a schedule's change point, packing/pacing.py)."""
     if not isinstance(saved, Mapping):
         raise _bad("(root)", saved, "a checkpoint is a dict (PackedDataset.state_dict())")
     for key in (*_INT_FIELDS, *_MAPPING_FIELDS, "buffer"):
@@ -54,8 +56,11 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
     buffer = saved["buffer"]
     if not isinstance(buffer, list):
         raise _bad("buffer", buffer, "a list of [group, cursor] entries")
-    if len(buffer) > max_buffer:
-        raise _bad("buffer", f"{len(buffer)} entries", f"at most max_buffer_size={max_buffer}")
+    backlog = saved.get("backlog", 0)
+    if not _is_int(backlog) or not 0 <= backlog <= min(len(buffer), max_buffer):
+        raise _bad("backlog", backlog, f"an int from 0 to the buffer's length, at most max_buffer_size={max_buffer}")
+    if len(buffer) - backlog > max_buffer:
+        raise _bad("buffer", f"{len(buffer)} entries", f"at most max_buffer_size={max_buffer} beside the backlog")
     seen: set[tuple] = set()
     for index, entry in enumerate(buffer):
         row = _entry(f"buffer[{index}]", entry, group_names)
@@ -70,7 +75,7 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
     for name, counts in saved["skips"].items():
         if not isinstance(counts, Mapping) or not all(_is_int(v) and v >= 0 for v in counts.values()):
             raise _bad(f"skips.{name}", counts, "a mapping of reasons to non-negative counts")
-    for key in ("samples", "group_tokens"):
+    for key in ("samples", "group_tokens", "packed_tokens"):
         values = saved.get(key) or {}
         if not isinstance(values, Mapping) or not all(_is_int(v) and v >= 0 for v in values.values()):
             raise _bad(key, values, "a mapping of groups to non-negative ints")
@@ -136,32 +141,24 @@ def _check_one_carry(carry: Any) -> None:
         raise _bad("carry", carry, "one [group, cursor] entry, not a list of entries (one sample is carried)")
 
 
-def check_cursor_ranges(datasets: list, group_names: list[str], cursors: list, buffered: list) -> None:
-    """Each cursor lies in its worker's work list and has the group's length (after the
-    restart plan is applied, so that the phases are known)."""
+class CursorCheck(Protocol):
+    """What a group answers about a cursor (`packing/groups.GroupSource` is one)."""
+
+    def cursor_problem(self, cursor: tuple) -> str | None: ...
+
+
+def check_cursor_ranges(groups: Sequence[CursorCheck], group_names: list[str], cursors: list, buffered: list) -> None:
+    """Each cursor names a row of its worker's walk: in its work list, of the group's length,
+    and within its unit, row group and row (after the restart plan is applied, so that the
+    phases are known); the group says what is wrong (`families/positions.py`)."""
     places = [(f"cursors.{name}", index, cursor) for index, (name, cursor) in enumerate(zip(group_names, cursors))]
     places += [(field, group, cursor) for field, group, cursor in buffered]
     for field, group, cursor in places:
-        dataset = datasets[group]
-        if cursor is None or not hasattr(dataset, "worker_shard"):
+        if cursor is None:
             continue
-        if len(cursor) < 2:
-            raise _bad(field, list(cursor), "a cursor: [phase, index, *row] of ints")
-        phase, index = cursor[0], cursor[1]
-        plan = getattr(dataset, "restart_plan", None)
-        if phase < 0 and plan is None:
-            raise _bad(field, list(cursor), "a restart phase, but the checkpoint has no restart plan")
-        shard = dataset.worker_shard()
-        depth: int | None = 0
-        if phase == INHERITED_PHASE:
-            assert plan is not None  # checked just above
-            length = len(plan.inherited_for(*shard.global_worker))
-        else:
-            length, depth = len(phase_work(shard, plan, phase)), getattr(dataset, "row_depth", lambda: None)()
-        if index >= length:
-            raise _bad(field, list(cursor), f"index {index} is past the {length} item(s) of the worker's work list")
-        if depth is not None and len(cursor) != 2 + depth:
-            raise _bad(field, list(cursor), f"{group_names[group]} cursors have {2 + depth} entries")
+        problem = groups[group].cursor_problem(tuple(cursor))
+        if problem is not None:
+            raise _bad(field, list(cursor), problem)
 
 
 def check_waiting_drawn(group_names: list[str], cursors: list, waiting: list) -> None:

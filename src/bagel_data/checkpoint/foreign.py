@@ -12,6 +12,9 @@ the rank, the worker and `global_seed`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from ..sample import Draw
 from .state import PackState, ResumeError
 
@@ -22,6 +25,35 @@ HOW_TO_CONTINUE = (
     "yielded, as BAGEL's trainer records them; a list of those per rank also works) and do not "
     "load this checkpoint; see docs/coming_from.md"
 )
+
+RESUME_AS_REFERENCE = (
+    'resume with compat="bagel", which reads the reference\'s files in its order and sharding, so that each '
+    "position names the row the reference read; see docs/coming_from.md"
+)
+
+
+class ReferenceCheck(Protocol):
+    """What a group answers about reference positions (`packing/groups.GroupSource`)."""
+
+    name: str
+
+    def reference_mismatch(self) -> str | None: ...
+
+
+def check_reference_positions(groups: Sequence[ReferenceCheck], cursors: list, waiting: list) -> None:
+    """A NeMo checkpoint's positions name items of the reference's worker lists: a group
+    with one, whose list here is another (`families/positions.py`), would continue on other
+    rows, so that is a ResumeError that says to resume with compat="bagel"."""
+    positioned = {index for index, cursor in enumerate(cursors) if cursor is not None}
+    positioned |= {group for _, group, _ in waiting}
+    for index in sorted(positioned):
+        mismatch = groups[index].reference_mismatch()
+        if mismatch is not None:
+            raise ResumeError(
+                f"NeMo AutoModel checkpoint: the positions of {groups[index].name} are items of the reference's "
+                f"file list, which is not this run's: {mismatch}. They would continue on other rows; "
+                f"{RESUME_AS_REFERENCE}"
+            )
 
 
 def is_nemo_state(saved: object) -> bool:

@@ -21,8 +21,10 @@ from .inputs import check_inputs
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
 # 3: buffer and carry entries are `BufferEntry` dicts; version 2 checkpoints still load.
-STATE_VERSION = 3
-READABLE_VERSIONS = (2, 3)
+# 4: `backlog` and `packed_tokens` (a schedule's change point, packing/pacing.py); older
+#    checkpoints load with no backlog.
+STATE_VERSION = 4
+READABLE_VERSIONS = (2, 3, 4)
 ENTRY_VERSION = 1
 
 
@@ -112,11 +114,15 @@ class PackState:
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     group_tokens: list[int] = dataclasses.field(default_factory=list)  # drawn and not skipped, per group
+    packed_tokens: list[int] = dataclasses.field(default_factory=list)  # packed in this phase, per group
+    backlog: int = 0  # the oldest buffer entries, waiting from an earlier phase (packing/pacing.py)
     empty_run: int = 0  # samples in a row that added nothing to a pack (packing/placer.py); not saved
 
     def __post_init__(self) -> None:
         if not self.group_tokens:
             self.group_tokens = [0] * len(self.units)
+        if not self.packed_tokens:
+            self.packed_tokens = [0] * len(self.units)
 
     @property
     def step_base(self) -> int:
@@ -138,6 +144,8 @@ class PackState:
             "tokens": self.tokens,
             "samples": dict(self.samples),
             "group_tokens": dict(zip(group_names, self.group_tokens)),
+            "packed_tokens": dict(zip(group_names, self.packed_tokens)),
+            "backlog": self.backlog,
             "skips": {name: log.as_dict() for name, log in zip(group_names, self.logs)},
             "restart": self.restart,
             "history": self.history,
@@ -164,6 +172,11 @@ class PackState:
         self.samples = collections.Counter(saved["samples"])
         saved_tokens = saved.get("group_tokens", {})
         self.group_tokens = [int(saved_tokens.get(name, 0)) for name in group_names]
+        # Before version 4 there was no backlog: the counts it paces by are not read until
+        # the next change point, which restarts them.
+        packed = saved.get("packed_tokens", {})
+        self.packed_tokens = [int(packed.get(name, 0)) for name in group_names]
+        self.backlog = int(saved.get("backlog", 0))
         for name, log in zip(group_names, self.logs):
             log.counts = collections.Counter(saved["skips"].get(name, {}))
 

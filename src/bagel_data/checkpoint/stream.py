@@ -23,7 +23,7 @@ from ..compat import CompatPolicy
 from ..errors import SkipLog, shown
 from ..sharding import WorkerTopology
 from .checks import check_cursor_ranges, check_shape, check_waiting_drawn
-from .foreign import is_nemo_state, load_nemo_state
+from .foreign import check_reference_positions, is_nemo_state, load_nemo_state
 from .merge import apply_restart, is_elastic
 from .state import READABLE_VERSIONS, PackState, ResumeError, check_compatible
 
@@ -41,6 +41,8 @@ class StreamGroup(Protocol):
     def resume_cursor(self, worker_id: int) -> tuple | None: ...
     def input_record(self) -> dict | None: ...
     def unit_count(self) -> int: ...
+    def cursor_problem(self, cursor: tuple) -> str | None: ...
+    def reference_mismatch(self) -> str | None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Start:
     restart: dict | None = None
     generation: int = 0
     load: Callable[[PackState], None] = lambda state: None
+    reference_positions: bool = False  # its cursors are the reference's (NeMo AutoModel's)
 
 
 def fresh_state(setup: StreamSetup, generation: int = 0) -> PackState:
@@ -109,7 +112,9 @@ def start_state(setup: StreamSetup, saved: Any) -> PackState:
     waiting = [(f"buffer[{i}]", item.group, item.cursor) for i, item in enumerate(state.buffer)]
     if state.carry is not None:
         waiting.append(("carry", state.carry.group, state.carry.cursor))
-    check_cursor_ranges(setup.grouped_datasets, setup.group_names, state.cursors, waiting)
+    if start.reference_positions:
+        check_reference_positions(setup.groups, state.cursors, waiting)
+    check_cursor_ranges(setup.groups, setup.group_names, state.cursors, waiting)
     check_waiting_drawn(setup.group_names, state.cursors, waiting)
     return state
 
@@ -131,7 +136,7 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
     if saved is None:
         return Start()
     if is_nemo_state(saved):  # written by NeMo AutoModel's PackedDataset
-        return Start(load=lambda state: load_nemo_state(state, saved, names))
+        return Start(load=lambda state: load_nemo_state(state, saved, names), reference_positions=True)
     if not isinstance(saved, Mapping):
         raise ResumeError(f"a checkpoint is a dict (PackedDataset.state_dict()), not {shown(saved, 80)}")
     saved = dict(saved)

@@ -208,6 +208,8 @@ def _print_validation(report) -> None:
         _print_group_table(report)
     if len(report.phases) > 1:
         _print_phases(report.phases)
+    for lag in report.lags:
+        console.print(f"[cyan]change point:[/cyan] {lag['note']}")
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     for error in report.errors:

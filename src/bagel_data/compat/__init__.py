@@ -133,6 +133,12 @@ class CompatPolicy:
         return self.reference
 
     @property
+    def paces_stage_backlog(self) -> bool:
+        """After a schedule's change point, samples waiting from the phase before are packed
+        at their group's new pace (packing/pacing.py); the reference takes them at once."""
+        return not self.reference
+
+    @property
     def allows_elastic_restart(self) -> bool:
         """The reference has no elastic restart: it would change which rows are read."""
         return not self.reference

@@ -8,14 +8,13 @@ keeps the cursors that make resume exact.
 
 from __future__ import annotations
 
-import numbers
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sample import sample_length, with_tensors
 from ..sharding import WorkerShard, row_key_at
 from .group_args import GroupArgs
+from .positions import data_status_cursor, tagged
 from .reads import FamilyReads, ReadSource
 from .units import UnitDataset
 from .walk import first_phase, phase_items, walk
@@ -110,7 +109,7 @@ class DistributedIterableDataset(UnitDataset):
             yield position, with_tensors(sample)
 
     def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple, rng_state) -> dict:
-        sample = builder.build(self.data_index(position), shard.worker_id, self.dataset_name)
+        sample = builder.build(tagged(self, shard, self.data_index(position)), shard.worker_id, self.dataset_name)
         sample["row_key"] = row_key  # where it came from, whatever the topology
         if self.policy.reference:
             sample["compat_rng_state"] = rng_state  # the stream before this row's draws
@@ -266,43 +265,10 @@ class DistributedIterableDataset(UnitDataset):
     def read_ahead_stats(self) -> dict | None:
         return self.reads.stats()
 
-    def row_depth(self) -> int | None:
-        """How many ints address a row within a unit (`_unit_samples`' row); None: unknown."""
-        return None
-
     def resume_cursor(self, worker_id: int) -> tuple[int, ...] | None:
-        """The reference's `data_status` entry of a worker as a cursor in the first pass,
-        checked: a worker id may be a string (a JSON round trip), a position must lie in the
-        worker's first pass and have the family's length (a ResumeError names it)."""
-        status: Any = self.data_status
-        if status is None:
-            return None
-        if isinstance(status, Mapping):
-            found = [status[key] for key in (worker_id, str(worker_id)) if key in status]
-        else:
-            found = [status[worker_id]] if isinstance(status, (list, tuple)) and worker_id < len(status) else []
-        if not found:
-            raise ResumeError(
-                f"{self.dataset_name}: data_status has no entry for worker {worker_id}; give one position "
-                "(or null, to start afresh) per DataLoader worker"
-            )
-        position = found[0]
-        if position is None:
-            return None
-        cursor = (0, *(position if isinstance(position, (list, tuple)) else [position]))
-        work = len(self.worker_shard().unit_ids)
-        depth = self.row_depth()
-        if (
-            not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in cursor)
-            or cursor[1] >= work
-            or (depth is not None and len(cursor) != 2 + depth)
-        ):
-            raise ResumeError(
-                f"{self.dataset_name}: data_status[{worker_id}] = {str(position)[:80]} is not a position of this "
-                f"worker: {1 + depth if depth is not None else 'some'} non-negative int(s), the first under its "
-                f"{work} unit(s)"
-            )
-        return tuple(int(v) for v in cursor)
+        """The reference's `data_status` entry of a worker as a checked cursor in the first
+        pass (`families/positions.py`)."""
+        return data_status_cursor(self, worker_id)
 
     def __iter__(self):
         after = self.resume_cursor(self.worker_shard().worker_id)

@@ -16,7 +16,7 @@ from ..sources import storage
 from ..sources.parquet import parquet_data_files
 from .base import DistributedIterableDataset
 from .parquet_info import check_row_groups, parquet_info_entry, stale_row_groups
-from .reads import ParquetSource
+from .parquet_units import ParquetListing, RowGroupUnits
 from .worst_case import edit_worst_length, measured
 
 COLUMNS = EDIT_COLUMNS
@@ -70,7 +70,7 @@ class _CompatRowError(Exception):
         self.reason, self.detail = reason, detail
 
 
-class UnifiedEditIterableDataset(DistributedIterableDataset):
+class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
     """Image-editing dataset: (input, instruction, output) chains over parquet row groups."""
 
     GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
@@ -121,9 +121,11 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         # since reading every footer here costs two requests per file on every rank.
         self.declared_row_groups: dict[str, int] = {}
         self.footer_unchecked: set[str] = set()
+        taken: list[str] = []
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
             self.listed_files.update(listed)
+            taken.extend(paths)
             for path in paths:
                 if path in self.declared_row_groups:
                     units.extend((path, group) for group in range(self.declared_row_groups[path]))
@@ -146,17 +148,10 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                 else:
                     check_row_groups(path, declared)
                 units.extend((path, group) for group in range(declared))
+        self.parquet_listing = ParquetListing.of(
+            data_dir_list, num_used_data, self.file_order, taken, self.listed_files
+        )
         return units
-
-    def row_depth(self):
-        return 1  # (row,)
-
-    def parquet_span(self, unit_id, row_start):
-        path, row_group = self.epoch_units[unit_id]
-        return path, row_group, row_group + 1
-
-    def read_source(self):
-        return ParquetSource(self.parquet_span, self.parquet_columns)
 
     def parquet_columns(self, names):
         return COLUMNS if all(name in names for name in COLUMNS) else None

@@ -32,7 +32,7 @@ from ..sources import storage
 from ..sources.parquet import ParquetReader, parquet_data_files
 from .base import DistributedIterableDataset
 from .group_args import COMMON_GROUP_KEYS
-from .reads import ParquetSource
+from .parquet_units import ParquetListing, RowGroupUnits
 from .sample_checks import SampleInvalid, check_sample
 
 
@@ -99,7 +99,7 @@ def planned_length(builder) -> int:
     return builder.num_tokens + 2 * len(builder.sequence_plan)
 
 
-class ParquetStandardIterableDataset(DistributedIterableDataset):
+class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
     """Parquet rows handed to `parse_row`; units are (file, row group) pairs.
 
     Position of a sample: `[unit index in this worker's list, row within the group]`, the
@@ -165,30 +165,25 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         """The sample of one row, built with `init_data` / `add_*`; `{}` skips the row."""
         raise NotImplementedError(f"{type(self).__name__} must implement parse_row(row)")
 
-    def row_depth(self):
-        return 1  # (row,) in its row group
-
-    def parquet_span(self, unit_id, row_start):
-        path, row_group = self.epoch_units[unit_id]
-        return path, row_group, row_group + 1
-
-    def read_source(self):
-        return ParquetSource(self.parquet_span, self.parquet_columns)
-
     def parquet_columns(self, names):
         return list(names) if self.columns is None else list(self.columns)
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         units: list[tuple] = []
         counted: dict[str, int] = {}  # num_used_data repeats files: each is opened at most once
+        taken: list[str] = []
         for data_dir, num_used in zip(data_dir_list, num_used_data):
             paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
             self.listed_files.update(listed)
+            taken.extend(paths)
             for path in paths:
                 if path not in counted:
                     info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
                     counted[path] = self._count_row_groups(path) if info is None else int(info["num_row_groups"])
                 units.extend((path, group) for group in range(counted[path]))
+        self.parquet_listing = ParquetListing.of(
+            data_dir_list, num_used_data, self.file_order, taken, self.listed_files
+        )
         return units
 
     @staticmethod

@@ -7,6 +7,10 @@ row, as a JSONL family's line and images). A family without a source reads inlin
 without read-ahead. The family then reads through `open_parquet` (a `ParquetReader`, or
 the read-ahead's view of the same file) or `take`.
 
+While the read-ahead waits on a file's footer, the walk's next units open their files
+early (`openings`, up to `FILES_AHEAD` of them): many small files read as fast as a few
+large ones.
+
 On resume, `prefetch` fetches the rows a checkpoint's buffer will rebuild, grouped by file:
 each file opened once, the files in parallel.
 
@@ -25,8 +29,11 @@ from typing import Any, Protocol
 
 from ..sources import parquet_ahead
 from ..sources.parquet import ParquetReader
-from ..sources.read_ahead import ReadAhead, Task
-from .walk import Phase
+from ..sources.read_ahead import PENDING, Early, ReadAhead, Task
+from .walk import Phase, WorkItem
+
+# How many of the walk's next units may open their files while the plan waits on a footer.
+FILES_AHEAD = 8
 
 # `span(unit id, first row)`: (file, first row group, stop row group or None for the end) a
 # unit's read covers, or None where the unit is no parquet row group (a JSONL line).
@@ -52,13 +59,28 @@ class ParquetSource:
 
     def __init__(self, span: SpanOf, columns: parquet_ahead.ColumnsFor):
         self.span, self.columns = span, columns
+        self._footers: dict[str, Task] = {}  # made ahead by `openings`, taken by `unit_tasks`
 
     def unit_tasks(self, unit_id, row_start, single, files):
         found = self.span(unit_id, row_start)
         if found is None:
             return iter(())
         path, first, stop = found
-        return parquet_ahead.file_tasks(path, first, first + 1 if single else stop, self.columns, files)
+        footer = self._footers.pop(path, None)
+        return parquet_ahead.file_tasks(path, first, first + 1 if single else stop, self.columns, files, footer)
+
+    def openings(self, items: Sequence[WorkItem], files: weakref.WeakSet) -> Iterator[Early]:
+        """Hints to open the files of `items` (the walk's next units) now; a file whose
+        footer was started already is not asked again."""
+        for item in items:
+            found = self.span(item.unit_id, item.row_start)
+            if found is None:
+                continue
+            footer = self._footers.get(found[0])
+            if footer is None:
+                footer = self._footers[found[0]] = parquet_ahead.footer_task(found[0], files)
+            if footer.future is None:
+                yield Early(footer)
 
     def pin(self, ahead, row_keys, files):
         by_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -92,20 +114,73 @@ def _same(value):
     return value
 
 
-def source_tasks(source: ReadSource, phases: Iterable[Phase], files: weakref.WeakSet) -> Iterator[Task]:
+class _Walked:
+    """The walk's phases and items in order, one at a time, with a look at the next items."""
+
+    def __init__(self, phases: Iterable[Phase]):
+        self._phases = iter(phases)
+        self._items: Iterator[WorkItem] | None = None
+        self._seen: collections.deque[Phase | WorkItem] = collections.deque()
+
+    def _pull(self) -> bool:
+        """One more phase or item into the look; False when the walk has ended."""
+        if self._items is not None:
+            item = next(self._items, None)
+            if item is not None:
+                self._seen.append(item)
+                return True
+            self._items = None
+        phase = next(self._phases, None)
+        if phase is None:
+            return False
+        self._items = phase.items
+        self._seen.append(phase)
+        return True
+
+    def next(self) -> Phase | WorkItem | None:
+        if not self._seen and not self._pull():
+            return None
+        return self._seen.popleft()
+
+    def upcoming(self, count: int) -> list[WorkItem]:
+        """The next `count` items, looking at most into the phase after the next (a walk of
+        empty passes never ends)."""
+        found: list[WorkItem] = []
+        index = phases = 0
+        while len(found) < count and (index < len(self._seen) or self._pull()):
+            entry = self._seen[index]
+            index += 1
+            if isinstance(entry, Phase):
+                phases += 1
+                if phases > 2:
+                    break
+            else:
+                found.append(entry)
+        return found
+
+
+def source_tasks(source: ReadSource, phases: Iterable[Phase], files: weakref.WeakSet) -> Iterator:
     """The tasks of the units the stream walks, in its order; they end where the stream
-    would find a whole pass empty, or at a unit that reads nothing ahead."""
-    for phase in phases:
-        units = 0
-        for item in phase.items:
-            units += 1
-            tasks = 0
-            for task in source.unit_tasks(item.unit_id, item.row_start, item.single, files):
-                tasks += 1
-                yield task
-            if not tasks:
+    would find a whole pass empty, or at a unit that reads nothing ahead. While a unit
+    waits on a footer, the next units' files are opened early (`Early` hints)."""
+    walked = _Walked(phases)
+    openings = getattr(source, "openings", None)  # a source of a user's may have none
+    phase: Phase | None = None
+    units = 0
+    while (entry := walked.next()) is not None:
+        if isinstance(entry, Phase):
+            if phase is not None and phase.whole and phase.number >= 0 and not units:
                 return
-        if phase.whole and phase.number >= 0 and not units:
+            phase, units = entry, 0
+            continue
+        units += 1
+        tasks = 0
+        for task in source.unit_tasks(entry.unit_id, entry.row_start, entry.single, files):
+            if task is PENDING and openings is not None:
+                yield from openings(walked.upcoming(FILES_AHEAD), files)
+            tasks += 1
+            yield task
+        if not tasks:
             return
 
 

@@ -20,6 +20,7 @@ from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
+from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
 from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
 from .worst_case import RowSkip, measured, t2i_worst_length
@@ -98,6 +99,10 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     def get_data_paths(self, data_dir_list, num_used_data):
         self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
+        if not self.tars:  # the reference reads no tars: only a parquet listing can differ from its
+            self.parquet_listing = ParquetListing.of(
+                data_dir_list, num_used_data, self.file_order, paths, self.listed_files
+            )
         return paths
 
     def row_depth(self):
@@ -110,6 +115,19 @@ class T2IIterableDataset(DistributedIterableDataset):
         if self.tars:
             return TarSource(self.epoch_units.__getitem__)
         return ParquetSource(self.parquet_span, self.parquet_columns)
+
+    def row_extent(self, unit_id, row):
+        """A file's row groups (`row` ()), or the rows of row group `row[0]`. A tar's blocks
+        are known only from its member index, built when it is read: not told here."""
+        if self.tars:
+            return None
+        path = self.epoch_units[unit_id]
+        counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
+        if counts is None:
+            return None  # unreadable: a counted skip when it is read
+        if not row:
+            return "row group", len(counts), path
+        return "row", counts[row[0]], f"{path}, row group {row[0]}"
 
     def parquet_columns(self, names):
         return self.columns if all(name in names for name in self.columns) else None

@@ -18,9 +18,11 @@ import torch
 from ..compat import CompatPolicy
 from ..errors import ConfigError, SkipLog
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
+from ..sources import storage
 
 if TYPE_CHECKING:
     from ..checkpoint.restart import GroupRestart
+    from .parquet_units import ParquetListing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,8 @@ class UnitDataset(torch.utils.data.IterableDataset):
     rank_unit_ids: range
     num_files_per_rank: int
     data_status: list | None
+    # What a parquet family listed (`families/parquet_units.py`); None for the others.
+    parquet_listing: ParquetListing | None = None
 
     def __init__(
         self,
@@ -67,6 +71,7 @@ class UnitDataset(torch.utils.data.IterableDataset):
         # (size, mtime_ns) of input files from their folders' listings, set by the parquet
         # families: travels to the workers, so none of them asks the store for each file.
         self.listed_files: dict[str, tuple[int, int | None]] = {}
+        self._reads_remote: bool | None = None  # `reads_remote`, found on first use
         self.epoch_seed = 42
         # The epoch order and what it was made from (seed, units object, count): `epoch_units`
         # makes it on first use, so the constructor's set_epoch(42) and an entrance's repeated
@@ -162,6 +167,20 @@ class UnitDataset(torch.utils.data.IterableDataset):
         """The files this group reads (a checkpoint records them with their sizes)."""
         return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in self.data_paths or ()})
 
+    def reads_remote(self) -> bool:
+        """Whether this group reads files over a network (an object store, HDFS, a URI of
+        fsspec's): its inputs, or the folders its media are read from. Reading ahead pays
+        there; on local disk it buys nothing (`Settings.stream_read_ahead`)."""
+        if self._reads_remote is None:
+            paths = [*self.input_paths(), *self.media_folders()]
+            self._reads_remote = any(storage.is_remote(str(path)) for path in paths)
+        return self._reads_remote
+
+    def media_folders(self) -> Sequence[str]:
+        """The folders this group reads media from beside its inputs (a JSONL family's image
+        folders); none where the media lie in the inputs themselves."""
+        return ()
+
     def input_record(self) -> dict:
         """`checkpoint.inputs.input_record` of this group's files, computed once per process."""
         if getattr(self, "_input_record", None) is None:
@@ -175,6 +194,26 @@ class UnitDataset(torch.utils.data.IterableDataset):
     def unit_label(self, unit_id: int) -> str:
         """The unit at `unit_id` of the epoch order, as error messages name it."""
         return str(self.epoch_units[unit_id])
+
+    # -- positions (`families/positions.py`) -------------------------------------------------
+    def row_depth(self) -> int | None:
+        """How many ints address a row within a unit (`_unit_samples`' row); None: unknown."""
+        return None
+
+    def row_extent(self, unit_id: int, row: tuple) -> tuple[str, int, str] | None:
+        """The level of a row address after `row` within unit `unit_id`: (its name, how many
+        entries it holds, where that is), e.g. ("row group", 3, "a.parquet") for `row` ();
+        None where the family cannot tell (a unit of one line has no levels)."""
+        return None
+
+    def reference_units_mismatch(self) -> str | None:
+        """Why the reference would have taken other units than this group's (None: the same)."""
+        listing = self.parquet_listing
+        if listing is None:
+            return None
+        if "_reference_units_mismatch" not in self.__dict__:  # lists the folders again: once
+            self._reference_units_mismatch = listing.reference_mismatch()
+        return self._reference_units_mismatch
 
     # -- per-sample randomness -----------------------------------------------------------
     def row_random(self, unit_id: int, *position: int) -> RowRandom:

@@ -20,6 +20,7 @@ from ..checkpoint.state import PackState
 from ..compat import CompatPolicy, RandomSource, SeededRandom
 from ..errors import SkipLog, SkipReason
 from ..families.base import DistributedIterableDataset
+from ..families.positions import cursor_problem, reference_mismatch
 from ..sample import Draw, Dropout
 from ..sharding import stable_hash
 from .config import PackingConfig
@@ -31,6 +32,7 @@ class GroupSource:
     `resume_cursor`, `set_epoch`, `strict`, `max_consecutive_failures`)."""
 
     parallel_rebuild = False  # whether its rows may be rebuilt on other threads
+    reads_remote = False  # whether its files are remote (where reading ahead pays by default)
 
     def __init__(self, index: int, name: str, dataset):
         self.index, self.name, self.dataset = index, name, dataset
@@ -70,6 +72,14 @@ class GroupSource:
     def unit_count(self) -> int:
         return 0
 
+    def cursor_problem(self, cursor: tuple) -> str | None:
+        """Why `cursor` names no row of this worker (a stand-in cannot tell: None)."""
+        return None
+
+    def reference_mismatch(self) -> str | None:
+        """Why a reference position would name another row here (a stand-in cannot tell)."""
+        return None
+
     def set_restart_plan(self, plan) -> None:
         self.dataset.restart_plan = plan
 
@@ -90,6 +100,10 @@ class FamilyGroup(GroupSource):
     @property
     def parallel_rebuild(self) -> bool:  # type: ignore[override]
         return bool(self.dataset.parallel_rebuild)
+
+    @property
+    def reads_remote(self) -> bool:  # type: ignore[override]
+        return self.dataset.reads_remote()
 
     def samples(self, after, log, read_ahead):
         # Images stay `PendingImage`s, converted straight into the batch (media/convert.py);
@@ -115,6 +129,12 @@ class FamilyGroup(GroupSource):
     def unit_count(self):
         return len(self.dataset.epoch_units)
 
+    def cursor_problem(self, cursor):
+        return cursor_problem(self.dataset, cursor)
+
+    def reference_mismatch(self):
+        return reference_mismatch(self.dataset)
+
     def set_epoch(self, seed):
         self.dataset.set_epoch(seed)
         # The epoch order is made here, once, so DataLoader workers inherit it rather than
@@ -137,7 +157,7 @@ class Drawer:
         self.groups, self.state, self.config, self.data_seed = groups, state, config, data_seed
         self.policy = policy
         self.streams = [
-            group.samples(cursor, log, config.read_ahead_bytes)
+            group.samples(cursor, log, config.stream_read_ahead(group.reads_remote))
             for group, cursor, log in zip(groups, state.cursors, state.logs)
         ]
 

@@ -17,6 +17,7 @@ from ..compat import CompatPolicy
 from ..sample import Draw
 from .config import PackingConfig
 from .groups import GroupSource
+from .pacing import leave_backlog
 from .rebuild import rebuild_ahead, rebuild_threads, take_rebuilt
 
 
@@ -36,7 +37,9 @@ class Overflow:
 
     # -- the buffer and the carry -----------------------------------------------------------
     def has_room(self) -> bool:
-        return len(self.state.buffer) < self.config.max_buffer_size
+        """Room in the look-ahead: a backlog from an earlier phase waits beside it
+        (`packing/pacing.py`)."""
+        return len(self.state.buffer) - self.state.backlog < self.config.max_buffer_size
 
     def hold(self, draw: Draw) -> None:
         self.state.buffer.append(draw)
@@ -50,9 +53,18 @@ class Overflow:
         draw, self.state.carry = self.state.carry, None
         return draw if draw is not None and self.materialize(draw) else None
 
-    def take_oldest(self) -> Draw | None:
-        """The oldest buffered sample, rebuilt; None when it became a counted skip."""
-        draw = self.state.buffer.popleft()
+    def take(self, index: int) -> Draw | None:
+        """The buffered sample at `index` (0: the oldest), rebuilt; None when it became a
+        counted skip."""
+        state = self.state
+        from_backlog = index < state.backlog
+        if index == 0:
+            draw = state.buffer.popleft()
+        else:
+            draw = state.buffer[index]
+            del state.buffer[index]
+        if from_backlog:  # rebuilt already: its pace was checked on its length
+            leave_backlog(state, draw)
         return draw if self.materialize(draw) else None
 
     # -- after a resume ---------------------------------------------------------------------
@@ -68,8 +80,8 @@ class Overflow:
             if draw.sample is None:
                 waiting.setdefault(draw.group, []).append(draw.cursor)
         for group, cursors in waiting.items():
-            self.groups[group].prefetch(cursors, config.read_ahead_bytes)
-        if not waiting or config.read_ahead_bytes <= 0 or self.policy.replays_shared_stream:
+            self.groups[group].prefetch(cursors, config.resume_read_ahead)
+        if not waiting or config.resume_read_ahead <= 0 or self.policy.replays_shared_stream:
             return lambda: None  # compat="bagel" rebuilds by replaying the one shared stream: in order
         parallel = [draw for draw in restored if self.groups[draw.group].parallel_rebuild]
         threads = rebuild_threads() if config.rebuild_threads is None else config.rebuild_threads

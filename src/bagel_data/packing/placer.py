@@ -19,6 +19,7 @@ from ..sample import Draw
 from .config import PackingConfig
 from .groups import Drawer, GroupSource
 from .overflow import Overflow
+from .pacing import StagePacer, leave_backlog
 from .pack import PackBuilder
 from .schedule import StepClock
 from .strategies import best_subset
@@ -49,15 +50,20 @@ class Placer:
         self.state, self.draw, self.choose, self.clock, self.weights = state, draw, choose, clock, weights
         self.new_pack = new_pack
         self.overflow = Overflow(state, groups, config, policy, draw.decide)
+        paces = policy.paces_stage_backlog and config.mix_by == "tokens"
+        self.pacer = StagePacer(state, config, weights, paces, self.overflow.materialize)
+        self.phase_started: int | None = None  # the pack count a phase began at (an empty pack reopens)
 
     # -- opening and closing a pack ---------------------------------------------------------
     def enter_step(self) -> None:
         """The group weights at the step of the pack being opened. The first pack of a new
-        phase starts the token counts that `mix_by="tokens"` steers by afresh."""
+        phase starts the token counts that `mix_by="tokens"` steers by afresh, and what waits
+        in the buffer becomes the backlog (`packing/pacing.py`)."""
         state = self.state
-        if self.clock.phase_changed(state.packs):
-            state.group_tokens[:] = [0] * len(state.group_tokens)
         self.weights[:] = self.clock.weights(self.clock.step(state.packs))
+        if self.clock.phase_changed(state.packs) and self.phase_started != state.packs:
+            self.phase_started = state.packs
+            self.pacer.start_phase()
 
     def open_pack(self, pack: PackBuilder) -> None:
         """An empty pack starts with the next fitting sample of each mandatory group, then the
@@ -93,8 +99,10 @@ class Placer:
         per-sample budget, or a buffered row that is gone)."""
         cfg = self.config
         if pack.curr < cfg.prefer_buffer_before and self.state.buffer:
-            oldest = self.overflow.take_oldest()
-            return None if oldest is None else (oldest, True)
+            first = self.pacer.first_eligible(pack.curr)  # the oldest, unless a backlog waits its pace
+            if first is not None:
+                oldest = self.overflow.take(first)
+                return None if oldest is None else (oldest, True)
         draw = self.draw(self.choose())
         if draw.full_length > cfg.max_num_tokens_per_sample:
             self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)
@@ -135,22 +143,26 @@ class Placer:
         # pack's (smaller) ones: it keeps its place and is skipped, counted, only after it
         # waited a buffer's worth of packs.
         kept: collections.deque = collections.deque()
-        for draw in state.buffer:
+        backlog = state.backlog
+        for index, draw in enumerate(state.buffer):
             if pack.curr + draw.length > cfg.max_num_tokens:
                 draw.waited += 1
                 if draw.waited > max(cfg.max_buffer_size, 1):
+                    if index < backlog:
+                        leave_backlog(state, draw)  # the skip takes its tokens off its group
                     self.skip(draw, SkipReason.NO_ROOM_BESIDE_MANDATORY)
                     continue
             kept.append(draw)
         state.buffer = kept
-        if state.buffer and pack.curr + state.buffer[0].length <= cfg.max_num_tokens:
-            self.put(pack, state.buffer.popleft())
+        first = self.pacer.first_eligible(pack.curr)  # the oldest, unless a backlog waits its pace
+        if first is not None and pack.curr + state.buffer[first].length <= cfg.max_num_tokens:
+            self.put(pack, *self.pacer.remove([first]))
         while True:
-            chosen = best_subset([draw.length for draw in state.buffer], cfg.max_num_tokens - pack.curr)
-            for index in chosen:
-                self.put(pack, state.buffer[index])
-            for index in reversed(chosen):
-                del state.buffer[index]
+            eligible = self.pacer.eligible(pack.curr)
+            lengths = [state.buffer[index].length for index in eligible]
+            chosen = [eligible[k] for k in best_subset(lengths, cfg.max_num_tokens - pack.curr)]
+            for draw in self.pacer.remove(chosen):
+                self.put(pack, draw)
             if not chosen or pack.curr >= cfg.expected_num_tokens:
                 return
             self.top_up()
@@ -159,13 +171,14 @@ class Placer:
         """Draw until the buffer holds `max_buffer_size` samples (at least one); a sample over
         the per-sample budget is a counted skip."""
         cfg, state = self.config, self.state
-        while len(state.buffer) < max(cfg.max_buffer_size, 1):
+        while self.pacer.fresh() < max(cfg.max_buffer_size, 1):
             draw = self.draw(self.choose())
             if draw.full_length > cfg.max_num_tokens_per_sample:
                 self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)
             else:
                 self.overflow.hold(draw)
-        state.buffer = collections.deque(draw for draw in state.buffer if self.overflow.materialize(draw))
+        gone = [index for index, draw in enumerate(state.buffer) if not self.overflow.materialize(draw)]
+        self.pacer.remove(gone)  # rows that became counted skips (a resumed buffer's)
 
     # -- into the pack, or counted out ------------------------------------------------------
     def put(self, pack: PackBuilder, draw: Draw) -> None:
@@ -176,6 +189,7 @@ class Placer:
         assert draw.sample is not None  # rebuilt before any use
         if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):
             state.empty_run = 0
+            state.packed_tokens[draw.group] += draw.length
             return
         state.logs[draw.group].counts[SkipReason.CFG_DROPPED_ALL.value] += 1
         state.empty_run += 1

@@ -46,7 +46,9 @@ def check_compat(value, key: str = "compat"):
 
 
 SEED_LIMIT = 2**32 - 1  # numpy's RandomState takes seeds in [0, SEED_LIMIT]
-MAX_FLEX_TOKENS = 1 << 24  # a flex pack's arrays have max_num_tokens entries: 16.8 M, 450x BAGEL's
+MAX_FLEX_TOKENS = 1 << 24
+# `read_ahead_bytes` where it is not set: a group on remote storage, and a resume's prefetch.
+READ_AHEAD_BYTES = 32 << 20  # a flex pack's arrays have max_num_tokens entries: 16.8 M, 450x BAGEL's
 
 
 def _check_seeds(compat: str | None, data_seed: int, compat_seed: int | None) -> None:
@@ -148,12 +150,15 @@ class Settings:
         "call batch.normalize_pixels() on the device (docs/formats/batch.md)",
         "option",
     )
-    read_ahead_bytes: int = _setting(
-        32 << 20,
+    read_ahead_bytes: int | None = _setting(
+        None,
         Int(0),
         "bytes each group of each worker may fetch ahead of its stream on a few threads (row groups, "
-        "images): hides object-store latency, the output is unchanged; 0 reads inline (docs/performance.md)",
+        "images): hides object-store latency, the output is unchanged; default (null): 32 MiB where the "
+        "group's files are on an object store or other remote filesystem, none on local disk (where it "
+        "buys nothing); a number applies everywhere; 0 reads inline (docs/performance.md)",
         "option",
+        nullable=True,
     )
     rebuild_threads: int | None = _setting(
         None,
@@ -214,6 +219,20 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def stream_read_ahead(self, remote: bool) -> int:
+        """The read-ahead budget of a group's stream: `read_ahead_bytes` where it is set,
+        else `READ_AHEAD_BYTES` when the group reads `remote` files, 0 on local disk."""
+        if self.read_ahead_bytes is not None:
+            return self.read_ahead_bytes
+        return READ_AHEAD_BYTES if remote else 0
+
+    @property
+    def resume_read_ahead(self) -> int:
+        """The budget a resume prefetches a checkpoint's buffer with (and whether its rows
+        are rebuilt on threads): `read_ahead_bytes` where set, else `READ_AHEAD_BYTES`,
+        local disk included, where the threads decode in parallel."""
+        return READ_AHEAD_BYTES if self.read_ahead_bytes is None else self.read_ahead_bytes
 
 
 SETTING_FIELDS: tuple[dataclasses.Field, ...] = dataclasses.fields(Settings)

@@ -135,12 +135,23 @@ def close_all(registry: weakref.WeakSet) -> None:
         file.close()
 
 
+def footer_task(path: str, registry: weakref.WeakSet) -> Task:
+    """The task that opens `path` and reads its footer (what `open_ahead` takes)."""
+    return Task(("meta", path), lambda: _opened(path, registry), FOOTER_ESTIMATE)
+
+
 def file_tasks(
-    path: str, first: int, stop: int | None, columns_for: ColumnsFor, registry: weakref.WeakSet
+    path: str,
+    first: int,
+    stop: int | None,
+    columns_for: ColumnsFor,
+    registry: weakref.WeakSet,
+    footer: Task | None = None,
 ) -> Iterator[Task]:
     """The tasks that read row groups `[first, stop)` of `path` (to its end when `stop` is
-    None): its footer, then each row group once the footer says it exists."""
-    meta = Task(("meta", path), lambda: _opened(path, registry), FOOTER_ESTIMATE)
+    None): its footer (`footer`, when one was made, and maybe started, ahead), then each
+    row group once the footer says it exists."""
+    meta = footer_task(path, registry) if footer is None else footer
     yield meta
     while meta.future is None or not meta.future.done():
         yield PENDING

@@ -17,7 +17,15 @@ What stays true with it on:
   (the first item of its key) starts one at a time until one has come back; later ones are
   counted at their estimate times the most any of their kind came back to;
 * a `take` the plan did not foresee (a resume, a rebuilt row, a plan that ran out) is a
-  *miss*: the fallback runs inline, as without read-ahead.
+  *miss*: the fallback runs inline, as without read-ahead;
+* it starts slowly: at most `RAMP_START` tasks are ahead of the stream at first, one more
+  for each task the stream takes. A worker's first pack reads about what it would read
+  inline, rather than every worker and group filling its budget at once and competing with
+  the reads that pack waits for (a store's request rate, a node's bandwidth);
+* a plan may start a later task early (`Early`, with up to half the window): a next file's
+  footer while the plan waits on this file's, so that the read-ahead reaches across files
+  as fast as across row groups. The task joins the queue, in the stream's order, when the
+  plan yields it.
 
 `pin` is for resume: the rows a checkpoint buffered are fetched at once, grouped by file,
 and kept for exactly the number of takes that will ask for them.
@@ -42,6 +50,8 @@ THREADS = 8
 POOL_NAME = "bagel-read-ahead"  # its threads' name prefix (seen in a stack dump, py-spy)
 # Most tasks queued ahead, whatever their size: bounds the plan's walk for tiny tasks.
 MAX_AHEAD = 64
+# Tasks ahead of a stream that has taken none yet; each take allows one more (to MAX_AHEAD).
+RAMP_START = 2
 # A plan's "not yet": its next task depends on a result still in flight (a row group
 # count that comes with the footer). The plan is asked again when a task completes.
 PENDING: Any = object()
@@ -59,6 +69,14 @@ class Task:
     charged: int = 0  # bytes counted against the budget: estimate, then actual size
     unsized: bool = False  # started before any task of its kind came back
     released: bool = False
+
+
+@dataclasses.dataclass(eq=False)
+class Early:
+    """A plan's hint: start `task` now if there is room; the plan yields the task itself
+    later, at its place in the stream's order (a hint without room is dropped)."""
+
+    task: Task
 
 
 def _kind(task: Task) -> Hashable:
@@ -83,11 +101,13 @@ def nbytes_of(value: Any) -> int:
 class ReadAhead:
     """Fetch a plan's tasks ahead of the stream, within `budget_bytes`; see the module docs."""
 
-    def __init__(self, budget_bytes: int, threads: int = THREADS):
+    def __init__(self, budget_bytes: int, threads: int = THREADS, ramp_start: int = RAMP_START):
         self.budget = int(budget_bytes)
         self.threads = int(threads)
         self._lock = threading.RLock()
         self._queue: collections.deque[Task] = collections.deque()  # in the stream's order
+        self._early: list[Task] = []  # started by a hint, not yet yielded by the plan
+        self.window = max(1, ramp_start)  # the most tasks ahead now: grows with each take of the stream
         self._pinned: dict[Hashable, list] = {}  # key -> [task, extract, takes left]
         self._plan: Iterator | None = None
         self.following: Iterator | None = None  # the plan last given to `follow`, even once run out
@@ -117,6 +137,9 @@ class ReadAhead:
         with self._lock:
             pinned = None if stream else self._pinned.get(key)
             task = pinned[0] if pinned else (self._pop_until(key) if stream else None)
+            if stream:
+                self.window = min(self.window + 1, MAX_AHEAD)
+                self._top_up()
             if pinned:
                 pinned[2] -= 1
                 if pinned[2] <= 0:
@@ -151,13 +174,19 @@ class ReadAhead:
             return
         self._planning = True
         try:
-            while self._plan is not None and len(self._queue) < MAX_AHEAD:
+            while self._plan is not None and len(self._queue) + len(self._early) < self.window:
                 task = self._next if self._next is not None else self._pull()
                 if task is None:
                     self._plan = None
                 elif task is PENDING:
                     return
-                elif self._queue and (self._waits_for_size(task) or self.held + self._charge(task) > self.budget):
+                elif isinstance(task, Early):
+                    self._start_early(task.task)
+                elif task.future is not None:  # started early: it takes its place in the queue
+                    if task in self._early:
+                        self._early.remove(task)
+                    self._queue.append(task)
+                elif self._queue and not self._fits(task):
                     self._next = task  # the first task always starts, so one large unit still reads
                     return
                 else:
@@ -166,6 +195,17 @@ class ReadAhead:
                     self._submit(task)
         finally:
             self._planning = False
+
+    def _fits(self, task: Task) -> bool:
+        return not self._waits_for_size(task) and self.held + self._charge(task) <= self.budget
+
+    def _start_early(self, task: Task) -> None:
+        # Not held back while its kind is unsized: hints are few (half the window), and a
+        # footer's size is near its estimate, unlike a dictionary-encoded row group's.
+        room = self.held + self._charge(task) <= self.budget
+        if task.future is None and len(self._early) < max(1, self.window // 2) and room:
+            self._early.append(task)
+            self._submit(task)
 
     def _pull(self) -> Task | None:
         assert self._plan is not None
@@ -238,6 +278,8 @@ class ReadAhead:
     def _drop_queue(self) -> None:
         while self._queue:
             self._drop(self._queue.popleft())
+        while self._early:
+            self._drop(self._early.pop())
 
     def on_close(self, callback: Callable[[], None]) -> None:
         self._on_close.append(callback)

@@ -21,6 +21,11 @@ def is_uri(path: str) -> bool:
     return "://" in path
 
 
+def is_remote(path: str) -> bool:
+    """Whether `path` is read over a network: any URI but `file://`."""
+    return is_uri(path) and not path.startswith("file://")
+
+
 # Filesystem options per URI root (`scheme://bucket`), from dataset_info's `storage_options`.
 # Kept by value (sorted item tuples) so they can key the filesystem cache and travel to
 # DataLoader workers with the dataset (`registered` / `register_all`).

@@ -20,6 +20,7 @@ from ..errors import BagelDataError, SkipLog, SkipReason
 from ..schema.weights import phases
 from ..sharding import shard_unit_ids, split_evenly, units_needed
 from .fixes import fix_for
+from .lag import change_lags
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
 
 
@@ -44,6 +45,7 @@ class ValidationReport:
     warnings: list = dataclasses.field(default_factory=list)
     groups: dict = dataclasses.field(default_factory=dict)
     phases: list = dataclasses.field(default_factory=list)  # the mixture schedule's, from step 0
+    lags: list = dataclasses.field(default_factory=list)  # the lag at each change point (tools/lag.py)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -150,6 +152,7 @@ def validate_config(
         report.warnings.extend(repeats_note(name, family.epoch_units))
         report.warnings.extend(cfg_warnings(name, family, dataset.config, min(sample or 32, 32)))
     report.phases = schedule_phases(dataset)
+    report.lags = schedule_lags(report, dataset, num_workers)
     report.ok = not report.errors
     return report
 
@@ -215,6 +218,22 @@ def schedule_phases(dataset) -> list[dict]:
     """The mixture schedule's phases (`packing/schedule.py`): from which step, which weights."""
     weights = dict(zip(dataset.group_names, dataset.weight_schedules))
     return [{"from_step": start, "weights": phase} for start, phase in phases(weights)]
+
+
+def schedule_lags(report: ValidationReport, dataset, num_workers: int) -> list[dict]:
+    """The lag to expect at each change point, from the buffer, the pack budget and the
+    median sample lengths the walk measured (`tools/lag.py`)."""
+    cfg = dataset.config
+    medians = {name: group.lengths.get("median") for name, group in report.groups.items()}
+    return change_lags(
+        report.phases,
+        {name: median for name, median in medians.items() if median},
+        max_buffer_size=max(cfg.max_buffer_size, 1),
+        max_num_tokens=cfg.max_num_tokens,
+        num_workers=num_workers,
+        paced=dataset.policy.paces_stage_backlog and cfg.mix_by == "tokens",
+        mix_by=cfg.mix_by,
+    )
 
 
 def _check_group(
