@@ -136,3 +136,14 @@ def test_the_image_root_comes_from_dataset_info(tmp_path, tokenizer):
 
 def _dataset_of(folder, tokenizer) -> T2IIterableDataset:
     return T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(folder)], [1], num_workers=1)
+
+
+def test_a_table_whose_image_root_is_remote_reads_ahead(tmp_path, tokenizer):
+    """Its parquet lies on local disk while each path cell's image is fetched from the store."""
+    _path_table(tmp_path / "table", ["0.png"])
+    local = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path / "table")], [1], num_workers=1,
+                               image_column="image", caption_column="text", image_roots=[str(tmp_path)])  # fmt: skip
+    remote = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path / "table")], [1], num_workers=1,
+                                image_column="image", caption_column="text", image_roots=["s3://bucket/photos"])  # fmt: skip
+    assert (local.reads_remote(), remote.reads_remote()) == (False, True)
+    assert not _dataset_of(tmp_path / "table", tokenizer).media_folders()  # no table: images inside

@@ -111,6 +111,10 @@ class T2IIterableDataset(DistributedIterableDataset):
     def parquet_span(self, unit_id, row_start):
         return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
 
+    def media_folders(self):
+        """A table's image roots: its path cells are read from there (bytes cells need none)."""
+        return sorted(set(self.unit_roots.values())) if self.table is not None else ()
+
     def read_source(self):
         if self.tars:
             return TarSource(self.epoch_units.__getitem__)
