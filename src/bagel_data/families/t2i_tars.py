@@ -83,7 +83,8 @@ def tar_rows(
     usable sample of the tar from the start point on (the one at it only, when `single`);
     the others are counted in `log` with the reason `prepare t2i` gives them."""
     try:
-        index = reads.take(path, functools.partial(TarIndex, path), kind="tarindex")
+        opened = functools.partial(reads.kept, ("tarindex", path), functools.partial(TarIndex, path))
+        index = reads.take(path, opened, kind="tarindex")  # inline: opened once per process
     except Exception as exc:  # a truncated or unreadable tar: prepare's "not a readable tar file"
         log.skip(SkipReason.UNIT_UNREADABLE, path, f"not a readable tar file: {exc}")
         return

@@ -6,7 +6,9 @@ overflow buffer is drained first; otherwise a group is drawn by weight. A sample
 overflow `max_num_tokens` waits in the buffer; when the buffer is full (or the sample came
 from it) the pack is emitted and, unlike the reference, the sample is kept: it opens the
 next pack right after the mandatory samples, or, when it cannot fit even beside them, is
-skipped with a named, counted reason. The buffer never exceeds `max_buffer_size`.
+skipped with a named, counted reason. The buffer's look-ahead never exceeds
+`max_buffer_size`; after a schedule's change point, what waited from the phase before
+drains beside it at its group's new pace (`pacing.py`).
 
 All randomness (group choice, dropout, timesteps) comes from one generator per worker,
 derived from `data_seed`, the rank and the worker id (in compat mode, from the policy's
