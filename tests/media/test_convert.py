@@ -10,6 +10,7 @@ from PIL import Image
 from bagel_data.media.convert import (
     PendingImage,
     materialize,
+    packed_rgb,
     two_step_plan,
     write_chw,
     write_chw_from_words,
@@ -213,12 +214,13 @@ def test_a_pending_image_converts_the_same_from_pixels_words_or_its_source(mean,
     plain = PendingImage(pixels, mean, std)
     strided = PendingImage(rgbx_view(pixels), mean, std, source=image, words=words_of(pixels, pad=9))
     copied = PendingImage(rgbx_view(pixels), mean, std)
-    assert plain.shape == strided.shape == (3, 9, 13)
+    worded = PendingImage(rgbx_view(pixels), mean, std, words=words_of(pixels, pad=9))  # torch's resize output
+    assert plain.shape == strided.shape == worded.shape == (3, 9, 13)
     expected = torch.from_numpy(reference(pixels, mean, std))
-    for pending in (plain, strided, copied):
+    for pending in (plain, strided, copied, worded):
         assert torch.equal(pending.tensor(), expected)
     assert plain.packed_pixels() is pixels  # contiguous already: no copy
-    for pending in (strided, copied):
+    for pending in (strided, copied, worded):
         packed = pending.packed_pixels()
         assert packed.flags.c_contiguous and np.array_equal(packed, pixels)
     ragged = PendingImage(rgbx_view(pixels), mean, std, source=Image.fromarray(pixels[::-1].copy()))
@@ -229,3 +231,12 @@ def test_two_step_plan_refuses_a_zero_or_infinite_std():
     assert two_step_plan(0.5, 0.0) is None
     assert two_step_plan(0.5, float("inf")) is None
     assert two_step_plan(float("nan"), 0.5) is None
+
+
+@pytest.mark.parametrize("size", [(1, 1), (9, 13), (13, 9), (64, 3)])
+def test_packed_rgb_drops_the_padding_byte_and_keeps_rows_and_columns(size):
+    # Not square, so that a swapped width and height in Pillow's (width, height) is caught.
+    pixels = every_level(*size, seed=5)
+    packed = packed_rgb(words_of(pixels, pad=201))
+    assert packed.shape == (*size, 3) and packed.flags.c_contiguous
+    np.testing.assert_array_equal(packed, pixels)

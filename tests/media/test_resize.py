@@ -10,8 +10,9 @@ from PIL import Image
 
 from bagel_data.errors import ConfigError
 from bagel_data.media.images import RESAMPLE_FILTERS, ImageTransform, rgbx_storage
-from bagel_data.media.pixels import pad_pixels
-from bagel_data.media.resize import resize_rgbx
+from bagel_data.media.pixels import pad_pixels, stack_pixel_patches
+from bagel_data.media.resize import resize_rgbx, resize_rgbx_storage
+from bagel_data.packing.layout import patchify
 
 
 def photo_like(height: int, width: int, seed: int) -> Image.Image:
@@ -88,3 +89,29 @@ def test_pillow_is_the_default_and_an_unknown_backend_is_named():
     with pytest.raises(ConfigError, match="resize_backend") as caught:
         ImageTransform(56, 28, 14, resize_backend="cuda")
     assert "cuda" in str(caught.value) and "pillow" in str(caught.value)
+
+
+@pytest.mark.parametrize(("source", "target"), CASES)
+def test_the_rgbx_storage_holds_the_planes_pixel_by_pixel(source, target):
+    image = photo_like(source[1], source[0], seed=source[1])
+    storage = resize_rgbx_storage(rgbx_storage(image), target, "bicubic")
+    assert tuple(storage.shape) == (target[1], target[0], 4) and storage.is_contiguous()
+    planes = resize_rgbx(rgbx_storage(image), target, "bicubic")
+    assert torch.equal(storage[:, :, :3].permute(2, 0, 1), planes)
+    exact = np.asarray(image.resize(target, Image.Resampling.BICUBIC))
+    assert np.abs(storage[:, :, :3].numpy().astype(int) - exact).max() <= 2
+
+
+def test_prepared_and_resized_torch_pixels_agree_and_patch_like_the_exact_path():
+    image = photo_like(333, 500, seed=7)  # 500 x 333 -> 224 x 154 (not square: a swapped size shows)
+    exact, fast = ImageTransform(224, 112, 14), ImageTransform(224, 112, 14, resize_backend="torch")
+    pending, want = fast.prepare(image), exact.prepare(image)
+    assert pending.shape == want.shape == (3, 154, 224)
+    np.testing.assert_array_equal(np.asarray(fast.resize(image)), pending.pixels)  # both torch routes
+    assert np.abs(pending.pixels.astype(int) - want.pixels.astype(int)).max() <= 2
+    packed = pending.packed_pixels()
+    assert packed.flags.c_contiguous and np.array_equal(packed, pending.pixels)
+    tokens = stack_pixel_patches([patchify(pending, 14)])["packed_vit_tokens"]
+    planes = torch.from_numpy(np.ascontiguousarray(pending.pixels.transpose(2, 0, 1)))
+    assert torch.equal(tokens, patchify(planes, 14))  # patch order, not a transposed copy
+    assert len(tokens) == len(stack_pixel_patches([patchify(want, 14)])["packed_vit_tokens"])

@@ -78,7 +78,18 @@ class PendingImage:
             return self.pixels
         if self.source is not None:
             return np.asarray(self.source)
+        if self.words is not None and self.words.flags.c_contiguous:
+            return packed_rgb(self.words)
         return np.ascontiguousarray(self.pixels)
+
+
+def packed_rgb(words: np.ndarray) -> np.ndarray:
+    """`(H, W, 3)` uint8 RGB, C-contiguous, from the `(H, W)` C-contiguous RGBX `words` (R in
+    the low byte): Pillow's RGBX -> RGB packer over the words' memory, several times faster
+    than numpy's strided copy of the same bytes (docs/performance.md)."""
+    height, width = words.shape
+    rgbx = Image.frombuffer("RGBX", (width, height), words, "raw", "RGBX", 0, 1)
+    return np.frombuffer(rgbx.tobytes("raw", "RGB"), dtype=np.uint8).reshape(height, width, 3)
 
 
 def _as_tensor(pixels: np.ndarray) -> torch.Tensor:

@@ -22,7 +22,7 @@ from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
 from ..instruments import seam
 from .convert import PendingImage
 from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb, wide_png_to_8bit
-from .resize import RESIZE_BACKENDS, resize_rgbx
+from .resize import RESIZE_BACKENDS, resize_rgbx_storage
 from .safe_read import ALLOWED_IMAGE_FORMATS, image_stream, open_image
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
@@ -116,8 +116,16 @@ def pending_image(image: Image.Image, mean: tuple[float, ...], std: tuple[float,
     storage = rgbx_storage(image)
     if storage is None:
         return PendingImage(np.asarray(image, dtype=np.uint8), mean, std)
+    return pending_rgbx(storage, mean, std, source=image)
+
+
+def pending_rgbx(
+    storage: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...], source: Image.Image | None = None
+) -> PendingImage:
+    """`(H, W, 4)` C-contiguous RGBX `storage` awaiting conversion, viewed in place: its RGB
+    bytes, and its int32 words where the machine is little-endian."""
     words = storage.view(np.int32)[:, :, 0] if sys.byteorder == "little" else None
-    return PendingImage(storage[:, :, :3], mean, std, source=image, words=words)
+    return PendingImage(storage[:, :, :3], mean, std, source=source, words=words)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,17 +214,17 @@ class ImageTransform:
         if size == image.size:
             return image
         if self.resize_backend == "torch":
-            planes = self._torch_resized(image, size).numpy()
-            return Image.fromarray(np.ascontiguousarray(planes.transpose(1, 2, 0)), "RGB")
+            rgbx = self._torch_resized(image, size)
+            return Image.frombuffer("RGBX", size, rgbx, "raw", "RGBX", 0, 1).convert("RGB")
         return image.resize(size, self._filter)
 
-    def _torch_resized(self, image: Image.Image, size: tuple[int, int]) -> torch.Tensor:
-        """`(3, h, w)` uint8 planes of `image` resized by torch (resize_backend: torch)."""
+    def _torch_resized(self, image: Image.Image, size: tuple[int, int]) -> np.ndarray:
+        """`(h, w, 4)` uint8 RGBX storage of `image` resized by torch (resize_backend: torch)."""
         rgb = image if image.mode == "RGB" else image.convert("RGB")
         storage = rgbx_storage(rgb)
         if storage is None:  # older Pillow, or an image in several memory blocks
             storage = np.asarray(rgb.convert("RGBA"))
-        return resize_rgbx(storage, size, self.resample)
+        return resize_rgbx_storage(storage, size, self.resample).numpy()
 
     @seam("to_uint8")
     def pending(self, image: Image.Image) -> PendingImage:
@@ -228,9 +236,8 @@ class ImageTransform:
         """Resize now, convert later: what the families hand to the packer, which writes
         the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
         size = self._size_for(image, img_num)
-        if self.resize_backend == "torch" and size != image.size:  # the planes, without a Pillow image
-            planes = self._torch_resized(image, size).numpy()
-            return PendingImage(planes.transpose(1, 2, 0), self.image_mean, self.image_std)
+        if self.resize_backend == "torch" and size != image.size:  # the RGBX bytes, without a Pillow image
+            return pending_rgbx(self._torch_resized(image, size), self.image_mean, self.image_std)
         return self.pending(self.resize(image, img_num=img_num))
 
     @seam("tensorize")
