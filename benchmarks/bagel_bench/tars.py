@@ -41,6 +41,7 @@ SPECIAL = {"bos_token_id": 151644, "eos_token_id": 151645, "start_of_image": 151
 PACKING: dict = {"expected_num_tokens": 16384, "max_num_tokens": 18432, "max_num_tokens_per_sample": 8192,
                  "prefer_buffer_before": 8192, "max_buffer_size": 50, "max_latent_size": 64}  # fmt: skip
 CASES = ("prepared", "tars", "tars+delay")
+READ_PASSES = 4
 
 
 def write_tars(folder: Path, tars: int, per_tar: int, side: int) -> Path:
@@ -112,7 +113,7 @@ def steady(data_dir: Path, units: int, size: int, delay: float, warmup: int, pac
 
 
 def read_path(data_dir: Path, units: int, delay: float) -> dict:
-    """One pass of the family's reads alone (a unit's rows as cells: no decoding), with the
+    """`READ_PASSES` passes of the family's reads alone (a unit's rows as cells: no decoding), with the
     default read-ahead following the stream: the side the two routes and the delay change."""
     from bagel_data.families.t2i import T2IIterableDataset
     from bagel_data.families.walk import phase_items
@@ -124,11 +125,16 @@ def read_path(data_dir: Path, units: int, delay: float) -> dict:
         shard, log = family.worker_shard(), family.new_skip_log()
         stop = family.follow_stream(READ_AHEAD_BYTES, shard, 0, None)
         start, cpu, samples = time.perf_counter(), time.process_time(), 0
-        for item in phase_items(shard, None, 0, None):
-            samples += sum(1 for _ in family._located_rows(family.epoch_units[item.unit_id], None, log))
+        for phase in range(READ_PASSES):
+            for item in phase_items(shard, None, phase, None):
+                samples += sum(1 for _ in family._located_rows(family.epoch_units[item.unit_id], None, log))
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
         stop()
-    return {"samples_per_second": samples / seconds, "samples_per_cpu_second": samples / cpu_seconds}
+    return {
+        "samples": samples,
+        "samples_per_second": samples / seconds,
+        "samples_per_cpu_second": samples / cpu_seconds,
+    }
 
 
 @contextlib.contextmanager

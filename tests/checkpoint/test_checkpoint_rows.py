@@ -15,6 +15,8 @@ import copy
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bagel_data import ResumeError, make_bagel_multimodal_dataset
 from helpers.builders import solid_jpeg, write_t2i
@@ -126,6 +128,27 @@ def test_a_carry_holding_a_row_twice_is_refused_as_a_list_of_entries(dataset, ch
     entry = _entry(row) if form == "dict" else [GROUP, row]
     state = dict(copy.deepcopy(checkpoint), buffer=[], carry=[entry, copy.deepcopy(entry)])
     with pytest.raises(ResumeError, match="checkpoint field carry .*one \\[group, cursor\\] entry, not a list"):
+        _resume(dataset, state)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_row_held_twice_is_refused_and_distinct_rows_resume(dataset, checkpoint, data):
+    """Distinct drawn rows in the buffer and the carry, in either entry form, resume; one of
+    them repeated, in the buffer or as the carry, is refused."""
+    drawn = _drawn_rows(checkpoint)
+    rows = data.draw(st.lists(st.sampled_from(drawn), min_size=1, max_size=2, unique_by=tuple), label="rows")
+    as_dicts = data.draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows)), label="dict forms")
+    entries = [_entry(row) if as_dict else [GROUP, row] for row, as_dict in zip(rows, as_dicts)]
+    carry = entries.pop() if data.draw(st.booleans(), label="carry the last") else None
+    state = dict(copy.deepcopy(checkpoint), buffer=entries, carry=carry)
+    assert _resume(dataset, copy.deepcopy(state))["sample_lens"]
+    repeated = copy.deepcopy(data.draw(st.sampled_from([*entries, *([carry] if carry else [])]), label="repeated"))
+    if repeated in entries and data.draw(st.booleans(), label="as the carry"):
+        state["carry"] = repeated
+    else:
+        state["buffer"] = [*entries, repeated]  # at most 2 + 1: within max_buffer_size
+    with pytest.raises(ResumeError, match="the same row twice|also in the buffer"):
         _resume(dataset, state)
 
 

@@ -165,3 +165,23 @@ def test_a_vlm_position_past_its_lines_is_a_resume_error(tmp_path, tokenizer, co
         next(iter(dataset))
     dataset.data_status = {0: 3}  # the last line: the next pass starts
     assert next(iter(dataset))["data_indexes"]["data_indexes"] == 0
+
+
+def test_vlm_positions_under_uneven_sharding_are_ours_when_tagged_else_refused(tmp_path, tokenizer):
+    # 5 lines over 2 ranks: the reference gives rank 0 two lines, the default mode three
+    rows = [{"conversations": [{"from": "human", "value": f"q{i}"}, {"from": "gpt", "value": "a"}]} for i in range(5)]
+    jsonl, images = write_vlm(tmp_path, rows)
+
+    def vlm(data_status=None, compat=None):
+        sampler = FrameSampler(max_num_frames=3, min_num_frames=2)
+        return SftJSONLIterableDataset(
+            "vlm", VIT, tokenizer, sampler, [jsonl], [images], [5], 0, 2, 1, data_status, compat=compat
+        )
+
+    ours = _rows(vlm(), 4)
+    assert all(isinstance(position, list) and len(position) == 2 for position, _ in ours)  # [row, fingerprint]
+    assert _rows(vlm({0: ours[0][0]}), 2) == ours[1:3]
+    reference = _rows(vlm(compat="bagel"), 2)
+    assert all(isinstance(position, int) for position, _ in reference)
+    with pytest.raises(ResumeError, match=r"vlm: data_status\[0\] = 0 .*do not divide evenly.*compat=\"bagel\""):
+        _rows(vlm({0: reference[0][0]}), 1)

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from bagel_data.errors import ConfigError
+from bagel_data.errors import ConfigError, TooManyFailuresError
 from bagel_data.families.registry import allowed_group_keys
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
@@ -86,3 +86,64 @@ def test_a_run_config_names_the_columns_and_validate_walks_them(tmp_path, tokeni
     group["caption_column"] = "prompt"
     report = validate_config(RunConfig({"t2i_pretrain": group}, info, budgets), num_workers=1, tokenizer=tokenizer)
     assert not report.ok and "caption_column" in report.errors[0] and "text (string)" in report.errors[0]
+
+
+def _path_table(folder, names: list[str]) -> None:
+    """A table whose image cells name files under `folder/../photos` instead of holding them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    photos = folder.parent / "photos"
+    photos.mkdir(exist_ok=True)
+    for index in range(2):
+        (photos / f"{index}.png").write_bytes(image_bytes(index + 1, "PNG"))
+    (folder.parent / "secret.png").write_bytes(image_bytes(9, "PNG"))
+    pq.write_table(
+        pa.table({"image": names, "text": [f"caption {i}" for i in range(len(names))]}), folder / "t.parquet"
+    )
+
+
+def test_path_cells_are_read_under_the_image_root_as_prepare_reads_them(tmp_path, tokenizer):
+    names = ["0.png", "gone.png", "../secret.png", "1.png", str(tmp_path / "secret.png")]
+    _path_table(tmp_path / "table", names)
+    photos = str(tmp_path / "photos")
+    report = prepare_sharded("t2i", tmp_path / "table", tmp_path / "prepared", image_root=photos)
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path / "table")], [1], num_workers=1,
+                                 image_column="image", caption_column="text", image_roots=[photos])  # fmt: skip
+    ours, theirs = _first_pass(dataset), _first_pass(_dataset_of(tmp_path / "prepared", tokenizer))
+    assert _texts(ours, tokenizer) == _texts(theirs, tokenizer) == ["caption 0", "caption 3"]
+    for mine, copy in zip(ours, theirs):
+        assert torch.equal(mine["image_tensor_list"][0], copy["image_tensor_list"][0])
+    assert dict(dataset.skip_log.counts) == {"image_file_missing": 1, "path_outside_dataset_root": 2}
+    assert sorted(note.reason for note in report.dropped) == ["image_missing", *["image_outside_image_root"] * 2]
+
+
+def test_the_image_root_comes_from_dataset_info(tmp_path, tokenizer):
+    from bagel_data.config import parse_group
+    from helpers.builders import SMALL_VAE
+
+    _path_table(tmp_path / "tables", ["0.png", "1.png"])
+    group = {"dataset_names": ["hub"], "image_transform_args": SMALL_VAE, "num_used_data": [1], "weight": 1,
+             "image_column": "image", "caption_column": "text"}  # fmt: skip
+    entry = {"data_dir": str(tmp_path / "tables"), "image_root": str(tmp_path / "photos")}
+    spec = parse_group("t2i_pretrain", group, {"t2i_pretrain": {"hub": entry}}, None)
+    dataset = spec.family("hub", tokenizer=tokenizer, num_workers=1, **spec.kwargs)
+    assert _texts(_first_pass(dataset), tokenizer) == ["caption 0", "caption 1"]
+    del entry["image_root"]  # the default root: the data_dir, which lacks them
+    spec = parse_group("t2i_pretrain", group, {"t2i_pretrain": {"hub": entry}}, None)
+    dataset = spec.family("hub", tokenizer=tokenizer, num_workers=1, **spec.kwargs)
+    with pytest.raises(TooManyFailuresError, match=r"image_file_missing.*tables/0\.png does not exist \(image_root"):
+        next(dataset.iter_samples())
+
+
+def _dataset_of(folder, tokenizer) -> T2IIterableDataset:
+    return T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(folder)], [1], num_workers=1)
+
+
+def test_a_table_whose_image_root_is_remote_reads_ahead(tmp_path, tokenizer):
+    """Its parquet lies on local disk while each path cell's image is fetched from the store."""
+    _path_table(tmp_path / "table", ["0.png"])
+    local = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path / "table")], [1], num_workers=1,
+                               image_column="image", caption_column="text", image_roots=[str(tmp_path)])  # fmt: skip
+    remote = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path / "table")], [1], num_workers=1,
+                                image_column="image", caption_column="text", image_roots=["s3://bucket/photos"])  # fmt: skip
+    assert (local.reads_remote(), remote.reads_remote()) == (False, True)
+    assert not _dataset_of(tmp_path / "table", tokenizer).media_folders()  # no table: images inside

@@ -13,6 +13,7 @@ import torch
 
 from bagel_bench.slow_reads import delayed_storage
 from bagel_data.errors import ConfigError, SkipReason
+from bagel_data.families import t2i_tars
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
 from bagel_data.sources import tar_index
@@ -112,10 +113,18 @@ def test_a_resume_after_any_cursor_continues_the_stream_exactly(tmp_path, tokeni
 
 
 @pytest.mark.parametrize("read_ahead", [0, 1 << 20])
-def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small_blocks, read_ahead):
+def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small_blocks, read_ahead, monkeypatch):
     _tars(tmp_path / "tars", 2)
     dataset = _dataset(tmp_path / "tars", tokenizer, 2)
     full = list(itertools.islice(dataset.iter_samples(), 11))
+    opened = []
+
+    class Counted(tar_index.TarIndex):
+        def __init__(self, path):
+            opened.append(path)
+            super().__init__(path)
+
+    monkeypatch.setattr(t2i_tars, "TarIndex", Counted)
     again = _dataset(tmp_path / "tars", tokenizer, 2)
     cursors = [cursor for cursor, _ in full]
     again.prefetch_rows(cursors, read_ahead)
@@ -127,6 +136,7 @@ def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small
         stats = again.read_ahead_stats()  # each row's index and block, pinned: none read again
         assert (stats["hits"], stats["misses"]) == (2 * len(cursors), 0), stats
     again.stop_read_ahead()
+    assert len(opened) == 2, "each tar's index is opened once (pinned, or kept inline), not once per row"
 
 
 def test_through_a_slow_store_the_read_ahead_gives_the_local_samples(tmp_path, tokenizer, small_blocks):
@@ -197,3 +207,36 @@ def test_a_folder_without_tars_or_parquet_says_so(tmp_path, tokenizer):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match=r"holds no \*\.parquet files"):
         _dataset(tmp_path / "empty", tokenizer, 1)
+
+
+def test_tars_on_an_object_store_give_the_local_samples(tmp_path, tokenizer, monkeypatch, small_blocks):
+    """S3 (a moto server on loopback): the listing, the index cache's key and the blocks'
+    ranged reads all go through the store."""
+    import logging
+
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    paths = _tars(tmp_path / "tars", 2)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():  # fmt: skip
+            monkeypatch.setenv(key, value)
+        client = boto3.client("s3", endpoint_url=f"http://{host}:{port}")
+        client.create_bucket(Bucket="wds")
+        for path in paths:
+            client.upload_file(path, "wds", f"tars/{path.rsplit('/', 1)[-1]}")
+        remote = T2IIterableDataset("t2i", TRANSFORM, tokenizer, ["s3://wds/tars"], [2], num_workers=1)
+        assert remote.tars and remote.data_paths == ["s3://wds/tars/00000.tar", "s3://wds/tars/00001.tar"]
+        got = _first_pass(remote, read_ahead=1 << 20)
+        remote.stop_read_ahead()
+        cached = tar_index.TarIndex("s3://wds/tars/00000.tar")
+    finally:
+        server.stop()
+    want = _first_pass(_dataset(tmp_path / "tars", tokenizer, 2))
+    assert [_text(s, tokenizer) for _, s in got] == [_text(s, tokenizer) for _, s in want]
+    assert all(torch.equal(a["image_tensor_list"][0], b["image_tensor_list"][0]) for (_, a), (_, b) in zip(got, want))
+    assert cached.folder is not None, "a store's tar keys the node's cache too"

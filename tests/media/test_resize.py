@@ -11,7 +11,7 @@ from PIL import Image
 from bagel_data.errors import ConfigError
 from bagel_data.media.images import RESAMPLE_FILTERS, ImageTransform, rgbx_storage
 from bagel_data.media.pixels import pad_pixels
-from bagel_data.media.resize import resize_rgbx, resize_rgbx_image
+from bagel_data.media.resize import resize_rgbx
 
 
 def photo_like(height: int, width: int, seed: int) -> Image.Image:
@@ -47,20 +47,6 @@ def test_the_two_filters_differ_by_more_than_the_tolerance():
     bicubic = resize_rgbx(rgbx_storage(image), (160, 120), "bicubic").numpy().astype(int)
     bilinear = np.asarray(image.resize((160, 120), Image.Resampling.BILINEAR)).transpose(2, 0, 1)
     assert np.abs(bicubic - bilinear).max() > 2
-
-
-@pytest.mark.parametrize(("source", "target"), CASES)
-def test_the_image_form_holds_the_planes_pixels_and_packs_them_from_pillows_storage(source, target):
-    storage = rgbx_storage(photo_like(source[1], source[0], seed=7))
-    image = resize_rgbx_image(storage, target, "bicubic")
-    planes = resize_rgbx(storage, target, "bicubic").numpy()
-    assert image.mode == "RGB" and image.size == target
-    np.testing.assert_array_equal(np.asarray(image).transpose(2, 0, 1), planes)
-    # What the packer reads: an RGB image's own storage, as on the exact path (words for the
-    # float write, Pillow's packing for the ViT patches), not a strided view of the planes.
-    pending = ImageTransform(224, 56, 14, resize_backend="torch").pending(image)
-    assert pending.source is image and pending.words is not None
-    np.testing.assert_array_equal(pending.packed_pixels(), planes.transpose(1, 2, 0))
 
 
 def test_resize_rgbx_refuses_pixels_that_are_not_rgbx():

@@ -120,3 +120,16 @@ def test_a_remote_listing_is_one_level_deep():
     finally:
         memory.rm("/listing-depth", recursive=True)
     assert names == ["a.parquet", "sub"]
+
+
+def test_a_conversation_group_whose_images_are_remote_reads_ahead(memory_copy, tokenizer, special_tokens):
+    """Its JSONL may lie on local disk while every image is fetched from the store."""
+    local_root, memory_root = memory_copy
+    case, _, _ = load_case("packed_three_groups_flex")
+    info = absolute_dataset_info(case)
+    for meta in info["vlm_sft"].values():
+        meta["data_dir"] = meta["data_dir"].replace(local_root, memory_root)
+        assert not storage.is_remote(meta["jsonl_path"])
+    _, packed = first_packs(case, info, tokenizer, special_tokens, 1)
+    remote = {group.name: group.reads_remote for group in packed.groups}
+    assert remote == {name: name == "vlm_sft" for name in remote}

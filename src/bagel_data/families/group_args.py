@@ -37,7 +37,7 @@ COMMON_GROUP_KEYS = frozenset(
 
 # `dataset_info` keys that only some families read; one given to a family that does not
 # read it is a mistake (a T2I group given a `jsonl_path` would read its parquet instead).
-FAMILY_ENTRY_KEYS = frozenset({"jsonl_path", "parquet_info_path"})
+FAMILY_ENTRY_KEYS = frozenset({"jsonl_path", "parquet_info_path", "image_root"})
 
 
 def path_exists(key: str, path: str) -> bool:

@@ -170,6 +170,9 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         # JSONL units are lines: the inputs are the files, never a document's text.
         return super().input_paths() if self.jsonl_path_list is None else list(self.data_paths.paths)
 
+    def media_folders(self):
+        return () if self.jsonl_path_list is None else self.data_paths.image_dirs
+
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         if self.jsonl_path_list is None:
             yield from super()._unit_samples(unit_id, pass_index, start, log, single)

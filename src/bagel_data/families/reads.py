@@ -208,6 +208,18 @@ class FamilyReads:
             return fallback()
         return ahead.take((kind, key), fallback, not self.rebuilding())
 
+    def kept(self, key: Hashable, make: Callable[[], Any], limit: int = 8) -> Any:
+        """`make()`, kept in this process for the next calls with `key` (the last `limit`
+        keys): what a family opens once per file and reads often, as a tar's index."""
+        held = self._here().setdefault("kept", collections.OrderedDict())
+        if key in held:
+            held.move_to_end(key)
+            return held[key]
+        value = held[key] = make()
+        while len(held) > limit:
+            held.popitem(last=False)
+        return value
+
     def rebuilding(self) -> bool:
         """Inside `sample_at`: reads are a resumed row's (pinned), not the stream's."""
         return bool(getattr(self.thread_state(), "rebuilding", False))

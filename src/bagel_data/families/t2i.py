@@ -10,11 +10,14 @@ unit is `(row group, row)`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
 from ..sample import SampleBuilder
+from ..sources import storage
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
@@ -44,6 +47,9 @@ class T2IIterableDataset(DistributedIterableDataset):
     # Group keys beyond the common ones (families/registry.py); `image_column` /
     # `caption_column` read a user's table (Hugging Face parquet) in place: `_table_cells`.
     GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column"})
+    # A table's image cells that hold a path name a file under the dataset's `image_root`
+    # (default: its data_dir), as `prepare t2i --image-root` reads them.
+    DATASET_INFO_KEYS = frozenset({"image_root"})
     parallel_rebuild = True  # a row is built from locals only (see the base class)
     tars = False  # set by `get_data_paths`: the data_dir holds WebDataset tars
 
@@ -62,6 +68,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         file_order: str | None = None,
         image_column: str | None = None,
         caption_column: str | None = None,
+        image_roots: Sequence[str | None] | None = None,
         **options,
     ):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
@@ -79,7 +86,16 @@ class T2IIterableDataset(DistributedIterableDataset):
         elif image_column is not None or caption_column is not None:
             self.table = local_table_columns(self.data_paths, image_column, caption_column)
         self.columns = COLUMNS if self.table is None else self.table
+        roots = [root or folder for folder, root in zip(data_dir_list, image_roots or [None] * len(data_dir_list))]
+        self.unit_roots = {  # each table file's image root, by the folder it was listed in
+            path: root for folder, root in zip(data_dir_list, roots) for path in self.data_paths
+            if path == storage.join(folder, path.rsplit("/", 1)[-1])
+        }  # fmt: skip
         self.set_epoch()
+
+    @classmethod
+    def group_kwargs(cls, group):
+        return {"image_roots": [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]}
 
     def get_data_paths(self, data_dir_list, num_used_data):
         self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
@@ -94,6 +110,10 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     def parquet_span(self, unit_id, row_start):
         return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
+
+    def media_folders(self):
+        """A table's image roots: its path cells are read from there (bytes cells need none)."""
+        return sorted(set(self.unit_roots.values())) if self.table is not None else ()
 
     def read_source(self):
         if self.tars:
@@ -126,7 +146,31 @@ class T2IIterableDataset(DistributedIterableDataset):
             yield from tar_rows(self.reads, path, group_start, row_start, log, single)
             return
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
-            yield row_group, row, cells, f"{path}, row group {row_group}, row {row}"
+            location = f"{path}, row group {row_group}, row {row}"
+            if self.table is None or self._read_named_image(cells, self.unit_roots.get(path), location, log):
+                yield row_group, row, cells, location
+
+    def _read_named_image(self, cells: dict, root: str | None, location: str, log) -> bool:
+        """A table cell that names an image file gets the file's bytes (read under `root`, as
+        `prepare t2i` reads it); False, the skip counted, when it cannot be read."""
+        try:
+            image = image_cell(cells["image"])
+        except CellError:
+            return True  # `_table_cells` names what is wrong with the cell
+        if isinstance(image, bytes) or root is None:
+            return True
+        path = storage.join(root, image)
+        try:
+            cells["image"] = read_media(path, [root], self.allow_outside_root)
+        except OutsideRootError as exc:
+            log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc))
+        except FileNotFoundError:
+            log.skip(SkipReason.IMAGE_MISSING, location, f"{path[:200]} does not exist (image_root {root[:200]})")
+        except (OSError, NotRegularFileError, MediaTooLargeError) as exc:
+            log.skip(SkipReason.IMAGE_UNREADABLE, location, f"{path[:200]}: {exc}")
+        else:
+            return True
+        return False
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         path = self.epoch_units[unit_id]

@@ -3,8 +3,9 @@ reads, and its samples as the cells of BAGEL's T2I rows.
 
 A T2I `data_dir` whose files are `.tar` shards is read as WebDataset (detected, not
 declared; img2dataset's `00000.parquet` listing beside `00000.tar` is not data); a folder of
-`.parquet` files as before; a dataset whose folders hold both is a `ConfigError` naming them. A unit is one tar; a sample's address within it is `(block,
-sample within the block)` (`sources/tar_index.py`). The member and caption rules are
+`.parquet` files as before; a dataset whose folders hold both is a `ConfigError` naming
+them. A unit is one tar; a sample's address within it is `(block, sample within the
+block)` (`sources/tar_index.py`). The member and caption rules are
 `prepare t2i`'s (`sources/tar_members.py`), and the cells are the ones its copy stores, so a
 tar read in place gives the samples of its prepared copy.
 """
@@ -83,7 +84,8 @@ def tar_rows(
     usable sample of the tar from the start point on (the one at it only, when `single`);
     the others are counted in `log` with the reason `prepare t2i` gives them."""
     try:
-        index = reads.take(path, functools.partial(TarIndex, path), kind="tarindex")
+        opened = functools.partial(reads.kept, ("tarindex", path), functools.partial(TarIndex, path))
+        index = reads.take(path, opened, kind="tarindex")  # inline: opened once per process
     except Exception as exc:  # a truncated or unreadable tar: prepare's "not a readable tar file"
         log.skip(SkipReason.UNIT_UNREADABLE, path, f"not a readable tar file: {exc}")
         return

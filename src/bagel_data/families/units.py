@@ -172,9 +172,14 @@ class UnitDataset(torch.utils.data.IterableDataset):
         fsspec's): its inputs, or the folders its media are read from. Reading ahead pays
         there; on local disk it buys nothing (`Settings.stream_read_ahead`)."""
         if self._reads_remote is None:
-            folders = [*getattr(self, "data_dir_list", ()), *getattr(self.data_paths, "image_dirs", ())]
-            self._reads_remote = any(storage.is_remote(str(path)) for path in [*self.input_paths(), *folders])
+            paths = [*self.input_paths(), *self.media_folders()]
+            self._reads_remote = any(storage.is_remote(str(path)) for path in paths)
         return self._reads_remote
+
+    def media_folders(self) -> Sequence[str]:
+        """The folders this group reads media from beside its inputs (a JSONL family's image
+        folders); none where the media lie in the inputs themselves."""
+        return ()
 
     def input_record(self) -> dict:
         """`checkpoint.inputs.input_record` of this group's files, computed once per process."""

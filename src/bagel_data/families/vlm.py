@@ -114,6 +114,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def input_paths(self):
         return list(self.data_paths.paths)
 
+    def media_folders(self):
+        return self.data_paths.image_dirs
+
     def unit_label(self, unit_id):
         return self.data_paths.location(int(self.epoch_units[unit_id]))
 

@@ -22,7 +22,7 @@ from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
 from ..instruments import seam
 from .convert import PendingImage
 from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb, wide_png_to_8bit
-from .resize import RESIZE_BACKENDS, resize_rgbx_image
+from .resize import RESIZE_BACKENDS, resize_rgbx
 from .safe_read import ALLOWED_IMAGE_FORMATS, image_stream, open_image
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
@@ -206,16 +206,17 @@ class ImageTransform:
         if size == image.size:
             return image
         if self.resize_backend == "torch":
-            return self._torch_resized(image, size)
+            planes = self._torch_resized(image, size).numpy()
+            return Image.fromarray(np.ascontiguousarray(planes.transpose(1, 2, 0)), "RGB")
         return image.resize(size, self._filter)
 
-    def _torch_resized(self, image: Image.Image, size: tuple[int, int]) -> Image.Image:
-        """`image` resized by torch (resize_backend: torch), as an RGB image."""
+    def _torch_resized(self, image: Image.Image, size: tuple[int, int]) -> torch.Tensor:
+        """`(3, h, w)` uint8 planes of `image` resized by torch (resize_backend: torch)."""
         rgb = image if image.mode == "RGB" else image.convert("RGB")
         storage = rgbx_storage(rgb)
         if storage is None:  # older Pillow, or an image in several memory blocks
             storage = np.asarray(rgb.convert("RGBA"))
-        return resize_rgbx_image(storage, size, self.resample)
+        return resize_rgbx(storage, size, self.resample)
 
     @seam("to_uint8")
     def pending(self, image: Image.Image) -> PendingImage:
@@ -226,6 +227,10 @@ class ImageTransform:
     def prepare(self, image: Image.Image, img_num: int = 1) -> PendingImage:
         """Resize now, convert later: what the families hand to the packer, which writes
         the floats straight into the batch (`media/convert.py`). Same values as `__call__`."""
+        size = self._size_for(image, img_num)
+        if self.resize_backend == "torch" and size != image.size:  # the planes, without a Pillow image
+            planes = self._torch_resized(image, size).numpy()
+            return PendingImage(planes.transpose(1, 2, 0), self.image_mean, self.image_std)
         return self.pending(self.resize(image, img_num=img_num))
 
     @seam("tensorize")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image
 
 from .convert import _as_tensor
 
@@ -28,22 +27,9 @@ RESIZE_BACKENDS = ("pillow", "torch")
 def resize_rgbx(pixels: np.ndarray, size: tuple[int, int], resample: str) -> torch.Tensor:
     """`(H, W, 4)` uint8 RGBX `pixels` resized to `size` = (width, height) with torch's
     antialiased `resample` ("bicubic" or "bilinear"): the `(3, h, w)` uint8 RGB planes."""
-    return _resized_rgbx(pixels, size, resample)[:3]
-
-
-def resize_rgbx_image(pixels: np.ndarray, size: tuple[int, int], resample: str) -> Image.Image:
-    """The same resize as `resize_rgbx`, as an RGB Pillow image. Pillow keeps RGB as 4-byte
-    RGBX pixels, which torch's channels-last output already is: one flat copy, where the
-    `(3, h, w)` planes would need a strided one (about ten times slower) to pack into
-    3-byte pixels for the ViT patches."""
-    block = np.ascontiguousarray(_resized_rgbx(pixels, size, resample).permute(1, 2, 0).numpy())  # no copy on x86
-    return Image.frombytes("RGB", size, block, "raw", "RGBX")
-
-
-def _resized_rgbx(pixels: np.ndarray, size: tuple[int, int], resample: str) -> torch.Tensor:
-    """`(4, h, w)` uint8, channels-last in memory (an `(h, w, 4)` block)."""
     if pixels.ndim != 3 or pixels.shape[2] != 4 or pixels.dtype != np.uint8:
         raise ValueError(f"expected (H, W, 4) uint8 pixels, got {pixels.dtype} {pixels.shape}")
     width, height = size
     channels_last = _as_tensor(pixels).permute(2, 0, 1).unsqueeze(0)
-    return F.interpolate(channels_last, size=(height, width), mode=resample, antialias=True)[0]
+    resized = F.interpolate(channels_last, size=(height, width), mode=resample, antialias=True)
+    return resized[0, :3]

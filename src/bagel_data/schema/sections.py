@@ -116,10 +116,15 @@ GROUP_FIELDS: dict[str, Field] = {
 DATASET_INFO_FIELDS: dict[str, Field] = {
     "data_dir": Field(
         Str(path=True),
-        "T2I / edit: the folder of `*.parquet` files; VLM: the folder image/video names are relative to",
+        "T2I / edit: the folder of `*.parquet` files (T2I: or `.tar` shards); VLM: the folder image/video names are relative to",
         scope="all (required)",
     ),
     "jsonl_path": Field(Str(path=True), "the SFT JSONL file", scope="vlm_sft (required)"),
+    "image_root": Field(
+        Str(path=True),
+        "the folder a table's image cells that hold a path are relative to (default: data_dir)",
+        scope="t2i_pretrain with image_column",
+    ),
     "parquet_info_path": Field(
         Str(path=True), "the parquet_info JSON (parquet file -> num_row_groups)", scope="unified_edit (required)"
     ),
