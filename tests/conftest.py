@@ -1,11 +1,14 @@
-"""Shared fixtures: the conformance cases in tests/conformance, and one tokenizer per session."""
+"""Shared fixtures: the conformance cases in tests/conformance, one tokenizer and one demo
+dataset per session."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bagel_data.tokenizer import QwenTokenizer
 
@@ -52,3 +55,31 @@ SPECIAL_TOKENS = {"bos_token_id": 151644, "eos_token_id": 151645, "start_of_imag
 @pytest.fixture(scope="session")
 def special_tokens() -> dict:
     return dict(SPECIAL_TOKENS)
+
+
+DEMO_CONFIGS = ("run.yaml", "grouped_datasets.yaml", "dataset_info.yaml")
+
+
+@pytest.fixture(scope="session")
+def demo_root(tmp_path_factory) -> Path:
+    """The demo dataset and its run.yaml as `bagel-data demo` writes them (without its packed
+    batches), written once per session: writing it costs seconds, and the tests only read it.
+    `demo_configs` gives a test config files of its own to change."""
+    from bagel_data.cli.main import DEMO_PACKING
+    from bagel_data.synthetic.dataset import write_demo_dataset
+
+    root = write_demo_dataset(tmp_path_factory.mktemp("demo-shared") / "demo").root
+    run = {"grouped_datasets": "grouped_datasets.yaml", "dataset_info": "dataset_info.yaml", "packing": DEMO_PACKING}
+    (root / "run.yaml").write_text(yaml.safe_dump(run))
+    return root
+
+
+@pytest.fixture
+def demo_configs(demo_root, tmp_path) -> Path:
+    """tmp_path/demo holding a copy of the demo's config files, free to change; the data stays
+    in `demo_root` (dataset_info.yaml names it by absolute path)."""
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    for name in DEMO_CONFIGS:
+        shutil.copy2(demo_root / name, folder / name)
+    return folder

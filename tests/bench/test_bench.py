@@ -112,16 +112,14 @@ def test_quick_defaults_to_a_temporary_folder_never_the_committed_results(tmp_pa
     out.parent.rmdir()
 
 
-def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path):
+def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path, demo_root):
     from typer.testing import CliRunner
 
     from bagel_data.cli.main import app
-    from bagel_data.synthetic.dataset import write_demo_dataset
 
-    made = write_demo_dataset(tmp_path / "data")
     run = tmp_path / "run.yaml"
     run.write_text(
-        f"grouped_datasets: {made.grouped_datasets}\ndataset_info: {made.dataset_info}\n"
+        f"grouped_datasets: {demo_root / 'grouped_datasets.yaml'}\ndataset_info: {demo_root / 'dataset_info.yaml'}\n"
         "packing: {expected_num_tokens: 4096, max_num_tokens: 4608, max_num_tokens_per_sample: 4096, "
         "prefer_buffer_before: 2048, use_flex: true, max_latent_size: 64}\n"
     )
@@ -140,7 +138,7 @@ def test_bench_config_reports_both_pixel_formats_on_a_run_config(tmp_path):
     assert saved["write"]["float32_bytes"] > 0 and saved["write"]["cast_write_seconds"] > 0
     assert "pixel_format uint8" in result.output
     approx = saved["approximate"]
-    groups = set(yaml.safe_load(made.grouped_datasets.read_text()))
+    groups = set(yaml.safe_load((demo_root / "grouped_datasets.yaml").read_text()))
     assert set(approx["pixel_error"]) == groups  # every group's images are compared
     for error in approx["pixel_error"].values():
         assert error["images"] > 0 and 0 < error["worst_image_psnr_db"] <= error["psnr_db"]

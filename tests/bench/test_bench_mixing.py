@@ -12,15 +12,9 @@ from bagel_data.cli.main import app
 from bagel_data.tools.run import build_from_run_config, load_run_config
 
 
-def _demo(tmp_path):
-    demo = tmp_path / "demo"
-    assert CliRunner().invoke(app, ["demo", "--root", str(demo), "--batches", "1", "--num-workers", "0"]).exit_code == 0
-    return demo / "run.yaml"
-
-
-def test_bench_mixing_reports_every_mode_with_shares_fill_and_dropouts(tmp_path):
+def test_bench_mixing_reports_every_mode_with_shares_fill_and_dropouts(tmp_path, demo_root):
     out, plot = tmp_path / "mixing.json", tmp_path / "mixing.png"
-    args = ["bench", "mixing", str(_demo(tmp_path)), "--packs", "12", "--out", str(out), "--plot", str(plot)]
+    args = ["bench", "mixing", str(demo_root / "run.yaml"), "--packs", "12", "--out", str(out), "--plot", str(plot)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     results = json.loads(out.read_text())
@@ -40,10 +34,10 @@ def test_bench_mixing_reports_every_mode_with_shares_fill_and_dropouts(tmp_path)
     assert plot.stat().st_size > 0 and "tokens/best_fit" in result.output and "vit 0.4" in result.output
 
 
-def test_the_figures_are_those_of_the_pipelines_own_packs(tmp_path):
+def test_the_figures_are_those_of_the_pipelines_own_packs(demo_root):
     """Not a replay: the same packs as iterating the run config's dataset, dropout on; and
     leaving the resize out (the default) changes none of them."""
-    run_yaml = _demo(tmp_path)
+    run_yaml = demo_root / "run.yaml"
     mode = [("tokens", "best_fit")]
     fast = measure_mixing(str(run_yaml), packs=6, modes=mode)["modes"]["tokens/best_fit"]
     exact = measure_mixing(str(run_yaml), packs=6, modes=mode, pixels=True)["modes"]["tokens/best_fit"]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from bagel_bench.seams import call_overhead_seconds, seam_calls_per_pack
 from bagel_data.instruments import SEAMS, STAGES
-from bagel_data.synthetic.dataset import DemoSizes, write_demo_dataset
 
 
-def test_a_pack_passes_the_seams_of_its_stages_and_they_detach_after(tmp_path):
-    made = write_demo_dataset(tmp_path / "demo", DemoSizes.demo(), seed=0)
-    calls = seam_calls_per_pack({"grouped": str(made.grouped_datasets), "info": str(made.dataset_info)}, packs=1)
+def test_a_pack_passes_the_seams_of_its_stages_and_they_detach_after(demo_root):
+    paths = {"grouped": str(demo_root / "grouped_datasets.yaml"), "info": str(demo_root / "dataset_info.yaml")}
+    calls = seam_calls_per_pack(paths, packs=1)
     assert set(calls) == set(STAGES)
     assert calls["to_batch"] == calls["collate"] == 1  # one pack, one batch
     for stage in ("read", "decode", "resize", "prepare", "tokenize", "build", "pack"):

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from helpers.doc_blocks import TALLY, run_checked
+from helpers.doc_blocks import TALLY
 
 
 @pytest.fixture(scope="session")
-def scratch(tmp_path_factory) -> Path:
-    """A folder with the demo dataset in demo_data/, where the pages' commands run."""
+def scratch(tmp_path_factory, demo_root) -> Path:
+    """A folder with the demo dataset in demo_data/, where the pages' commands run: a copy of
+    the session's (what `bagel-data demo` writes; the command itself is tested in
+    tests/cli/test_cli.py), which saves writing it again."""
     folder = tmp_path_factory.mktemp("docs")
-    run_checked(["bagel-data", "demo", "--root", "demo_data", "--batches", "1", "--num-workers", "0"], folder, "demo")
+    shutil.copytree(demo_root, folder / "demo_data")
     return folder
 
 

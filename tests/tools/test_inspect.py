@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,6 @@ from bagel_data.packing.config import PackingConfig, SpecialTokens
 from bagel_data.packing.layout import attention_allowed, get_flattened_position_ids_extrapolate
 from bagel_data.packing.pack import PackBuilder
 from bagel_data.sample import SampleBuilder
-from bagel_data.synthetic.dataset import write_demo_dataset
 from bagel_data.tools.inspect.packs import (
     KIND_STYLE,
     PositionKind,
@@ -48,8 +48,13 @@ def _run_config(root: Path, use_flex: bool) -> Path:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> Path:
-    return write_demo_dataset(tmp_path_factory.mktemp("demo")).root
+def demo(demo_root, tmp_path_factory) -> Path:
+    """A folder for this module's run configs beside copies of the demo's group and info
+    files; the data is the session's demo dataset (named by absolute path), written once."""
+    folder = tmp_path_factory.mktemp("demo")
+    for name in ("grouped_datasets.yaml", "dataset_info.yaml"):
+        shutil.copy2(demo_root / name, folder / name)
+    return folder
 
 
 def _demo_batches(run_config: Path, tokenizer, count: int = 2) -> list[dict]:

@@ -8,7 +8,6 @@ from typer.testing import CliRunner
 
 from bagel_data.cli.main import app
 from bagel_data.errors import ConfigError
-from bagel_data.synthetic.dataset import write_demo_dataset
 from bagel_data.tools.inspect.steps import config_at_step, weights_at_step
 from bagel_data.tools.run import RunConfig
 
@@ -32,8 +31,8 @@ def test_weights_hold_from_their_step_on():
         config_at_step(RunConfig({"a": {"weight": [[0, 1.0], [5, 0.0]]}}, {}, {}), 5)
 
 
-def test_inspect_step_shows_the_later_stage(tmp_path):
-    demo = write_demo_dataset(tmp_path / "demo").root
+def test_inspect_step_shows_the_later_stage(tmp_path, demo_configs):
+    demo = demo_configs
     groups = yaml.safe_load((demo / "grouped_datasets.yaml").read_text())
     run = demo / "staged.yaml"
     # Not mandatory: a mandatory group opens every pack whatever its weight.

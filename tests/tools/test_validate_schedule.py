@@ -10,9 +10,8 @@ from bagel_data.tools.run import load_run_config
 from bagel_data.tools.validate import validate_config
 
 
-def test_validate_prints_the_schedule_phases(tmp_path):
-    demo = tmp_path / "demo"
-    assert CliRunner().invoke(app, ["demo", "--root", str(demo), "--batches", "1", "--num-workers", "0"]).exit_code == 0
+def test_validate_prints_the_schedule_phases(demo_configs):
+    demo = demo_configs
     groups_file = demo / "grouped_datasets.yaml"
     groups = yaml.safe_load(groups_file.read_text())
     groups["vlm_sft"]["weight"] = [[0, 1.0], [5000, 0.25]]
