@@ -8,15 +8,16 @@ Position of a sample: `[unit index in this worker's list, row within the group]`
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import BagelDataError, ConfigError, SkipReason, counted
 from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.parquet import parquet_data_files
 from .base import DistributedIterableDataset
 from .parquet_info import check_row_groups, parquet_info_entry, stale_row_groups
-from .parquet_units import ParquetListing, RowGroupUnits
+from .parquet_units import RowGroupUnits
 from .worst_case import edit_worst_length, measured
 
 COLUMNS = EDIT_COLUMNS
@@ -114,44 +115,35 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
         self.set_epoch()
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
-        units: list[tuple[str, int]] = []  # (parquet file, row group)
         # Each distinct file's declared row groups: num_used_data repeats files, and each is
         # looked up and checked once. A local file's footer is checked here (cheap, and the
         # mistake is named before the run); a remote one's when a worker opens it (`_rows`),
         # since reading every footer here costs two requests per file on every rank.
         self.declared_row_groups: dict[str, int] = {}
         self.footer_unchecked: set[str] = set()
-        taken: list[str] = []
-        for data_dir, num_used in zip(data_dir_list, num_used_data):
-            paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
-            self.listed_files.update(listed)
-            taken.extend(paths)
-            for path in paths:
-                if path in self.declared_row_groups:
-                    units.extend((path, group) for group in range(self.declared_row_groups[path]))
-                    continue
-                info = parquet_info_entry(parquet_info, path, data_dir)
-                if info is None and self.policy.reference:  # the reference leaves such a file out, silently
-                    self.skip_log.skip(SkipReason.PARQUET_INFO_MISSING, path, "no parquet_info entry; not read")
-                    continue
-                if info is None:
-                    raise ConfigError(
-                        "parquet_info",
-                        path,
-                        "this parquet file has no entry; add it (keyed by its path or its name "
-                        "relative to data_dir) with its num_row_groups, e.g. with "
-                        "bagel_data.tools.prepare.write_parquet_info",
-                    )
-                declared = self.declared_row_groups[path] = int(info["num_row_groups"])
-                if storage.is_uri(path):
-                    self.footer_unchecked.add(path)
-                else:
-                    check_row_groups(path, declared)
-                units.extend((path, group) for group in range(declared))
-        self.parquet_listing = ParquetListing.of(
-            data_dir_list, num_used_data, self.file_order, taken, self.listed_files
-        )
-        return units
+        declared = functools.partial(self._declared_row_groups, parquet_info)
+        return self.row_group_units(data_dir_list, num_used_data, declared)
+
+    def _declared_row_groups(self, parquet_info: dict, path: str, data_dir: str) -> int | None:
+        """A file's row groups as `parquet_info` declares them; None: left out (compat)."""
+        info = parquet_info_entry(parquet_info, path, data_dir)
+        if info is None and self.policy.reference:  # the reference leaves such a file out, silently
+            self.skip_log.skip(SkipReason.PARQUET_INFO_MISSING, path, "no parquet_info entry; not read")
+            return None
+        if info is None:
+            raise ConfigError(
+                "parquet_info",
+                path,
+                "this parquet file has no entry; add it (keyed by its path or its name "
+                "relative to data_dir) with its num_row_groups, e.g. with "
+                "bagel_data.tools.prepare.write_parquet_info",
+            )
+        declared = self.declared_row_groups[path] = int(info["num_row_groups"])
+        if storage.is_uri(path):
+            self.footer_unchecked.add(path)
+        else:
+            check_row_groups(path, declared)
+        return declared
 
     def parquet_columns(self, names):
         return COLUMNS if all(name in names for name in COLUMNS) else None

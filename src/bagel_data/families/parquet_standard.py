@@ -29,10 +29,10 @@ from ..errors import (
 from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.parquet import ParquetReader, parquet_data_files
+from ..sources.parquet import ParquetReader
 from .base import DistributedIterableDataset
 from .group_args import COMMON_GROUP_KEYS
-from .parquet_units import ParquetListing, RowGroupUnits
+from .parquet_units import RowGroupUnits
 from .sample_checks import SampleInvalid, check_sample
 
 
@@ -169,22 +169,11 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
         return list(names) if self.columns is None else list(self.columns)
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
-        units: list[tuple] = []
-        counted: dict[str, int] = {}  # num_used_data repeats files: each is opened at most once
-        taken: list[str] = []
-        for data_dir, num_used in zip(data_dir_list, num_used_data):
-            paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
-            self.listed_files.update(listed)
-            taken.extend(paths)
-            for path in paths:
-                if path not in counted:
-                    info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
-                    counted[path] = self._count_row_groups(path) if info is None else int(info["num_row_groups"])
-                units.extend((path, group) for group in range(counted[path]))
-        self.parquet_listing = ParquetListing.of(
-            data_dir_list, num_used_data, self.file_order, taken, self.listed_files
-        )
-        return units
+        def row_groups(path: str, data_dir: str) -> int:
+            info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
+            return self._count_row_groups(path) if info is None else int(info["num_row_groups"])
+
+        return self.row_group_units(data_dir_list, num_used_data, row_groups)
 
     @staticmethod
     def _count_row_groups(path: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..sources import storage
 from ..sources.parquet import ParquetReader, parquet_data_files
@@ -36,6 +36,36 @@ class RowGroupUnits:
     within a unit is `(row,)`. Mixed in before `DistributedIterableDataset`."""
 
     epoch_units: Sequence
+    file_order: str
+    listed_files: dict
+    parquet_listing: ParquetListing | None
+
+    def row_group_units(
+        self, data_dir_list, num_used_data, row_groups: Callable[[str, str], int | None]
+    ) -> list[tuple[str, int]]:
+        """The (file, row group) units of each folder's first `num_used_data` files (repeated
+        to fill it), recording what was listed (`listed_files`, `parquet_listing`).
+        `row_groups(path, data_dir)` is a file's count, asked once per distinct file; None
+        leaves the file out (asked again where `num_used_data` repeats it)."""
+        units: list[tuple[str, int]] = []
+        counts: dict[str, int] = {}
+        taken: list[str] = []
+        for data_dir, num_used in zip(data_dir_list, num_used_data):
+            paths, listed = parquet_data_files([data_dir], [num_used], file_order=self.file_order)
+            self.listed_files.update(listed)
+            taken.extend(paths)
+            for path in paths:
+                count = counts.get(path)
+                if count is None:
+                    count = row_groups(path, data_dir)
+                    if count is None:
+                        continue
+                    counts[path] = count
+                units.extend((path, group) for group in range(count))
+        self.parquet_listing = ParquetListing.of(
+            data_dir_list, num_used_data, self.file_order, taken, self.listed_files
+        )
+        return units
 
     def row_depth(self) -> int | None:
         return 1  # (row,) in its row group
