@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from ..errors import ConfigError, RowDropped, SkipLog, SkipReason
 from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
-from ..sources.read_ahead import PENDING, ReadAhead, Task
+from ..sources.read_ahead import ReadAhead, Task
 from ..sources.tar_index import TarIndex
 from ..sources.tar_members import sample_captions
 from .reads import FamilyReads
@@ -134,12 +134,9 @@ class TarSource:
     def unit_tasks(self, unit_id, row_start, single, files) -> Iterator[Task]:
         path = self.path_of(unit_id)
         listing = Task(("tarindex", path), functools.partial(TarIndex, path), INDEX_ESTIMATE)
-        yield listing
-        while listing.future is None or not listing.future.done():
-            yield PENDING
-        if listing.future.cancelled() or listing.future.exception() is not None:
+        index: TarIndex | None = yield from listing.awaited()
+        if index is None:
             return  # the family takes the error and counts the tar as unreadable
-        index: TarIndex = listing.future.result()
         first = row_start[0] if row_start else 0
         stop = min(first + 1, len(index.blocks)) if single else len(index.blocks)
         for block in range(first, stop):

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import storage
-from .read_ahead import PENDING, ReadAhead, Task
+from .read_ahead import ReadAhead, Task
 
 # Before a footer is read its size is unknown; footers of shards are tens of kilobytes.
 FOOTER_ESTIMATE = 64 * 1024
@@ -152,12 +152,9 @@ def file_tasks(
     None): its footer (`footer`, when one was made, and maybe started, ahead), then each
     row group once the footer says it exists."""
     meta = footer_task(path, registry) if footer is None else footer
-    yield meta
-    while meta.future is None or not meta.future.done():
-        yield PENDING
-    if meta.future.cancelled() or meta.future.exception() is not None:
+    opened: OpenedParquet | None = yield from meta.awaited()
+    if opened is None:
         return  # the family takes the error and counts the file as unreadable
-    opened: OpenedParquet = meta.future.result()
     columns = columns_for(opened.schema.names)
     if columns is None:
         return

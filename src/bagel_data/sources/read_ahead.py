@@ -24,8 +24,7 @@ What stays true with it on:
   the reads that pack waits for (a store's request rate, a node's bandwidth);
 * a plan may start a later task early (`Early`, with up to half the window): a next file's
   footer while the plan waits on this file's, so that the read-ahead reaches across files
-  as fast as across row groups. The task joins the queue, in the stream's order, when the
-  plan yields it.
+  as fast as across row groups; the task joins the queue when the plan yields it.
 
 `pin` is for resume: the rows a checkpoint buffered are fetched at once, grouped by file,
 and kept for exactly the number of takes that will ask for them.
@@ -40,7 +39,7 @@ import collections
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -70,6 +69,14 @@ class Task:
     unsized: bool = False  # started before any task of its kind came back
     released: bool = False
 
+    def awaited(self) -> Generator[Any, None, Any]:
+        """A plan's steps for a task it needs the result of: the task, then PENDING until it is
+        done; the result, or None where the fetch failed (the family's take then raises)."""
+        yield self
+        while self.future is None or not self.future.done():
+            yield PENDING
+        return None if self.future.cancelled() or self.future.exception() is not None else self.future.result()
+
 
 @dataclasses.dataclass(eq=False)
 class Early:
@@ -79,8 +86,7 @@ class Early:
     task: Task
 
 
-def _kind(task: Task) -> Hashable:
-    """A task's kind: the first item of its key (`"rg"`, `"meta"`, `"row"`), or the key."""
+def _kind(task: Task) -> Hashable:  # the first item of its key (`"rg"`, `"meta"`, `"row"`), or the key
     return task.key[0] if isinstance(task.key, tuple) and task.key else task.key
 
 
@@ -117,10 +123,8 @@ class ReadAhead:
         self._on_close: list[Callable[[], None]] = []
         self.closed = False
         self.held = self.peak = self.fetched = self.hits = self.misses = 0
-        # Per kind of task: the most bytes it held per byte estimated, and how many are in
-        # flight before that is known.
-        self._expansion: dict[Hashable, float] = {}
-        self._unsized: collections.Counter = collections.Counter()
+        self._expansion: dict[Hashable, float] = {}  # per kind: most bytes held per byte estimated
+        self._unsized: collections.Counter = collections.Counter()  # per kind: in flight, size unknown
 
     # -- the stream's plan ---------------------------------------------------------------
     def follow(self, plan: Iterator) -> None:
