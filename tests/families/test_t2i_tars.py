@@ -18,6 +18,7 @@ from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
 from bagel_data.sources import tar_index
 from bagel_data.tools.prepare.sharded import prepare_sharded
+from helpers.doors import DOORS, build_through
 from helpers.golden import as_worker
 from helpers.prepare_inputs import image_bytes, t2i_tar
 
@@ -240,3 +241,31 @@ def test_tars_on_an_object_store_give_the_local_samples(tmp_path, tokenizer, mon
     assert [_text(s, tokenizer) for _, s in got] == [_text(s, tokenizer) for _, s in want]
     assert all(torch.equal(a["image_tensor_list"][0], b["image_tensor_list"][0]) for (_, a), (_, b) in zip(got, want))
     assert cached.folder is not None, "a store's tar keys the node's cache too"
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_tars_in_place_through_each_door_with_bagel_s_transforms_and_dropouts(
+    tmp_path, tokenizer, special_tokens, door
+):
+    """A user's config: BAGEL's 1024-pixel VAE transform and its CFG dropouts on. Every door
+    packs the same first pass, each usable sample of the tars once."""
+    _tars(tmp_path / "tars", 2)
+    grouped = {"t2i_pretrain": {"dataset_names": ["t2i"], "num_used_data": [2], "weight": 1,
+                                "image_transform_args": {"image_stride": 16, "max_image_size": 1024,
+                                                         "min_image_size": 512}}}  # fmt: skip
+    info = {"t2i_pretrain": {"t2i": {"data_dir": str(tmp_path / "tars")}}}
+    settings = dict(max_num_tokens=4096, expected_num_tokens=3000, max_num_tokens_per_sample=4000, max_latent_size=64,
+                    text_cond_dropout_prob=0.1, vae_cond_dropout_prob=0.3, vit_cond_dropout_prob=0.3)  # fmt: skip
+    packs = []
+    for build in (door, "make_bagel_multimodal_dataset"):
+        dataset = build_through(build, tokenizer=tokenizer, special_tokens=special_tokens, grouped=grouped,
+                                info=info, settings=settings)  # fmt: skip
+        packs.append(list(itertools.islice(iter(dataset), 6)))
+    ours, baseline = packs
+    for mine, theirs in zip(ours, baseline):
+        assert torch.equal(mine["packed_text_ids"], theirs["packed_text_ids"])
+        assert torch.equal(mine["padded_images"], theirs["padded_images"])
+    rows = [tuple(where["data_indexes"]) for pack in ours for where in pack["batch_data_indexes"]]
+    first_pass = rows[:11]  # 2 tars x 6 samples, one without a caption
+    assert len(set(first_pass)) == 11
+    assert max(pack["padded_images"].shape[-1] for pack in ours) > 512  # the 1024-pixel transform, upscaled
