@@ -21,7 +21,6 @@ from .schema import (
     check_dataset_info_group,
     check_group_args,
     check_group_weights,
-    check_transform_args,
 )
 from .schema.files import read_structured
 from .schema.weights import WeightSchedule, parse_weight
@@ -58,11 +57,6 @@ class GroupSpec:
     is_mandatory: bool
     resume_data_status: bool
     kwargs: dict[str, Any]
-
-
-def _check_transform_args(group: str, key: str, args: object) -> dict:
-    """The checked keyword arguments of an `ImageTransform` (kept for existing callers)."""
-    return check_transform_args(f"{group}.{key}", args)
 
 
 _URI_KEYS = ("data_dir", "jsonl_path", "parquet_info_path")
