@@ -4,6 +4,7 @@ a repository root holding only the project's own files."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,3 +45,12 @@ def test_no_stray_file_at_the_repository_root():
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     at_root = {path for path in listed.splitlines() if "/" not in path}
     assert at_root <= ROOT_FILES, f"stray file(s) at the repository root: {sorted(at_root - ROOT_FILES)}"
+
+
+def test_committed_benchmark_results_are_the_current_ones():
+    """One JSON per measurement, the current run: earlier runs' figures live in the docs'
+    prose (docs/performance.md), not in `*_before` / `*_after` / dated files beside it."""
+    stale = re.compile(r"_(before|after|final|old|new)\b|\d{4}-\d{2}-\d{2}")
+    stems = [path.stem for path in (REPO / "benchmarks").glob("*.json")]
+    assert stems, "benchmarks/ holds the committed results"
+    assert not [stem for stem in stems if stale.search(stem)]
