@@ -25,6 +25,7 @@ from .schema import (
 from .schema.files import read_structured
 from .schema.weights import WeightSchedule, parse_weight
 from .sources import storage
+from .sources.splits import data_dir_of
 
 # The registry lives with the families; re-exported here for existing imports.
 ALLOWED_GROUP_KEYS = {family: allowed_group_keys(family) for family in DATASET_REGISTRY.values()}
@@ -111,7 +112,10 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     kwargs: dict[str, Any] = {
         "num_used_data": list(args["num_used_data"]),
         "transform": group.transform("image_transform_args"),
-        "data_dir_list": group.paths("data_dir", "dir"),
+        "data_dir_list": [  # each with the files that are its dataset (split, data_files)
+            data_dir_of(f"dataset_info.{name}.{dataset}", path, entries[dataset])
+            for dataset, path in zip(names, group.paths("data_dir", "dir"))
+        ],
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]

@@ -87,9 +87,9 @@ class T2IIterableDataset(DistributedIterableDataset):
             self.table = local_table_columns(self.data_paths, image_column, caption_column)
         self.columns = COLUMNS if self.table is None else self.table
         roots = [root or folder for folder, root in zip(data_dir_list, image_roots or [None] * len(data_dir_list))]
-        self.unit_roots = {  # each table file's image root, by the folder it was listed in
-            path: root for folder, root in zip(data_dir_list, roots) for path in self.data_paths
-            if path == storage.join(folder, path.rsplit("/", 1)[-1])
+        self.unit_roots = {  # each table file's image root, by the folder it was listed in (or below)
+            path: root for folder, root in sorted(zip(data_dir_list, roots), key=lambda pair: len(pair[0]))
+            for path in self.data_paths if path.startswith(storage.join(folder, ""))
         }  # fmt: skip
         self.set_epoch()
 
