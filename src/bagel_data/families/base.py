@@ -65,7 +65,8 @@ class DistributedIterableDataset(UnitDataset):
         try:
             return build(*args)
         except RowDropped as exc:  # a row a family's rules leave out: counted under its own reason
-            log.skip(exc.reason, location, exc.detail[:500])
+            reason = exc.reason if isinstance(exc.reason, SkipReason) else SkipReason.ROW_FAILED
+            log.skip(reason, location, exc.detail[:500])
             return None
         except (BagelDataError, MemoryError):
             raise

@@ -241,7 +241,8 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
                 return None
             return check_sample(builder_from_data(data), self._strides(), _vocab_size(self.tokenizer))
         except RowDropped as exc:  # a malformed result (row_sample_invalid), or parse_row's own skip
-            log.skip(exc.reason, location, exc.detail[:500])
+            reason = exc.reason if isinstance(exc.reason, SkipReason) else SkipReason.PARSE_ROW_FAILED
+            log.skip(reason, location, exc.detail[:500])
             return None
         except (ImageDecodeError, ImageTooLargeError, VideoDecodeError) as exc:  # one row's media, not the run
             log.skip(_MEDIA_REASONS[type(exc)], location, str(exc)[:500])

@@ -192,7 +192,7 @@ def _walk(folder: str, deep: bool) -> list[tuple[str, FileStat]]:
         if not deep:
             return [(e.name, (e.size, e.mtime_ns)) for e in storage.list_entries(folder) if not os.path.isdir(
                 os.path.join(folder, e.name))]  # fmt: skip
-        out = []
+        out: list[tuple[str, FileStat]] = []
         for top, dirs, names in os.walk(folder):
             dirs.sort()
             for name in sorted(names):
