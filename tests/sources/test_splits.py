@@ -151,3 +151,9 @@ def test_prepare_reads_one_split_of_a_hub_repository(tmp_path, split):
     rows = [row for path in sorted((tmp_path / "out").glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
     expected = ["test 3"] if split else ["train 0", "train 1", "train 2"]
     assert sorted(row["captions"].split('"')[3] for row in rows) == expected
+
+
+def test_split_on_a_dataset_read_from_its_jsonl_is_a_config_error():
+    entry = {"data_dir": "/media", "jsonl_path": "/sft.jsonl", "split": "test"}
+    with pytest.raises(ConfigError, match=r"dataset_info.vlm_sft.chat.split = 'test'.*jsonl_path"):
+        data_dir_of("dataset_info.vlm_sft.chat", "/media", entry)

@@ -60,6 +60,13 @@ def data_dir_of(where: str, path: str, entry: dict) -> str:
     """`path` (a dataset_info entry's data_dir) with the entry's `split` and `data_files`;
     the path itself when it names neither. `where`: the entry's dotted name, for errors."""
     split, data_files = entry.get("split"), entry.get("data_files")
+    if entry.get("jsonl_path") is not None:  # VLM, interleaved JSONL: data_dir is a media root, never listed
+        given = sorted(key for key in ("split", "data_files") if entry.get(key) is not None)
+        if given:
+            raise ConfigError(
+                f"{where}.{given[0]}", entry[given[0]], "this dataset is read from its jsonl_path and its data_dir "
+                "is only the folder its media names are relative to: remove it",
+            )  # fmt: skip
     if isinstance(data_files, dict):
         for name, patterns in data_files.items():
             if not (isinstance(patterns, str) and patterns) and not (
