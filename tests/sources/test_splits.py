@@ -133,7 +133,8 @@ def test_the_listing_every_parquet_family_shares_reads_the_split(tmp_path):
 def test_a_data_dir_keeps_its_selection_through_pickling():
     data_dir = DataDir("/data", "test", {"test": "x-*"})
     copy = pickle.loads(pickle.dumps(data_dir))
-    assert (copy, copy.split, copy.data_files) == ("/data", "test", {"test": "x-*"})
+    assert (copy, copy.split_name, copy.data_files) == ("/data", "test", {"test": "x-*"})
+    assert copy.split("/") == ["", "data"]  # still a path: str's own methods work
     assert data_dir_of("x", "/data", {}) == "/data" and type(data_dir_of("x", "/data", {})) is str
 
 

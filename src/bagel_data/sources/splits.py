@@ -41,19 +41,19 @@ FileStat = tuple[int, int | None]  # (bytes, modification time in ns) as the lis
 
 class DataDir(str):
     """A `data_dir` path that also carries which of its files are the dataset (`split`,
-    `data_files`); it is the path everywhere a path is expected. (`split` shadows
-    `str.split`, which no caller of a data_dir uses.)"""
+    `data_files`); it is the path everywhere a path is expected (hence `split_name`: `split`
+    would hide `str.split`, which path code calls)."""
 
-    split: str | None  # type: ignore[assignment]
+    split_name: str | None
     data_files: object
 
     def __new__(cls, path: str, split: str | None = None, data_files: object = None) -> DataDir:
         made = super().__new__(cls, path)
-        made.split, made.data_files = split, data_files
+        made.split_name, made.data_files = split, data_files
         return made
 
     def __reduce__(self):
-        return (DataDir, (str(self), self.split, self.data_files))
+        return (DataDir, (str(self), self.split_name, self.data_files))
 
 
 def data_dir_of(where: str, path: str, entry: dict) -> str:
@@ -133,7 +133,7 @@ def choose_split(paths: Sequence[str], split: str | None, where: str) -> list[st
 def list_data_files(data_dir: str, suffixes: tuple[str, ...], sort: bool = True) -> list[tuple[str, FileStat]]:
     """(path, (size, mtime_ns)) of each data file of `data_dir` (ending in one of `suffixes`)
     that is the dataset: its `data_files`, else its `split`'s files (module docstring)."""
-    split, patterns = (data_dir.split, data_dir.data_files) if isinstance(data_dir, DataDir) else (None, None)
+    split, patterns = (data_dir.split_name, data_dir.data_files) if isinstance(data_dir, DataDir) else (None, None)
     if patterns is not None:
         return _matched(data_dir, _patterns(patterns, split), suffixes, sort)
     entries = storage.list_entries(data_dir, sort=sort)
