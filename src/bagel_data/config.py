@@ -21,11 +21,11 @@ from .schema import (
     check_dataset_info_group,
     check_group_args,
     check_group_weights,
-    check_transform_args,
 )
 from .schema.files import read_structured
 from .schema.weights import WeightSchedule, parse_weight
 from .sources import storage
+from .sources.splits import data_dir_of
 
 # The registry lives with the families; re-exported here for existing imports.
 ALLOWED_GROUP_KEYS = {family: allowed_group_keys(family) for family in DATASET_REGISTRY.values()}
@@ -58,11 +58,6 @@ class GroupSpec:
     is_mandatory: bool
     resume_data_status: bool
     kwargs: dict[str, Any]
-
-
-def _check_transform_args(group: str, key: str, args: object) -> dict:
-    """The checked keyword arguments of an `ImageTransform` (kept for existing callers)."""
-    return check_transform_args(f"{group}.{key}", args)
 
 
 _URI_KEYS = ("data_dir", "jsonl_path", "parquet_info_path")
@@ -117,7 +112,10 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     kwargs: dict[str, Any] = {
         "num_used_data": list(args["num_used_data"]),
         "transform": group.transform("image_transform_args"),
-        "data_dir_list": group.paths("data_dir", "dir"),
+        "data_dir_list": [  # each with the files that are its dataset (split, data_files)
+            data_dir_of(f"dataset_info.{name}.{dataset}", path, entries[dataset])
+            for dataset, path in zip(names, group.paths("data_dir", "dir"))
+        ],
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]

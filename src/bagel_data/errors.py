@@ -93,7 +93,6 @@ class SkipReason(str, enum.Enum):
     OUTSIDE_ROOT = "path_outside_dataset_root"
     # Counted, never raised in strict mode: CFG dropout dropped every item of the sample.
     CFG_DROPPED_ALL = "every_item_dropped_by_cfg"
-    PLAN_INCONSISTENT = "plan_inconsistent"
     # compat="bagel" only: what the reference drops silently or crashes on.
     DROPPED_AT_EMIT = "dropped_at_emit_buffer_full"
     IMAGE_ITEMS_EXCEED_IMAGES = "image_items_exceed_images"

@@ -41,6 +41,11 @@ EngineOption = Annotated[
 AddressOption = Annotated[str | None, typer.Option(help="With --engine ray: a running cluster (default: start one).")]
 ResumeOption = Annotated[bool, typer.Option(help="Finish an interrupted run into OUT: skip the shards it wrote.")]
 NumCpusOption = Annotated[int | None, typer.Option(help="With --engine ray: CPUs of the local cluster (default: all).")]
+SplitOption = Annotated[
+    str | None,
+    typer.Option(help="Parquet tables in Hub splits ({split}-NNNNN-of-NNNNN.parquet, {split}/): the split to read "
+                 "[default: train]."),
+]  # fmt: skip
 _DROPS = DEFAULT_MAX_DROP_FRACTION
 
 
@@ -65,6 +70,7 @@ def t2i_command(
     caption_column: Annotated[
         str | None, typer.Option(help="Parquet input: the caption column (default: text, caption, captions, ...).")
     ] = None,
+    split: SplitOption = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
     resume: ResumeOption = False,
@@ -94,6 +100,7 @@ def t2i_command(
         image_root=image_root,
         image_column=image_column,
         caption_column=caption_column,
+        split=split,
         overwrite=overwrite,
         resume=resume,
         engine=engine,
@@ -129,6 +136,7 @@ def edit_command(
     target_column: Annotated[
         str | None, typer.Option(help="Triples: the target image column (default: target, edited_image, ...).")
     ] = None,
+    split: SplitOption = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
     resume: ResumeOption = False,
@@ -157,6 +165,7 @@ def edit_command(
         overwrite=overwrite,
         data_dir=data_dir,
         columns=TripleColumns(source_column, instruction_column, target_column),
+        split=split,
         resume=resume,
         engine=engine,
         address=address,

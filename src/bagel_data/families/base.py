@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
+from ..errors import BagelDataError, EmptyWorkerError, ResumeError, RowDropped, SkipLog, SkipReason
 from ..sample import sample_length, with_tensors
 from ..sharding import WorkerShard, row_key_at
 from .group_args import GroupArgs
@@ -64,6 +64,10 @@ class DistributedIterableDataset(UnitDataset):
         but a library error: no exception of one row escapes to the training loop."""
         try:
             return build(*args)
+        except RowDropped as exc:  # a row a family's rules leave out: counted under its own reason
+            reason = exc.reason if isinstance(exc.reason, SkipReason) else SkipReason.ROW_FAILED
+            log.skip(reason, location, exc.detail[:500])
+            return None
         except (BagelDataError, MemoryError):
             raise
         except Exception as exc:

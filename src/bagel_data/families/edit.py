@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import BagelDataError, ConfigError, SkipReason, counted
+from ..errors import BagelDataError, ConfigError, RowDropped, SkipReason, counted
 from ..formats import EDIT_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..sample import SampleBuilder
@@ -62,13 +62,6 @@ def choose_merge(rng, start: int, end: int, num_images: int) -> tuple[int, bool]
     if end - start > 1 and rng.random() < 0.5:
         return (end - 1 if end == num_images - 1 else end), True
     return end, False
-
-
-class _CompatRowError(Exception):
-    """compat: a row the reference gives up on partway, after some of its draws."""
-
-    def __init__(self, reason: SkipReason, detail: str):
-        self.reason, self.detail = reason, detail
 
 
 class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
@@ -257,7 +250,7 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
             log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
         except ImageDecodeError as exc:
             log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
-        except _CompatRowError as exc:
+        except RowDropped as exc:  # compat: a row the reference gives up on partway
             log.skip(exc.reason, location, exc.detail)
         return None
 
@@ -294,10 +287,8 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
     @staticmethod
     def _compat_phrasing(instructions, step: int, rng) -> str:
         if step - 1 >= len(instructions):
-            raise _CompatRowError(SkipReason.EDIT_LISTS_DISAGREE, f"no instruction list for step {step}")
+            raise RowDropped(SkipReason.EDIT_LISTS_DISAGREE, f"no instruction list for step {step}")
         options = instructions[step - 1]
         if not isinstance(options, list) or not options or not all(isinstance(text, str) for text in options):
-            raise _CompatRowError(
-                SkipReason.SCHEMA, f"instruction_list[{step - 1}] must be a non-empty list of strings"
-            )
+            raise RowDropped(SkipReason.SCHEMA, f"instruction_list[{step - 1}] must be a non-empty list of strings")
         return options[int(rng.integers(len(options)))]

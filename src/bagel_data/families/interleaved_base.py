@@ -23,7 +23,7 @@ from ..media.images import decode_image, fast_draft_size
 from ..media.safe_read import read_media
 from ..sample import plan_item
 from .parquet_standard import ParquetStandardIterableDataset, Row, builder_from_data
-from .sample_checks import SampleInvalid, check_frame_indexes
+from .sample_checks import check_frame_indexes, invalid_sample
 
 __all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "Row", "builder_from_data"]
 
@@ -118,7 +118,7 @@ class InterleavedBaseIterableDataset:
         if int(bool(need_loss)) + int(bool(need_vae)) != 1:
             raise ValueError("add_video needs exactly one of need_loss and need_vae")
         if len(frames) != len(frame_indexes) or not frames:
-            raise SampleInvalid(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
+            raise invalid_sample(f"{len(frames)} frame(s) but {len(frame_indexes)} frame index(es)")
         frame_indexes = check_frame_indexes(frame_indexes)  # they become rotary positions
         vae, last = self.transform, len(frames) - 1
         for idx, frame in enumerate(frames):

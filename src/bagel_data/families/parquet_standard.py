@@ -22,6 +22,7 @@ from ..errors import (
     ConfigError,
     ImageDecodeError,
     ImageTooLargeError,
+    RowDropped,
     SkipLog,
     SkipReason,
     VideoDecodeError,
@@ -33,7 +34,7 @@ from ..sources.parquet import ParquetReader
 from .base import DistributedIterableDataset
 from .group_args import COMMON_GROUP_KEYS
 from .parquet_units import RowGroupUnits
-from .sample_checks import SampleInvalid, check_sample
+from .sample_checks import check_sample, invalid_sample
 
 
 class Row(Mapping):
@@ -69,19 +70,19 @@ class Row(Mapping):
 
 
 def builder_from_data(data: dict) -> SampleBuilder:
-    """A SampleBuilder holding a `parse_row` result; raises ValueError when the plan and its
+    """A SampleBuilder holding a `parse_row` result; a `row_sample_invalid` RowDropped when the plan and its
     lists disagree (which would make the packer read the wrong tensors)."""
     if not isinstance(data, Mapping):
-        raise SampleInvalid(f"parse_row returned a {type(data).__name__}, not the dict of init_data()")
+        raise invalid_sample(f"parse_row returned a {type(data).__name__}, not the dict of init_data()")
     missing = [key for key in ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens") if key not in data]
     if missing:
-        raise SampleInvalid(f"the returned dict lacks {missing}; start from init_data()")
+        raise invalid_sample(f"the returned dict lacks {missing}; start from init_data()")
     plan = data["sequence_plan"]
     if not all(isinstance(value, (list, tuple)) for value in (plan, data["text_ids_list"], data["image_tensor_list"])):
-        raise SampleInvalid("sequence_plan, text_ids_list and image_tensor_list must be lists")
+        raise invalid_sample("sequence_plan, text_ids_list and image_tensor_list must be lists")
     texts = sum(isinstance(item, dict) and item.get("type") == "text" for item in plan)
     if texts != len(data["text_ids_list"]) or len(plan) - texts != len(data["image_tensor_list"]):
-        raise SampleInvalid(
+        raise invalid_sample(
             f"{texts} text and {len(plan) - texts} image item(s) in the plan but "
             f"{len(data['text_ids_list'])} text(s) and {len(data['image_tensor_list'])} image tensor(s)"
         )
@@ -239,8 +240,9 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
                 log.skip(SkipReason.PARSE_ROW_EMPTY, location, "parse_row returned an empty result")
                 return None
             return check_sample(builder_from_data(data), self._strides(), _vocab_size(self.tokenizer))
-        except SampleInvalid as exc:
-            log.skip(SkipReason.SAMPLE_INVALID, location, str(exc)[:500])
+        except RowDropped as exc:  # a malformed result (row_sample_invalid), or parse_row's own skip
+            reason = exc.reason if isinstance(exc.reason, SkipReason) else SkipReason.PARSE_ROW_FAILED
+            log.skip(reason, location, exc.detail[:500])
             return None
         except (ImageDecodeError, ImageTooLargeError, VideoDecodeError) as exc:  # one row's media, not the run
             log.skip(_MEDIA_REASONS[type(exc)], location, str(exc)[:500])

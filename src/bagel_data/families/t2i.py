@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..errors import SkipReason
+from ..errors import RowDropped, SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
@@ -23,7 +23,7 @@ from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
 from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
-from .worst_case import RowSkip, measured, t2i_worst_length
+from .worst_case import measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
 
@@ -87,9 +87,9 @@ class T2IIterableDataset(DistributedIterableDataset):
             self.table = local_table_columns(self.data_paths, image_column, caption_column)
         self.columns = COLUMNS if self.table is None else self.table
         roots = [root or folder for folder, root in zip(data_dir_list, image_roots or [None] * len(data_dir_list))]
-        self.unit_roots = {  # each table file's image root, by the folder it was listed in
-            path: root for folder, root in zip(data_dir_list, roots) for path in self.data_paths
-            if path == storage.join(folder, path.rsplit("/", 1)[-1])
+        self.unit_roots = {  # each table file's image root, by the folder it was listed in (or below)
+            path: root for folder, root in sorted(zip(data_dir_list, roots), key=lambda pair: len(pair[0]))
+            for path in self.data_paths if path.startswith(storage.join(folder, ""))
         }  # fmt: skip
         self.set_epoch()
 
@@ -192,10 +192,10 @@ class T2IIterableDataset(DistributedIterableDataset):
     def _worst_length(self, cells: dict) -> int:
         problem = self._table_cells(cells)
         if problem is not None:
-            raise RowSkip(*problem)
+            raise RowDropped(*problem)
         captions = parse_captions(cells["captions"])
         if captions is None:
-            raise RowSkip(SkipReason.CAPTION_INVALID, f"captions cell {str(cells['captions'])[:80]!r}")
+            raise RowDropped(SkipReason.CAPTION_INVALID, f"captions cell {str(cells['captions'])[:80]!r}")
         return t2i_worst_length(self, captions, cells["image"])
 
     def _table_cells(self, cells: dict) -> tuple[SkipReason, str] | None:

@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 
-from ..errors import ConfigError, SkipReason
+from ..errors import ConfigError, RowDropped, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.safe_read import NotRegularFileError, OutsideRootError, check_video_path, read_media
 from ..media.video import VideoDecodeError
@@ -34,17 +34,12 @@ from .worst_case import vlm_worst_length
 ROW_ESTIMATE = 1 << 20
 
 
-class _RowSkipped(Exception):
-    def __init__(self, reason: SkipReason, detail: str):
-        self.reason, self.detail = reason, detail
-
-
 def check_image_items(elements: list, num_images: int) -> None:
     """compat: the reference gates each `<image>` by its index within its turn, so several
     turns can ask for more images than the row has; it then crashes while packing."""
     wanted = sum(1 for element in elements if element["type"] == "image")
     if wanted > num_images:
-        raise _RowSkipped(
+        raise RowDropped(
             SkipReason.IMAGE_ITEMS_EXCEED_IMAGES,
             f"the turns' <image> tags make {wanted} image items for {num_images} image(s)",
         )
@@ -196,26 +191,26 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def _build_or_skip(self, line_id: int, rng, log, location: str) -> SampleBuilder | None:
         try:
             return self.build_sample(line_id, rng)
-        except _RowSkipped as skipped:
+        except RowDropped as skipped:
             log.skip(skipped.reason, location, skipped.detail)
             return None
 
     def build_sample(self, line_id: int, rng: np.random.Generator) -> SampleBuilder:
-        """The sample of one JSONL line; raises `_RowSkipped` with the reason it cannot be used."""
+        """The sample of one JSONL line; raises `RowDropped` with the reason it cannot be used."""
         try:
             row = json.loads(self._row_line(line_id))
         except ValueError as exc:
-            raise _RowSkipped(SkipReason.JSON_INVALID, str(exc)) from None
+            raise RowDropped(SkipReason.JSON_INVALID, str(exc)) from None
         except RecursionError:
-            raise _RowSkipped(SkipReason.JSON_INVALID, "nested too deeply to parse") from None
+            raise RowDropped(SkipReason.JSON_INVALID, "nested too deeply to parse") from None
         problem = check_conversations(row)
         if problem:
-            raise _RowSkipped(SkipReason.SCHEMA, problem)
+            raise RowDropped(SkipReason.SCHEMA, problem)
         hint = role_hint(row["conversations"])
         images = self._load_images(row, self.data_paths.image_dir(line_id), rng)
         tags = count_image_tags(row["conversations"])
         if tags != len(images) and not self.policy.takes_rows_as_they_are:
-            raise _RowSkipped(
+            raise RowDropped(
                 SkipReason.PLACEHOLDER_MISMATCH, f"{tags} <image> placeholder(s) for {len(images)} image(s){hint}"
             )
         builder = SampleBuilder()
@@ -232,7 +227,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             if ids:
                 builder.add_text(ids, enable_cfg=False, loss=bool(element["has_loss"]))
         if not builder.has_loss():
-            raise _RowSkipped(SkipReason.NO_LOSS, f"no answer turn with text{hint}")
+            raise RowDropped(SkipReason.NO_LOSS, f"no answer turn with text{hint}")
         if (
             self.policy.takes_rows_as_they_are
         ):  # the reference keeps surplus images, unused, in the sample and its count
@@ -251,20 +246,20 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             try:
                 check_video_path(path, [image_dir], self.allow_outside_root)
             except OutsideRootError as exc:
-                raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
+                raise RowDropped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
             except NotRegularFileError as exc:
-                raise _RowSkipped(SkipReason.VIDEO_DECODE, str(exc)) from None
+                raise RowDropped(SkipReason.VIDEO_DECODE, str(exc)) from None
             if self.frame_sampler is None:
-                raise _RowSkipped(SkipReason.VIDEO_DECODE, "video row, but the group has no frame_sampler_args")
+                raise RowDropped(SkipReason.VIDEO_DECODE, "video row, but the group has no frame_sampler_args")
             try:
                 frames = self.frame_sampler(path, rng=rng)
             except VideoDecodeError as exc:
-                raise _RowSkipped(SkipReason.VIDEO_DECODE, str(exc)) from None
+                raise RowDropped(SkipReason.VIDEO_DECODE, str(exc)) from None
             if self.policy.takes_rows_as_they_are:
                 if not expand_video_tag_first_turn(row["conversations"], len(frames)):
-                    raise _RowSkipped(SkipReason.VIDEO_TAG_MISSING, 'compat="bagel": <video> must be in the first turn')
+                    raise RowDropped(SkipReason.VIDEO_TAG_MISSING, 'compat="bagel": <video> must be in the first turn')
             elif not expand_video_tag(row["conversations"], len(frames)):
-                raise _RowSkipped(SkipReason.VIDEO_TAG_MISSING, "a video row needs <video> in a human turn")
+                raise RowDropped(SkipReason.VIDEO_TAG_MISSING, "a video row needs <video> in a human turn")
             return frames
         return []
 
@@ -274,13 +269,13 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             data = self._media_bytes(path, root)
             return decode_image(data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference)
         except OutsideRootError as exc:
-            raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
+            raise RowDropped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
         except FileNotFoundError:
-            raise _RowSkipped(SkipReason.IMAGE_MISSING, f"{path} does not exist") from None
+            raise RowDropped(SkipReason.IMAGE_MISSING, f"{path} does not exist") from None
         except (OSError, ValueError, TypeError) as exc:  # a folder, no permission, a loop, NUL, too long
             if not isinstance(exc, (ImageDecodeError, ImageTooLargeError)):
-                raise _RowSkipped(SkipReason.IMAGE_UNREADABLE, f"{path!r}: {type(exc).__name__}: {exc}") from None
-            raise _RowSkipped(*_image_skip(exc, path)) from None
+                raise RowDropped(SkipReason.IMAGE_UNREADABLE, f"{path!r}: {type(exc).__name__}: {exc}") from None
+            raise RowDropped(*_image_skip(exc, path)) from None
 
 
 def _image_skip(exc: Exception, path: str) -> tuple[SkipReason, str]:

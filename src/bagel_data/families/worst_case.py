@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from ..errors import SkipReason
+from ..errors import RowDropped, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, decode_image, fast_draft_size
 
 _MAX_ENUMERATED_TEXTS = 64  # merged instructions: beyond this many phrasings, bound instead
@@ -78,19 +78,11 @@ def t2i_worst_length(family, captions: list[str], image: object) -> int:
     """Tokens of the longest sample of a T2I row: its longest caption (`captions` parsed by
     the family) beside its image."""
     if not isinstance(image, bytes):
-        raise RowSkip(SkipReason.SCHEMA, "image cell is not binary")
+        raise RowDropped(SkipReason.SCHEMA, "image cell is not binary")
     draft = fast_draft_size(family.transform)
     size = _size(decode_image(image, draft_size=draft, as_reference=family.policy.decodes_as_reference))
     text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
     return text + _image_tokens(family.transform, size) + 4
-
-
-class RowSkip(Exception):
-    """A row the run would skip, found while measuring it: the reason and its detail."""
-
-    def __init__(self, reason: SkipReason, detail: str):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
 
 
 def measured(rows, log) -> Iterator[tuple[str, int]]:
@@ -99,7 +91,7 @@ def measured(rows, log) -> Iterator[tuple[str, int]]:
     for location, measure in rows:
         try:
             yield location, measure()
-        except RowSkip as skip:
+        except RowDropped as skip:  # a row the run would skip, found while measuring it
             log.skip(skip.reason, location, skip.detail)
         except ImageTooLargeError as exc:
             log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))

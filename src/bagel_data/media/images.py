@@ -21,6 +21,7 @@ from PIL import Image
 from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
 from ..instruments import seam
 from .convert import PendingImage
+from .fast_decode import ORIGINAL_SIZE_KEY
 from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb, wide_png_to_8bit
 from .resize import RESIZE_BACKENDS, resize_rgbx_storage
 from .safe_read import ALLOWED_IMAGE_FORMATS, image_stream, open_image
@@ -205,7 +206,7 @@ class ImageTransform:
 
     def _size_for(self, image: Image.Image, img_num: int) -> tuple[int, int]:
         # A drafted image (fast_decode) carries its original size; others use image.size.
-        original: tuple[int, int] = image.info.get("bagel_original_size", image.size)
+        original: tuple[int, int] = image.info.get(ORIGINAL_SIZE_KEY, image.size)
         return self.target_size(*original, img_num=img_num)
 
     @seam("resize")

@@ -120,6 +120,18 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
         scope="all (required)",
     ),
     "jsonl_path": Field(Str(path=True), "the SFT JSONL file", scope="vlm_sft (required)"),
+    "split": Field(
+        Str(),
+        "the split of a Hub-style data_dir to read (`{split}-NNNNN-of-NNNNN.parquet`, `data/{split}-*`, `{split}/`); "
+        "default train (docs/formats/dataset_info.md#splits)",
+        scope="the families that list data_dir (T2I, edit, parquet)",
+    ),
+    "data_files": Field(
+        OneOf((Str(), ListOf(Str(), nonempty=True), AnyMapping("mapping of split -> patterns"))),
+        "the dataset's files as glob pattern(s) relative to data_dir, or {split: patterns}, as "
+        "datasets.load_dataset takes them; instead of listing data_dir",
+        scope="the families that list data_dir (T2I, edit, parquet)",
+    ),
     "image_root": Field(
         Str(path=True),
         "the folder a table's image cells that hold a path are relative to (default: data_dir)",

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, SkipReason
-from ..sources.parquet import ParquetReader
 from .fixes import fix_for
+
+if TYPE_CHECKING:
+    from ..sources.parquet import ParquetReader
 
 DEFAULT_MAX_DROP_FRACTION = 0.1
 UNREADABLE = SkipReason.UNIT_UNREADABLE.value
@@ -61,6 +64,8 @@ def rows_per_unit(dataset) -> float | None:
     paths = [unit if isinstance(unit, str) else unit[0] for unit in units]
     if not units or not all(isinstance(path, str) and path.endswith(".parquet") for path in paths):
         return None
+    from ..sources.parquet import ParquetReader  # pyarrow and torch: kept off the CLI's --help
+
     readers: dict[str, ParquetReader | None] = {}
     rows = []
     try:

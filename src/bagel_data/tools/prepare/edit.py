@@ -85,10 +85,13 @@ def _triple_image(value: object, column: str, root: Path) -> bytes:
     return image_bytes(root / image, root=root)
 
 
-def edit_rows(source: Path, columns: TripleColumns) -> tuple[Rows, tuple[str, str, str] | None]:
-    """The rows of `source`, and for parquet tables the triple columns their rows are read
-    with (checked in every file's footer: one error naming the columns found)."""
-    tables = parquet_files(source)
+def edit_rows(
+    source: Path, columns: TripleColumns, split: str | None = None
+) -> tuple[Rows, tuple[str, str, str] | None]:
+    """The rows of `source` (a table folder's `split`), and for parquet tables the triple
+    columns their rows are read with (checked in every file's footer: one error naming the
+    columns found)."""
+    tables = parquet_files(source, split)
     if not tables:
         return manifest_rows(source, required_column=None), None
     names = None
@@ -145,6 +148,7 @@ def prepare_edit(
     progress: Progress | None = None,
     data_dir: str | None = None,
     columns: TripleColumns = TripleColumns(),
+    split: str | None = None,
 ) -> PrepareReport:
     """Write edit parquet shards and `parquet_info.json` from a manifest or parquet tables.
 
@@ -156,13 +160,14 @@ def prepare_edit(
     default the manifest's folder. Row groups are the edit family's sharding unit, so
     small groups spread a dataset over more workers. `parquet_info.json` is keyed by
     `os.path.join(data_dir, file name)`, `data_dir` defaulting to `out_dir` made absolute:
-    pass the `data_dir` the training's `dataset_info` will use if it differs.
+    pass the `data_dir` the training's `dataset_info` will use if it differs. A folder of
+    Hub-style split tables gives its `split` (default train; `sources/splits.py`).
     """
     manifest, notes = Path(manifest_jsonl), Notes()
     if not manifest.exists():
         raise ConfigError("manifest_jsonl", str(manifest), "the file does not exist")
     root = Path(image_root or (manifest if manifest.is_dir() else manifest.parent))
-    rows, table = edit_rows(manifest, columns)
+    rows, table = edit_rows(manifest, columns, split)
     out = prepare_out_dir(Path(out_dir), overwrite)
     writer = ShardWriter(out, EDIT_SCHEMA, rows_per_group, rows_per_shard)
     try:

@@ -116,7 +116,7 @@ def _t2i_convert(
 def _t2i(
     source: Path, out_dir: Path, *, rows_per_group: int = 100, rows_per_shard: int = 1000,
     reencode: str | None = None, max_side: int | None = None, image_root: str | Path | None = None,
-    image_column: str | None = None, caption_column: str | None = None,
+    image_column: str | None = None, caption_column: str | None = None, split: str | None = None,
 ) -> _Plan:  # fmt: skip
     fmt = check_format(reencode)
     _check_sizes(rows_per_group, rows_per_shard)
@@ -125,14 +125,14 @@ def _t2i(
     if not source.exists():
         raise ConfigError("source", str(source), "neither a folder, a tar file nor a manifest file")
     tars = tar_files(source)
-    tables = [] if tars else parquet_files(source)
+    tables = [] if tars else parquet_files(source, split)
     layout = "tar" if tars else "table" if tables else "folder" if source.is_dir() else "manifest"
     columns = table_columns(tables, image_column, caption_column) if tables else None
     rows = {"tar": lambda: tar_rows(tars), "table": lambda: table_rows(tables), "folder": lambda: folder_rows(source),
             "manifest": lambda: manifest_rows(source)}[layout]()  # fmt: skip
     root = Path(image_root or (source if layout == "table" and source.is_dir() else source.parent))
     fingerprint = _fingerprint("t2i", source, rows, rows_per_group=rows_per_group, reencode=reencode,
-                               max_side=max_side, image_root=root, columns=list(columns or ()))  # fmt: skip
+                               max_side=max_side, image_root=root, columns=list(columns or ()), split=split)  # fmt: skip
     convert = functools.partial(_t2i_convert, layout, root, fmt, max_side, columns)
     job = ShardJob(convert, functools.partial(parquet_bytes, T2I_SCHEMA, rows_per_group), ".parquet", fingerprint)
     return _Plan(rows, job, out_dir, rows_per_shard)
@@ -146,14 +146,15 @@ def _edit_convert(root: Path, columns: TripleColumns, table: tuple | None, locat
 def _edit(
     source: Path, out_dir: Path, *, rows_per_group: int = 16, rows_per_shard: int = 1024,
     image_root: str | Path | None = None, data_dir: str | None = None, columns: TripleColumns = TripleColumns(),
+    split: str | None = None,
 ) -> _Plan:  # fmt: skip
     _check_sizes(rows_per_group, rows_per_shard)
     if not source.exists():
         raise ConfigError("manifest_jsonl", str(source), "the file does not exist")
     root = Path(image_root or (source if source.is_dir() else source.parent))
-    rows, table = edit_rows(source, columns)
+    rows, table = edit_rows(source, columns, split)
     fingerprint = _fingerprint("edit", source, rows, rows_per_group=rows_per_group, image_root=root,
-                               columns=dataclasses.asdict(columns), table=list(table or ()))  # fmt: skip
+                               columns=dataclasses.asdict(columns), table=list(table or ()), split=split)  # fmt: skip
     job = ShardJob(functools.partial(_edit_convert, root, columns, table),
                    functools.partial(parquet_bytes, EDIT_SCHEMA, rows_per_group), ".parquet", fingerprint)  # fmt: skip
 

@@ -129,6 +129,7 @@ def prepare_t2i(
     caption_column: str | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
+    split: str | None = None,
 ) -> PrepareReport:
     """Write T2I parquet shards from a folder of images with caption sidecars or a manifest.
 
@@ -138,7 +139,8 @@ def prepare_t2i(
     `.parquet` file or a folder of them, e.g. a Hugging Face `datasets` export) whose
     `image_column` and `caption_column` (default: `image`/`text` and their usual aliases,
     `sources/table_cells.py`) hold the images and captions. Manifest and table paths are
-    relative to `image_root`, by default the manifest's (a table folder's) folder. Images
+    relative to `image_root`, by default the manifest's (a table folder's) folder. A folder of
+    Hub-style split tables gives its `split` (default train; `sources/splits.py`). Images
     keep their encoded bytes unless `reencode` (a Pillow format) or `max_side` (longest side, aspect kept) asks
     for new ones.
     """
@@ -148,7 +150,7 @@ def prepare_t2i(
         raise ConfigError("max_side", max_side, "must be a positive number of pixels")
     if not source.exists():
         raise ConfigError("source", str(source), "neither a folder nor a manifest file")
-    tables = parquet_files(source)
+    tables = parquet_files(source, split)
     columns = table_columns(tables, image_column, caption_column) if tables else None
     from_folder = source.is_dir()
     rows = table_rows(tables) if tables else folder_rows(source) if from_folder else manifest_rows(source)

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import ConfigError
+from ...sources.splits import choose_split
 from .common import IMAGE_SUFFIXES, Rows
 
 
@@ -26,9 +27,10 @@ class TableRow(NamedTuple):
     position: int  # within the row group
 
 
-def parquet_files(source: Path) -> list[Path]:
+def parquet_files(source: Path, split: str | None = None) -> list[Path]:
     """`source` if it is a `.parquet` file; the `.parquet` files under a folder (any depth,
-    as the Hub lays out `data/train-*.parquet`) when it holds no image files; else none: an
+    as the Hub lays out `data/train-*.parquet`) of `split` (default train; the folder's
+    split rule: `sources/splits.py`) when it holds no image files; else none: an
     img2dataset folder keeps `.parquet` metadata beside its images, and those are not rows."""
     if source.is_file():
         return [source] if source.suffix.lower() == ".parquet" else []
@@ -37,7 +39,8 @@ def parquet_files(source: Path) -> list[Path]:
     files = sorted(path for path in source.rglob("*") if path.is_file())
     if any(path.suffix.lower() in IMAGE_SUFFIXES for path in files):
         return []
-    return [path for path in files if path.suffix.lower() == ".parquet"]
+    tables = {path.relative_to(source).as_posix(): path for path in files if path.suffix.lower() == ".parquet"}
+    return [tables[name] for name in choose_split(list(tables), split, str(source))] if tables else []
 
 
 def read_schema(file: Path) -> pa.Schema:
