@@ -16,6 +16,7 @@ from ..errors import ConfigError, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.safe_read import NotRegularFileError, OutsideRootError, check_video_path, read_media
 from ..media.video import VideoDecodeError
+from ..media.video_reference import read_reference_frames
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
@@ -257,7 +258,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             if self.frame_sampler is None:
                 raise _RowSkipped(SkipReason.VIDEO_DECODE, "video row, but the group has no frame_sampler_args")
             try:
-                frames = self.frame_sampler(path, rng=rng)
+                if self.policy.reads_video_as_reference:
+                    frames = read_reference_frames(self.frame_sampler, path, rng)
+                else:
+                    frames = self.frame_sampler(path, rng=rng)
             except VideoDecodeError as exc:
                 raise _RowSkipped(SkipReason.VIDEO_DECODE, str(exc)) from None
             if self.policy.takes_rows_as_they_are:
