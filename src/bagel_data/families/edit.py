@@ -215,7 +215,9 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
+                decoded[index] = decode_image(
+                    images[index], draft_size=draft, as_reference=reference, formats=self.image_formats
+                )
             return decoded[index]
 
         try:
@@ -245,7 +247,9 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
+                decoded[index] = decode_image(
+                    images[index], draft_size=draft, as_reference=reference, formats=self.image_formats
+                )
             return decoded[index]
 
         try:

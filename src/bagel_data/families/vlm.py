@@ -276,7 +276,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         """One image of a row, read only under its image folder (symlinks resolved first)."""
         try:
             data = self._media_bytes(path, root)
-            return decode_image(data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference)
+            return decode_image(
+                data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference, formats=self.image_formats
+            )
         except OutsideRootError as exc:
             raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
         except FileNotFoundError:

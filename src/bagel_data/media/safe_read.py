@@ -20,7 +20,7 @@ from typing import BinaryIO
 import pyarrow.fs as pafs
 from PIL import Image, ImageFile
 
-from ..errors import ImageTooLargeError
+from ..errors import ConfigError, ImageTooLargeError
 from ..sources import storage
 
 # The decoders Pillow may use for an image cell or file: what the docs list (JPEG, PNG,
@@ -134,7 +134,6 @@ def check_image_formats(key: str, formats: object) -> tuple[str, ...]:
     """The allowlist widened by `formats` (Pillow format names, e.g. ["JPEG2000", "PPM"]),
     checked: a `ConfigError` naming `key` for a name Pillow does not know or one that starts
     another program. Returns the allowlist first, then the added names in their order."""
-    from ..errors import ConfigError
     from .reference_images import EXTERNAL_PROGRAM_FORMATS
 
     if isinstance(formats, str) or not isinstance(formats, (list, tuple)):
