@@ -4,6 +4,7 @@ reference's order of draws (open, then draw, then decode)."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from pathlib import Path
 
@@ -21,6 +22,14 @@ SAMPLER = FrameSampler(max_num_frames=8, min_num_frames=4)
 needs_decord = pytest.mark.skipif(
     video_reference.decord_module() is None, reason='decord is not installed: pip install "bagel-data[compat]"'
 )
+
+
+def reference_picks(twin: CompatRandom, vlen: int = 24) -> list[int]:
+    """The reference's draws for SAMPLER over `vlen` frames, written out: the count from
+    numpy's stream, then `random.choice(range(start, end - 1))` per segment."""
+    count = twin.frame_count(4, 9)
+    bounds = np.linspace(0, vlen, count + 1).astype(int)
+    return [twin.py.choice(range(int(a), int(b) - 1)) for a, b in itertools.pairwise(bounds)]
 
 
 @pytest.fixture
@@ -77,9 +86,7 @@ def test_without_decord_a_differing_stream_warns_once_naming_it_and_the_extra(wi
 def test_without_decord_frames_are_pyavs_drawn_in_the_references_order(without_decord):
     rng, twin = CompatRandom(3, 3), CompatRandom(3, 3)
     frames = read_reference_frames(SAMPLER, str(MEDIA / "h264.mp4"), rng)
-    count = twin.frame_count(4, 9)
-    bounds = np.linspace(0, 24, count + 1).astype(int)
-    picks = [twin.py.choice(range(a, b - 1)) for a, b in zip(bounds[:-1], bounds[1:])]
+    picks = reference_picks(twin)
     expected = decode_frames(str(MEDIA / "h264.mp4"), picks)
     assert [np.asarray(f).tobytes() for f in frames] == [np.asarray(f).tobytes() for f in expected]
     assert rng.get_state() == twin.get_state()
@@ -110,17 +117,13 @@ def test_with_decord_the_frames_are_decords_own():
         path = str(MEDIA / name)
         rng, twin = CompatRandom(11, 11), CompatRandom(11, 11)
         frames = read_reference_frames(SAMPLER, path, rng)
-        count = twin.frame_count(4, 9)
-        bounds = np.linspace(0, 24, count + 1).astype(int)
-        picks = [twin.py.choice(range(a, b - 1)) for a, b in zip(bounds[:-1], bounds[1:])]
+        picks = reference_picks(twin)
         expected = decord.VideoReader(path, num_threads=1).get_batch(picks).asnumpy()
         np.testing.assert_array_equal(np.stack([np.asarray(f) for f in frames]), expected, err_msg=name)
     ten_bit = str(MEDIA / "h264_10bit.mp4")
     ours = read_reference_frames(SAMPLER, ten_bit, CompatRandom(1, 1))
     twin = CompatRandom(1, 1)
-    count = twin.frame_count(4, 9)
-    bounds = np.linspace(0, 24, count + 1).astype(int)
-    picks = [twin.py.choice(range(a, b - 1)) for a, b in zip(bounds[:-1], bounds[1:])]
+    picks = reference_picks(twin)
     pyav = decode_frames(ten_bit, picks)
     assert any(not np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ours, pyav))  # decord's colours
 
