@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import struct
 import threading
 from pathlib import Path
 
@@ -41,6 +42,18 @@ def test_a_truncated_image_decodes_in_compat_as_the_reference_and_is_skipped_by_
     np.testing.assert_array_equal(got, with_global_flag(data))
     with pytest.raises(ImageDecodeError):  # nothing leaks to the next decode
         decode_image(data)
+
+
+def test_a_png_with_a_bad_checksum_before_its_pixels_opens_in_compat_as_the_reference():
+    buffer = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(buffer, "PNG")
+    png = buffer.getvalue()
+    bad_text_chunk = struct.pack(">I", 3) + b"tEXtk\x00v" + b"\x00\x00\x00\x00"  # its CRC is wrong
+    data = png[:33] + bad_text_chunk + png[33:]  # after the signature and IHDR
+    with pytest.raises(ImageDecodeError):
+        decode_image(data)
+    np.testing.assert_array_equal(np.asarray(decode_image(data, as_reference=True)), with_global_flag(data))
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is False
 
 
 def test_the_tolerance_is_the_images_own_while_other_threads_decode():

@@ -23,7 +23,7 @@ from ..errors import ConfigError, ImageDecodeError, ImageTooLargeError
 from ..instruments import seam
 from .convert import PendingImage
 from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb, wide_png_to_8bit
-from .reference_images import reference_formats, tolerate_truncation
+from .reference_images import reference_formats
 from .resize import RESIZE_BACKENDS, resize_rgbx_storage
 from .safe_read import ALLOWED_IMAGE_FORMATS, image_stream, open_image
 
@@ -70,7 +70,7 @@ def decode_image(
     try:
         # Only the allowlisted decoders: EPS (and anything that runs a program) never sees the bytes.
         if as_reference:
-            image = tolerate_truncation(open_image(image_stream(source), max_pixels, reference_formats()))
+            image = open_image(image_stream(source), max_pixels, reference_formats(), tolerant=True)
             return _to_rgb(image, draft_size, reference_rgb)
         image = open_image(image_stream(source), max_pixels, formats)
         picture = wide_png_to_8bit(image)  # before reading EXIF: a PNG's getexif() decodes the pixels

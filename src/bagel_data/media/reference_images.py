@@ -7,12 +7,13 @@ decodes (its missing part filled as Pillow fills it). Here neither is global:
 * `reference_formats()`: the formats `Image.open` tries, in its order, less the ones that
   start another program (EPS runs Ghostscript): those stay off even in compat mode
   (docs/compat.md lists it as the one exception).
-* `tolerate_truncation(image)`: this one image decodes as if the flag were set. Pillow
-  reads the flag at decode time from module globals (`ImageFile.LOAD_TRUNCATED_IMAGES`,
-  or the `ImageFile` module a plugin imported). Each method of the image (and of its PNG
-  chunk reader) that reads the flag is copied onto the instance with a view of its
-  module's globals in which the flag is on; Pillow's own setting is never written, so
-  other threads and other images keep whatever the program set.
+* `tolerant_factory(name)`: a decoder whose images open and decode as if the flag were
+  set. Pillow reads the flag from module globals (`ImageFile.LOAD_TRUNCATED_IMAGES`, or
+  the `ImageFile` module a plugin imported). The decoder's class is subclassed with copies
+  of the methods that read the flag, each given a view of its module's globals in which
+  the flag is on (and the module's classes are such subclasses too, so PNG's chunk reader
+  tolerates bad checksums while opening). Pillow's own setting is never written, so other
+  threads and other images keep whatever the program set.
 """
 
 from __future__ import annotations
@@ -28,13 +29,26 @@ from PIL import Image, ImageFile
 EXTERNAL_PROGRAM_FORMATS = frozenset({"EPS"})
 _FLAG = "LOAD_TRUNCATED_IMAGES"
 _VIEWS: dict[str, dict[str, Any]] = {}
-_LOCK = threading.Lock()
+_FLAG_MODULES: dict[str, bool] = {}
+_LOCK = threading.RLock()  # re-entrant: a view's subclasses copy methods, which ask for views
 
 
 def reference_formats() -> tuple[str, ...]:
     """Every format Pillow's `Image.open` would try, in its order, less the external-program ones."""
     Image.init()  # registers every plugin, as Image.open does when the common ones fail
     return tuple(name for name in Image.ID if name not in EXTERNAL_PROGRAM_FORMATS)
+
+
+def tolerant_factory(name: str) -> tuple[Any, Any]:
+    """`Image.OPEN[name]` (factory, accept), the factory replaced by one whose images open
+    and decode as if Pillow's flag were set: a tolerant subclass, or a copy of a factory
+    function that builds one."""
+    factory, accept = Image.OPEN[name]
+    if isinstance(factory, type):
+        return _tolerant_globals(factory.__module__).get(factory.__name__, factory), accept
+    if isinstance(factory, types.FunctionType):
+        return _tolerant_copy(factory), accept
+    return factory, accept
 
 
 def _imagefile_view() -> types.ModuleType:
@@ -47,21 +61,40 @@ def _imagefile_view() -> types.ModuleType:
 
 
 def _tolerant_globals(module_name: str) -> dict[str, Any]:
-    """The globals of `module_name` as the reference's process sees them (the flag on)."""
+    """The globals of `module_name` as the reference's process sees them: the flag on, and
+    (in a module whose code reads the flag) its classes replaced by tolerant subclasses, so
+    that what a plugin makes while opening, such as PNG's chunk reader, tolerates too."""
     with _LOCK:
         view = _VIEWS.get(module_name)
-        if view is None:
-            view = dict(vars(sys.modules[module_name]))
-            if module_name == ImageFile.__name__:
-                view[_FLAG] = True
-            if isinstance(view.get("ImageFile"), types.ModuleType):
-                view["ImageFile"] = _imagefile_view()
-            _VIEWS[module_name] = view
+        if view is not None:
+            return view
+        module = sys.modules[module_name]
+        view = _VIEWS[module_name] = dict(vars(module))
+        if module is ImageFile:
+            view[_FLAG] = True
+        if isinstance(view.get("ImageFile"), types.ModuleType):
+            view["ImageFile"] = _imagefile_view()
+        if _reads_flag_anywhere(module_name):
+            for name, member in list(view.items()):
+                if isinstance(member, type) and member.__module__ == module_name:
+                    view[name] = _tolerant_class(member)
         return view
 
 
-def _reads_flag(function: types.FunctionType) -> bool:
-    return _FLAG in function.__code__.co_names
+def _reads_flag(member: object) -> bool:
+    return isinstance(member, types.FunctionType) and _FLAG in member.__code__.co_names
+
+
+def _reads_flag_anywhere(module_name: str) -> bool:
+    """Whether code of `module_name` (its functions and its classes' methods) reads the flag."""
+    with _LOCK:
+        known = _FLAG_MODULES.get(module_name)
+        if known is None:
+            members = list(vars(sys.modules[module_name]).values())
+            for cls in [m for m in members if isinstance(m, type) and m.__module__ == module_name]:
+                members.extend(vars(cls).values())
+            known = _FLAG_MODULES[module_name] = any(_reads_flag(member) for member in members)
+        return known
 
 
 def _tolerant_copy(function: types.FunctionType) -> types.FunctionType:
@@ -76,27 +109,18 @@ def _tolerant_copy(function: types.FunctionType) -> types.FunctionType:
     return copy
 
 
-def _carry_flag(obj: object) -> None:
-    """Bind, on `obj` itself, a flag-on copy of each method its class resolves to that reads
-    the flag (the first definition along the MRO: an override that does not read it stays)."""
+def _tolerant_class(cls: type) -> type:
+    """A subclass of `cls` whose methods from modules that read the flag (the first
+    definition along the MRO) are copies that see it on and see those modules' classes as
+    such subclasses (PNG's `_open` then makes a tolerant chunk reader)."""
+    methods: dict[str, Any] = {}
     seen: set[str] = set()
-    for cls in type(obj).__mro__:
-        for name, member in vars(cls).items():
+    for base in cls.__mro__:
+        for name, member in vars(base).items():
             if name in seen:
                 continue
             seen.add(name)
-            if name in vars(obj) or not isinstance(member, types.FunctionType) or not _reads_flag(member):
-                continue
-            if member.__module__ in sys.modules:
-                setattr(obj, name, types.MethodType(_tolerant_copy(member), obj))
-
-
-def tolerate_truncation(image: Image.Image) -> Image.Image:
-    """`image` (opened, not yet loaded), made to decode a truncated file as the reference
-    does; returns it. Pillow's process-wide flag is left as it is."""
-    _carry_flag(image)
-    for helper in ("png", "ico"):  # PNG's chunk reader and ICO's frame reader read the flag too
-        inner = getattr(image, helper, None)
-        if inner is not None and type(inner).__module__.startswith("PIL."):
-            _carry_flag(inner)
-    return image
+            module = getattr(member, "__module__", None)
+            if isinstance(member, types.FunctionType) and module in sys.modules and _reads_flag_anywhere(module):
+                methods[name] = _tolerant_copy(member)
+    return type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__}) if methods else cls

@@ -22,6 +22,7 @@ from PIL import Image, ImageFile
 
 from ..errors import ConfigError, ImageTooLargeError
 from ..sources import storage
+from .reference_images import EXTERNAL_PROGRAM_FORMATS, tolerant_factory
 
 # The decoders Pillow may use for an image cell or file: what the docs list (JPEG, PNG,
 # WebP, GIF, BMP, TIFF; a multi-picture MPO opens as JPEG). None can start an
@@ -99,11 +100,13 @@ def read_media(
 
 
 def open_image(
-    stream: BinaryIO, max_pixels: int, formats: Sequence[str] = ALLOWED_IMAGE_FORMATS
+    stream: BinaryIO, max_pixels: int, formats: Sequence[str] = ALLOWED_IMAGE_FORMATS, *, tolerant: bool = False
 ) -> ImageFile.ImageFile:
     """The image in `stream`, opened (header read, pixels not yet decoded) by one of the
     decoders `formats` names (the allowlist unless widened), with `ImageTooLargeError` when
-    its header says more than `max_pixels` pixels, whatever the format.
+    its header says more than `max_pixels` pixels, whatever the format. `tolerant`: as the
+    reference opens, with Pillow's truncated-image flag on for this image alone
+    (media/reference_images.py).
 
     What `Image.open(stream, formats=ALLOWED_IMAGE_FORMATS)` does, less its check against
     Pillow's process-wide `Image.MAX_IMAGE_PIXELS`: our bound replaces it without that global
@@ -113,7 +116,8 @@ def open_image(
     for name in formats:
         if name not in Image.OPEN:
             Image.init()  # WebP and TIFF register on first need, as in Image.open
-        factory, accept = Image.OPEN[name]
+        # tolerant (compat): decoders that act as if Pillow's LOAD_TRUNCATED_IMAGES were set
+        factory, accept = tolerant_factory(name) if tolerant else Image.OPEN[name]
         accepted = True if accept is None else accept(prefix)
         if not accepted or isinstance(accepted, str):  # a str: recognised, but unreadable here
             continue
@@ -134,8 +138,6 @@ def check_image_formats(key: str, formats: object) -> tuple[str, ...]:
     """The allowlist widened by `formats` (Pillow format names, e.g. ["JPEG2000", "PPM"]),
     checked: a `ConfigError` naming `key` for a name Pillow does not know or one that starts
     another program. Returns the allowlist first, then the added names in their order."""
-    from .reference_images import EXTERNAL_PROGRAM_FORMATS
-
     if isinstance(formats, str) or not isinstance(formats, (list, tuple)):
         raise ConfigError(key, formats, 'give a list of Pillow format names, e.g. ["JPEG2000", "PPM"]')
     Image.init()

@@ -177,7 +177,7 @@ def _bit_depth(pix_fmt: str) -> int:
 # -- frame folders ------------------------------------------------------------------------
 def _read_folder(sampler: FrameSampler, path: str, rng: Any) -> list[Image.Image]:
     from .images import DEFAULT_MAX_IMAGE_PIXELS
-    from .reference_images import reference_formats, tolerate_truncation
+    from .reference_images import reference_formats
     from .safe_read import open_image
 
     try:
@@ -190,7 +190,7 @@ def _read_folder(sampler: FrameSampler, path: str, rng: Any) -> list[Image.Image
         try:
             with storage.open_input(file) as handle:
                 data = io.BytesIO(handle.read())
-            image = tolerate_truncation(open_image(data, DEFAULT_MAX_IMAGE_PIXELS, reference_formats()))
+            image = open_image(data, DEFAULT_MAX_IMAGE_PIXELS, reference_formats(), tolerant=True)
             frames.append(image.convert("RGB"))
         except MemoryError:
             raise
