@@ -48,7 +48,7 @@ class CompatVideoWarning(UserWarning):
 def decord_module() -> ModuleType | None:
     """decord when it is installed (the `compat` extra), else None; imported on first need."""
     try:
-        import decord  # type: ignore[import-not-found]
+        import decord
     except ImportError:
         return None
     return decord
@@ -136,7 +136,7 @@ def _describe(key: tuple) -> dict | None:
 
     path = key[0]
     try:
-        with storage.open_input(path) as handle, av.open(handle) as container:
+        with storage.open_input(path) as handle, av.open(handle, mode="r") as container:
             if not container.streams.video:
                 return None
             stream = container.streams.video[0]
