@@ -30,25 +30,37 @@ EXTERNAL_PROGRAM_FORMATS = frozenset({"EPS"})
 _FLAG = "LOAD_TRUNCATED_IMAGES"
 _VIEWS: dict[str, dict[str, Any]] = {}
 _FLAG_MODULES: dict[str, bool] = {}
+_FACTORIES: dict[str, tuple[Any, Any]] = {}  # format -> (Pillow's factory, its tolerant one)
+# What `Image.preinit` registers, in its order: `Image.open` tries these before the others.
+_PREINIT_FORMATS = ("BMP", "DIB", "GIF", "JPEG", "PPM", "PNG")
 _LOCK = threading.RLock()  # re-entrant: a view's subclasses copy methods, which ask for views
 
 
 def reference_formats() -> tuple[str, ...]:
-    """Every format Pillow's `Image.open` would try, in its order, less the external-program ones."""
+    """Every format Pillow's `Image.open` would try, in its order, less the external-program
+    ones: the common plugins `Image.preinit` registers first, then the others `Image.init`
+    registers (whichever of the two this process ran first)."""
     Image.init()  # registers every plugin, as Image.open does when the common ones fail
-    return tuple(name for name in Image.ID if name not in EXTERNAL_PROGRAM_FORMATS)
+    names = [name for name in Image.ID if name not in EXTERNAL_PROGRAM_FORMATS]
+    return tuple([n for n in _PREINIT_FORMATS if n in names] + [n for n in names if n not in _PREINIT_FORMATS])
 
 
 def tolerant_factory(name: str) -> tuple[Any, Any]:
     """`Image.OPEN[name]` (factory, accept), the factory replaced by one whose images open
     and decode as if Pillow's flag were set: a tolerant subclass, or a copy of a factory
-    function that builds one."""
+    function that builds one. Made once per format."""
     factory, accept = Image.OPEN[name]
-    if isinstance(factory, type):
-        return _tolerant_globals(factory.__module__).get(factory.__name__, factory), accept
-    if isinstance(factory, types.FunctionType):
-        return _tolerant_copy(factory), accept
-    return factory, accept
+    with _LOCK:
+        made = _FACTORIES.get(name)
+        if made is None or made[0] is not factory:
+            if isinstance(factory, type):
+                tolerant = _tolerant_globals(factory.__module__).get(factory.__name__, factory)
+            elif isinstance(factory, types.FunctionType):
+                tolerant = _tolerant_copy(factory)
+            else:
+                tolerant = factory
+            made = _FACTORIES[name] = (factory, tolerant)
+    return made[1], accept
 
 
 def _imagefile_view() -> types.ModuleType:
