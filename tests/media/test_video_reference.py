@@ -52,7 +52,7 @@ def test_the_known_differences_by_codec_pixel_format_and_file():
 @pytest.mark.parametrize(
     ("name", "key"),
     [("av1.mp4", "unopenable"), ("cut.mp4", "unopenable"), ("hevc.mp4", "differs"), ("mpeg4.avi", "differs"),
-     ("h264_10bit.mp4", "differs"), ("h264.mp4", None), ("h264.mkv", None)],
+     ("h264_10bit.mp4", "differs"), ("midgop.mkv", "differs"), ("h264.mp4", None), ("h264.mkv", None)],
 )  # fmt: skip
 def test_each_conformance_stream_is_described(name, key):
     described = describe_stream(str(MEDIA / name))

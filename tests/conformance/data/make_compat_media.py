@@ -41,6 +41,16 @@ def write_video(name, container_format, codec, pix_fmt, options, frames=24, size
     return path
 
 
+def cut_into_first_gop(source: Path, target: Path) -> None:
+    """A capture that starts mid-GOP: `source`'s packets from its fourth on, remuxed."""
+    with av.open(str(source)) as before, av.open(str(target), "w", format="matroska") as after:
+        stream = before.streams.video[0]
+        copy = after.add_stream_from_template(stream)
+        for packet in [packet for packet in before.demux(stream) if packet.size][3:]:
+            packet.stream = copy
+            after.mux(packet)
+
+
 def noise(width: int, height: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
 
@@ -61,7 +71,8 @@ def main() -> None:
     MEDIA.mkdir(parents=True, exist_ok=True)
     gop = {"bf": "2", "g": "8", "crf": "40", "threads": "1"}
     write_video("h264.mp4", "mp4", "libx264", "yuv420p", gop)
-    write_video("h264.mkv", "matroska", "libx264", "yuv420p", gop)
+    mkv = write_video("h264.mkv", "matroska", "libx264", "yuv420p", gop)
+    cut_into_first_gop(mkv, MEDIA / "midgop.mkv")
     write_video("h264_10bit.mp4", "mp4", "libx264", "yuv420p10le", gop)
     hevc = {"crf": "40", "x265-params": "keyint=8:open-gop=1:bframes=3:frame-threads=1:log-level=none"}
     write_video("hevc.mp4", "mp4", "libx265", "yuv420p", hevc)
