@@ -16,6 +16,7 @@ from typing import Any
 from .errors import ConfigError
 from .families.group_args import FAMILY_ENTRY_KEYS, GroupArgs, path_exists
 from .families.registry import DATASET_REGISTRY, allowed_group_keys, resolve_family
+from .media.safe_read import check_image_formats
 from .schema import (
     check_dataset_entry,
     check_dataset_info_group,
@@ -122,6 +123,8 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     for key in ("image_column", "caption_column"):  # a T2I group's own table (families/t2i.py)
         if key in args:
             kwargs[key] = args[key]
+    if "image_formats" in args:  # the default mode's allowlist, widened (media/safe_read.py)
+        kwargs["image_formats"] = check_image_formats(f"{name}.image_formats", args["image_formats"])
     if args.get("allow_outside_root") or any(entries[d].get("allow_outside_root") for d in names):
         kwargs["allow_outside_root"] = True  # the opt-in past the roots (media/safe_read.py)
     kwargs.update(family.group_kwargs(group))

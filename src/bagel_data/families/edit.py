@@ -208,7 +208,9 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
+                decoded[index] = decode_image(
+                    images[index], draft_size=draft, as_reference=reference, formats=self.image_formats
+                )
             return decoded[index]
 
         try:
@@ -238,7 +240,9 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
+                decoded[index] = decode_image(
+                    images[index], draft_size=draft, as_reference=reference, formats=self.image_formats
+                )
             return decoded[index]
 
         try:

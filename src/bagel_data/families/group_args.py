@@ -32,6 +32,7 @@ COMMON_GROUP_KEYS = frozenset(
         "resume_data_status",
         "dataset_class",
         "allow_outside_root",
+        "image_formats",
     }
 )
 

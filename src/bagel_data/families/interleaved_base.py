@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..media.images import decode_image, fast_draft_size
-from ..media.safe_read import read_media
+from ..media.safe_read import ALLOWED_IMAGE_FORMATS, read_media
 from ..sample import plan_item
 from .parquet_standard import ParquetStandardIterableDataset, Row, builder_from_data
 from .sample_checks import check_frame_indexes, invalid_sample
@@ -28,14 +28,16 @@ from .sample_checks import check_frame_indexes, invalid_sample
 __all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "Row", "builder_from_data"]
 
 
-def _as_image(image, transforms, roots=(), allow_outside=False, as_reference=False):
+def _as_image(image, transforms, roots=(), allow_outside=False, as_reference=False, formats=ALLOWED_IMAGE_FORMATS):
     """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only);
-    `as_reference`: decoded as the reference does (compat mode, media/photos.py)."""
+    `as_reference`: decoded as the reference does (compat mode, media/photos.py); else by
+    the decoders `formats` names."""
+    draft = fast_draft_size(*transforms)
     if isinstance(image, (bytes, bytearray, memoryview)):
-        return decode_image(bytes(image), draft_size=fast_draft_size(*transforms), as_reference=as_reference)
+        return decode_image(bytes(image), draft_size=draft, as_reference=as_reference, formats=formats)
     if isinstance(image, (str, os.PathLike)):
         data = read_media(os.fspath(image), roots, allow_outside)
-        return decode_image(data, draft_size=fast_draft_size(*transforms), as_reference=as_reference)
+        return decode_image(data, draft_size=draft, as_reference=as_reference, formats=formats)
     return image
 
 
@@ -78,7 +80,8 @@ class InterleavedBaseIterableDataset:
 
     def _as_image(self, image, transforms):
         reference = self.policy.decodes_as_reference
-        return _as_image(image, transforms, self.media_roots(), self.allow_outside_root, reference)
+        formats = getattr(self, "image_formats", ALLOWED_IMAGE_FORMATS)
+        return _as_image(image, transforms, self.media_roots(), self.allow_outside_root, reference, formats)
 
     def _vit(self):
         vit = getattr(self, "vit_transform", None)

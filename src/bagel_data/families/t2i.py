@@ -264,6 +264,7 @@ class T2IIterableDataset(DistributedIterableDataset):
                 cells["image"],
                 draft_size=fast_draft_size(self.transform),
                 as_reference=self.policy.decodes_as_reference,
+                formats=self.image_formats,
             )
         except ImageTooLargeError as exc:
             log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))

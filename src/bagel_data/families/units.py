@@ -17,6 +17,7 @@ import torch
 
 from ..compat import CompatPolicy
 from ..errors import ConfigError, SkipLog
+from ..media.safe_read import ALLOWED_IMAGE_FORMATS, check_image_formats
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
 from ..sources import storage
 
@@ -57,6 +58,7 @@ class UnitDataset(torch.utils.data.IterableDataset):
         strict: bool = False,
         max_consecutive_failures: int = 100,
         allow_outside_root: bool = False,
+        image_formats: Sequence[str] | None = None,
     ):
         if world_size < 1 or not 0 <= local_rank < world_size:
             raise ConfigError(
@@ -81,6 +83,11 @@ class UnitDataset(torch.utils.data.IterableDataset):
         self.strict = bool(strict)  # raise on the first bad row instead of skipping it
         # Rows may name media outside the dataset's folders only when the config opts in.
         self.allow_outside_root = bool(allow_outside_root)
+        # The decoders the default mode may use: the allowlist, widened by `image_formats`
+        # (compat mode opens every format the reference's Image.open does: reference_images.py).
+        self.image_formats = (
+            ALLOWED_IMAGE_FORMATS if image_formats is None else check_image_formats("image_formats", image_formats)
+        )
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.skip_log = SkipLog(dataset_name, self.strict, self.max_consecutive_failures)
         self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)

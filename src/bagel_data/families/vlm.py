@@ -16,6 +16,7 @@ from ..errors import ConfigError, RowDropped, SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.safe_read import NotRegularFileError, OutsideRootError, check_video_path, read_media
 from ..media.video import VideoDecodeError
+from ..media.video_reference import read_reference_frames
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
@@ -252,7 +253,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             if self.frame_sampler is None:
                 raise RowDropped(SkipReason.VIDEO_DECODE, "video row, but the group has no frame_sampler_args")
             try:
-                frames = self.frame_sampler(path, rng=rng)
+                if self.policy.reads_video_as_reference:
+                    frames = read_reference_frames(self.frame_sampler, path, rng)
+                else:
+                    frames = self.frame_sampler(path, rng=rng)
             except VideoDecodeError as exc:
                 raise RowDropped(SkipReason.VIDEO_DECODE, str(exc)) from None
             if self.policy.takes_rows_as_they_are:
@@ -267,7 +271,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         """One image of a row, read only under its image folder (symlinks resolved first)."""
         try:
             data = self._media_bytes(path, root)
-            return decode_image(data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference)
+            return decode_image(
+                data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference, formats=self.image_formats
+            )
         except OutsideRootError as exc:
             raise RowDropped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
         except FileNotFoundError:

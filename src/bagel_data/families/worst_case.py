@@ -56,7 +56,8 @@ def edit_worst_length(family, images: list[bytes], instructions: list[list[str]]
     vae, vit, encode = family.transform, family.vit_transform, family.tokenizer.encode
     draft = fast_draft_size(vae, vit)
     reference = family.policy.decodes_as_reference
-    sizes = [_size(decode_image(data, draft_size=draft, as_reference=reference)) for data in images]
+    formats = family.image_formats
+    sizes = [_size(decode_image(data, draft_size=draft, as_reference=reference, formats=formats)) for data in images]
     vae_tokens = [_image_tokens(vae, size) for size in sizes]
     vit_tokens = [_image_tokens(vit, size) for size in sizes]
     text_tokens = [max(len(encode(option)) for option in step) for step in instructions]
@@ -80,7 +81,8 @@ def t2i_worst_length(family, captions: list[str], image: object) -> int:
     if not isinstance(image, bytes):
         raise RowDropped(SkipReason.SCHEMA, "image cell is not binary")
     draft = fast_draft_size(family.transform)
-    size = _size(decode_image(image, draft_size=draft, as_reference=family.policy.decodes_as_reference))
+    reference = family.policy.decodes_as_reference
+    size = _size(decode_image(image, draft_size=draft, as_reference=reference, formats=family.image_formats))
     text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
     return text + _image_tokens(family.transform, size) + 4
 

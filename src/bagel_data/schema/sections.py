@@ -111,6 +111,12 @@ GROUP_FIELDS: dict[str, Field] = {
         Bool(), "rows may name media outside data_dir / the shard's folder (absolute paths, `..`, symlinks out)",
         False, scope="vlm_sft, interleaved, user families",
     ),
+    "image_formats": Field(
+        ListOf(Str()),
+        "image formats read beside JPEG, PNG, WebP, GIF, BMP and TIFF, by Pillow's names (e.g. [JPEG2000, PPM, "
+        "TGA]); the pixel bound applies to every format; EPS never (docs/bad_data.md)",
+        scope="all",
+    ),
 }  # fmt: skip
 
 DATASET_INFO_FIELDS: dict[str, Field] = {

@@ -22,6 +22,7 @@ from ..sharding import shard_unit_ids, split_evenly, units_needed
 from .fixes import fix_for
 from .lag import change_lags
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
+from .validate_compat import compat_split
 
 
 @dataclasses.dataclass
@@ -250,6 +251,9 @@ def _check_group(
     rows; what would fail or drop data goes into `report`'s errors."""
     name = group.name
     sizes = _shard_sizes(group.units, world_size, max(num_workers, 1))
+    if family.policy.reference:  # the reference's split: remainders never read (tools/validate_compat.py)
+        sizes, notes = compat_split(family, world_size, num_workers)
+        report.warnings.extend(notes)
     group.units_per_worker = sizes
     if min(min(per_rank) for per_rank in sizes) == 0:
         report.errors.append(
