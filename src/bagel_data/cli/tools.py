@@ -237,6 +237,10 @@ def interleaved_command(
 def inspect_command(
     config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),
+    html: Annotated[
+        Path | None,
+        typer.Option(help="Also write the packs as one self-contained HTML page (images inline) to this file."),
+    ] = None,
     batches: Annotated[int, typer.Option(min=1, help="Packs to draw.")] = 4,
     dataset_info: DatasetInfoOption = None,
     tokenizer: TokenizerOption = None,
@@ -269,8 +273,9 @@ def inspect_command(
                 world_size=world_size,
                 rank=rank,
                 step=step,
+                html=html,
             )
-    except (ImportError, OSError) as error:  # a missing extra (matplotlib) or an unwritable --out
+    except OSError as error:  # an unwritable --out or --html
         console.print(f"[red]error:[/red] {type(error).__name__}: {error}")
         raise typer.Exit(2) from None
     if report.pack_texts:
@@ -278,8 +283,13 @@ def inspect_command(
     # Plain lines, never wrapped or cut, so the paths can be copied.
     for pack, (strip, attention) in enumerate(zip(report.strip_paths, report.attention_paths)):
         _print_path(f"pack {pack} ({report.fill_ratios[pack]:.1%} full)", strip, attention)
-    _print_path("sample lengths and pack fill", report.histogram_path)
+    if report.histogram_path is not None:
+        _print_path("sample lengths and pack fill", report.histogram_path)
     _print_path("every pack as text", report.text_path)
+    if report.html_path is not None:
+        _print_path("the packs as a page (open it in a browser)", report.html_path)
+    if report.plots_missing:
+        console.print(report.plots_missing, soft_wrap=True, highlight=False, markup=False)
 
 
 def _print_path(label: str, *paths: Path) -> None:
