@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import ConfigError
 from ..tools.drops import DEFAULT_MAX_DROP_FRACTION
 from .errors import guarded
 from .options import (
@@ -63,7 +64,11 @@ def t2i_command(
         str | None, typer.Option(help="Parquet input: the image column (default: image, img, jpg, png or webp).")
     ] = None,
     caption_column: Annotated[
-        str | None, typer.Option(help="Parquet input: the caption column (default: text, caption, captions, ...).")
+        list[str] | None,
+        typer.Option(
+            help="Table input: the caption column (default: text, caption, captions, ...); repeat it to read "
+            "several columns as one sample's caption choices."
+        ),
     ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
@@ -80,26 +85,19 @@ def t2i_command(
     tables (a Hugging Face datasets export: a .parquet file or a folder of them) whose image
     cells are bytes, {bytes, path} structs or paths and caption cells texts or lists of texts.
     """
-    run_prepare(
-        "t2i",
-        source,
-        out_dir,
-        report,
-        max_drop_fraction,
-        allow_drops,
-        rows_per_group=rows_per_group,
-        rows_per_shard=rows_per_shard,
-        reencode=reencode,
-        max_side=max_side,
-        image_root=image_root,
-        image_column=image_column,
-        caption_column=caption_column,
-        overwrite=overwrite,
-        resume=resume,
-        engine=engine,
-        address=address,
-        num_cpus=num_cpus,
-    )
+    try:
+        _prepare_t2i(source, out_dir, report, max_drop_fraction, allow_drops, rows_per_group=rows_per_group,
+                     rows_per_shard=rows_per_shard, reencode=reencode, max_side=max_side, image_root=image_root,
+                     image_column=image_column, caption_column=caption_column or None, overwrite=overwrite,
+                     resume=resume, engine=engine, address=address, num_cpus=num_cpus)  # fmt: skip
+    except ConfigError as error:  # said with this command's options, not the config keys
+        from ..sources.hub_tables import in_cli_words
+
+        raise in_cli_words(error) from None
+
+
+def _prepare_t2i(source, out_dir, report, max_drop_fraction, allow_drops, **options) -> None:
+    run_prepare("t2i", source, out_dir, report, max_drop_fraction, allow_drops, **options)
 
 
 @prepare_app.command("edit")

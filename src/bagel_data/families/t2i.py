@@ -12,13 +12,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..errors import SkipReason
+from ..errors import ConfigError, SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
+from ..sources.hub_tables import is_save_to_disk, save_to_disk_fix
+from ..sources.table_cells import (
+    CellError,
+    caption_cell,
+    caption_cells,
+    check_bagel_columns,
+    image_cell,
+    local_table_columns,
+)
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
@@ -67,7 +75,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         *,
         file_order: str | None = None,
         image_column: str | None = None,
-        caption_column: str | None = None,
+        caption_column: str | Sequence[str] | None = None,
         image_roots: Sequence[str | None] | None = None,
         **options,
     ):
@@ -85,6 +93,8 @@ class T2IIterableDataset(DistributedIterableDataset):
             check_no_columns(image_column, caption_column)
         elif image_column is not None or caption_column is not None:
             self.table = local_table_columns(self.data_paths, image_column, caption_column)
+        else:
+            check_bagel_columns(self.data_paths, COLUMNS)
         self.columns = COLUMNS if self.table is None else self.table
         roots = [root or folder for folder, root in zip(data_dir_list, image_roots or [None] * len(data_dir_list))]
         self.unit_roots = {  # each table file's image root, by the folder it was listed in
@@ -98,6 +108,9 @@ class T2IIterableDataset(DistributedIterableDataset):
         return {"image_roots": [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]}
 
     def get_data_paths(self, data_dir_list, num_used_data):
+        for folder in data_dir_list:
+            if is_save_to_disk(folder):
+                raise ConfigError("data_dir", folder, save_to_disk_fix(folder))
         self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
         if not self.tars:  # the reference reads no tars: only a parquet listing can differ from its
             self.parquet_listing = ParquetListing.of(
@@ -205,7 +218,8 @@ class T2IIterableDataset(DistributedIterableDataset):
             return None
         try:
             image = image_cell(cells["image"])
-            captions = caption_cell(cells["captions"])
+            several = len(self.columns) > 2  # the row's cells of several caption columns
+            captions = caption_cells(cells["captions"]) if several else caption_cell(cells["captions"])
         except CellError as exc:
             return SkipReason.SCHEMA, str(exc)
         if not isinstance(image, bytes):  # a path: `prepare t2i` reads those
@@ -226,13 +240,17 @@ class T2IIterableDataset(DistributedIterableDataset):
             missing = [name for name in self.columns if name not in reader.schema.names]
             if missing:
                 detail = f"missing column(s) {missing}; T2I needs {list(self.columns)}"
+                if self.table is None:
+                    detail += "; a table with other column names is read with image_column / caption_column"
                 log.skip(SkipReason.SCHEMA, path, detail, rows=reader.num_rows)
                 return
             for row_group in range(group_start, reader.num_row_groups):
                 try:  # a corrupt page loses its row group, not the run
                     table = reader.read_row_group(row_group, list(self.columns))
                     images = table.column(self.columns[0]).to_pylist()
-                    captions = table.column(self.columns[1]).to_pylist()
+                    # Several caption columns: a row's cells of all of them, in order (`_table_cells`).
+                    texts = [table.column(name).to_pylist() for name in self.columns[1:]]
+                    captions = texts[0] if len(texts) == 1 else [list(cells) for cells in zip(*texts)]
                 except Exception as exc:
                     rows = reader.row_group_rows(row_group)
                     location = f"{path}, row group {row_group} ({rows} rows)"

@@ -66,7 +66,7 @@ def _some(paths: list[str]) -> str:
     return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def check_no_columns(image_column: str | None, caption_column: str | None) -> None:
+def check_no_columns(image_column: str | None, caption_column: object) -> None:
     for key, value in (("image_column", image_column), ("caption_column", caption_column)):
         if value is not None:
             raise ConfigError(

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ...errors import ConfigError
@@ -99,7 +99,7 @@ def _check_sizes(rows_per_group: int, rows_per_shard: int) -> None:
 
 # -- T2I ---------------------------------------------------------------------------------
 def _t2i_convert(
-    layout: str, root: Path, fmt: str | None, max_side: int | None, columns: tuple[str, str] | None,
+    layout: str, root: Path, fmt: str | None, max_side: int | None, columns: tuple[str, ...] | None,
     location: str, row: object,
 ):  # fmt: skip
     if columns is not None:
@@ -116,7 +116,7 @@ def _t2i_convert(
 def _t2i(
     source: Path, out_dir: Path, *, rows_per_group: int = 100, rows_per_shard: int = 1000,
     reencode: str | None = None, max_side: int | None = None, image_root: str | Path | None = None,
-    image_column: str | None = None, caption_column: str | None = None,
+    image_column: str | None = None, caption_column: str | Sequence[str] | None = None,
 ) -> _Plan:  # fmt: skip
     fmt = check_format(reencode)
     _check_sizes(rows_per_group, rows_per_shard)
