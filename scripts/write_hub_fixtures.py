@@ -11,6 +11,7 @@ tests/data/hub/VERSIONS). The tests read the committed files; they do not need e
   `state.json`, `dataset_info.json`.
 - `image_text.parquet`: `Dataset.to_parquet` of the same table, as the Hub serves it.
 - `two_captions.parquet`: `Dataset.to_parquet` of an image and two caption columns.
+- `magicbrush.parquet`: MagicBrush's columns, two turns of one edit and a one-turn edit.
 - `unnamed.parquet`: a table whose columns have none of the usual names (`picture`, `words`).
 - `urls.parquet`: an img2dataset input: image URLs and captions, no image bytes.
 - `classes_png.tar`, `classes_jpg.tar`: `webdataset.TarWriter` shards of image + `.cls`.
@@ -62,6 +63,16 @@ def write_tables(out: Path) -> None:
     datasets.Dataset.from_dict({"picture": images, "words": texts}, features=odd).to_parquet(
         str(out / "unnamed.parquet")
     )
+    edits = datasets.Features({
+        "img_id": datasets.Value("string"), "turn_index": datasets.Value("int32"), "source_img": datasets.Image(),
+        "mask_img": datasets.Image(), "instruction": datasets.Value("string"), "target_img": datasets.Image(),
+    })  # fmt: skip
+    datasets.Dataset.from_dict(
+        {"img_id": ["1", "1", "2"], "turn_index": [1, 2, 1], "source_img": [images[0], images[1], images[2]],
+         "mask_img": images[:3], "instruction": ["make it green", "make it blue", "make it yellow"],
+         "target_img": [images[1], images[2], images[3]]},
+        features=edits,
+    ).to_parquet(str(out / "magicbrush.parquet"))  # fmt: skip
     urls = [f"https://example.com/images/{i:05d}.jpg" for i in range(4)]
     datasets.Dataset.from_dict({"url": urls, "caption": texts}).to_parquet(str(out / "urls.parquet"))
 

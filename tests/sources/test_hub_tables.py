@@ -122,3 +122,28 @@ def test_a_column_of_urls_gives_the_img2dataset_command(tmp_path, tokenizer):
         assert result.exit_code == 2 and "holds image URLs" in result.output, result.output
         assert command in result.output.replace("\n", "")
         assert "--image-root" not in result.output
+
+
+@pytest.mark.parametrize("tar", ["classes_png.tar", "classes_jpg.tar"])
+def test_class_label_tars_take_their_captions_from_class_names(tar, tmp_path, tokenizer):
+    folder = _copy(tar, tmp_path)
+    by_file = _family(folder, tokenizer, class_names=str(HUB / "class_names.txt"))
+    by_list = _family(folder, tokenizer, class_names=CLASSES)
+    for dataset in (by_file, by_list):
+        samples = [sample for _, (_, sample) in zip(range(4), dataset.iter_samples())]
+        assert [tokenizer.decode(s["text_ids_list"][0]) for s in samples] == CLASSES
+    # Without the names, each labelled-only sample is a named skip that says what to give.
+    bare = _family(folder, tokenizer)
+    bare.max_consecutive_failures = 10
+    with pytest.raises(Exception, match="class_names"):
+        next(iter(bare.iter_samples()))
+
+
+def test_prepare_edit_names_its_columns_and_the_later_turns_of_magicbrush(tmp_path):
+    folder = _copy("magicbrush.parquet", tmp_path)
+    result = runner.invoke(app, ["prepare", "edit", str(folder), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.replace("│", " ").split())
+    assert "edit steps from columns: source 'source_img', instruction 'instruction', target 'target_img' 2" in output
+    assert "later turns of multi-turn edits (turn_index > 1, as MagicBrush's)" in output
+    assert "1 row(s) are later turns of multi-turn edits" in output and '"images": [turn 1 source' in output

@@ -30,7 +30,7 @@ from ..sources.table_cells import (
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
-from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
+from .t2i_tars import TarSource, check_no_columns, load_class_names, t2i_shard_files, tar_rows
 from .worst_case import RowSkip, measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -54,7 +54,7 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     # Group keys beyond the common ones (families/registry.py); `image_column` /
     # `caption_column` read a user's table (Hugging Face parquet) in place: `_table_cells`.
-    GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column"})
+    GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column", "class_names"})
     # A table's image cells that hold a path name a file under the dataset's `image_root`
     # (default: its data_dir), as `prepare t2i --image-root` reads them.
     DATASET_INFO_KEYS = frozenset({"image_root"})
@@ -77,6 +77,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         image_column: str | None = None,
         caption_column: str | Sequence[str] | None = None,
         image_roots: Sequence[str | None] | None = None,
+        class_names: Sequence[str] | str | None = None,
         **options,
     ):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
@@ -89,6 +90,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         # BAGEL's own columns unless the group names a table's (checked now where the
         # first file's footer is local; a remote one when a worker opens it).
         self.table = None
+        # A tar sample labelled by a `.cls` takes its class's name as caption (t2i_tars.py).
+        self.class_names = load_class_names(class_names, f"{dataset_name}.class_names")
         if self.tars:
             check_no_columns(image_column, caption_column)
         elif image_column is not None or caption_column is not None:
@@ -156,7 +159,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         """(row group or block, row, cells, location) of a unit's rows from `start` on."""
         group_start, row_start = start or (0, 0)
         if self.tars:
-            yield from tar_rows(self.reads, path, group_start, row_start, log, single)
+            yield from tar_rows(self.reads, path, group_start, row_start, log, single, self.class_names)
             return
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
             location = f"{path}, row group {row_group}, row {row}"

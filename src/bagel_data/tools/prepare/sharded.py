@@ -19,7 +19,7 @@ from ...errors import ConfigError
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
 from .common import SOURCE_KEY, Progress, Rows, manifest_rows
-from .edit import TripleColumns, edit_rows, table_or_manifest_record, write_parquet_info
+from .edit import TripleColumns, edit_rows, later_turns_warning, table_or_manifest_record, write_parquet_info
 from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
@@ -159,7 +159,9 @@ def _edit(
 
     def finish(report: PrepareReport) -> PrepareReport:
         info = write_parquet_info(out_dir, report.files_written, data_dir)
-        return dataclasses.replace(report, files_written=(*report.files_written, info))
+        turns = later_turns_warning(dict(report.sources))
+        warnings = report.warnings if turns is None else (*report.warnings, turns)
+        return dataclasses.replace(report, files_written=(*report.files_written, info), warnings=warnings)
 
     return _Plan(rows, job, out_dir, rows_per_shard, finish)
 
