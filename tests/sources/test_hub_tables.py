@@ -147,3 +147,13 @@ def test_prepare_edit_names_its_columns_and_the_later_turns_of_magicbrush(tmp_pa
     assert "edit steps from columns: source 'source_img', instruction 'instruction', target 'target_img' 2" in output
     assert "later turns of multi-turn edits (turn_index > 1, as MagicBrush's)" in output
     assert "1 row(s) are later turns of multi-turn edits" in output and '"images": [turn 1 source' in output
+
+
+def test_prepare_captions_class_label_tars_from_class_names(tmp_path):
+    tar = HUB / "classes_jpg.tar"
+    names = str(HUB / "class_names.txt")
+    result = runner.invoke(app, ["prepare", "t2i", str(tar), str(tmp_path / "out"), "--class-names", names])
+    assert result.exit_code == 0, result.output
+    assert [list(c.values()) for c in _captions(tmp_path / "out")] == [[name] for name in CLASSES]
+    bare = runner.invoke(app, ["prepare", "t2i", str(tar), str(tmp_path / "bare")])
+    assert bare.exit_code == 1 and "pass --class-names FILE" in " ".join(bare.output.split())

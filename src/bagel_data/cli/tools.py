@@ -70,6 +70,10 @@ def t2i_command(
             "several columns as one sample's caption choices."
         ),
     ] = None,
+    class_names: Annotated[
+        Path | None,
+        typer.Option(help="Tar input labelled by .cls members: a file of class names, one a line, label 0 first."),
+    ] = None,
     overwrite: OverwriteOption = False,
     report: ReportOption = None,
     resume: ResumeOption = False,
@@ -89,7 +93,8 @@ def t2i_command(
         _prepare_t2i(source, out_dir, report, max_drop_fraction, allow_drops, rows_per_group=rows_per_group,
                      rows_per_shard=rows_per_shard, reencode=reencode, max_side=max_side, image_root=image_root,
                      image_column=image_column, caption_column=caption_column or None, overwrite=overwrite,
-                     resume=resume, engine=engine, address=address, num_cpus=num_cpus)  # fmt: skip
+                     resume=resume, engine=engine, address=address, num_cpus=num_cpus,
+                     class_names=str(class_names) if class_names else None)  # fmt: skip
     except ConfigError as error:  # said with this command's options, not the config keys
         from ..sources.hub_tables import in_cli_words
 

@@ -27,10 +27,11 @@ from ..sources.table_cells import (
     image_cell,
     local_table_columns,
 )
+from ..sources.tar_members import load_class_names
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
-from .t2i_tars import TarSource, check_no_columns, load_class_names, t2i_shard_files, tar_rows
+from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
 from .worst_case import RowSkip, measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import cast
+from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import ConfigError, RowDropped, SkipLog, SkipReason
 from ..sources.captions import numbered_captions
@@ -65,24 +64,6 @@ def _shards(entries: list[tuple[str, FileStat]]) -> list[tuple[str, FileStat]]:
 def _some(paths: list[str]) -> str:
     shown = ", ".join(paths[:3])
     return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-
-
-def load_class_names(value: object, where: str) -> list[str] | None:
-    """`class_names` of a group: a list of names (label i is item i), or a text file of
-    one name per line; None when not given."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            with open(value, encoding="utf-8") as handle:
-                names = [line.strip() for line in handle if line.strip()]
-        except OSError as exc:
-            raise ConfigError(where, value, f"cannot read the class-name file: {exc}") from None
-    else:
-        names = [str(name) for name in cast("Iterable[object]", value)]  # the schema checked: a list
-    if not names:
-        raise ConfigError(where, value, "holds no class names; give one name per class, label 0 first")
-    return names
 
 
 def check_no_columns(image_column: str | None, caption_column: object) -> None:

@@ -19,9 +19,9 @@ import io
 import tarfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ..errors import RowDropped, SkipReason
+from ..errors import ConfigError, RowDropped, SkipReason
 from . import storage
 from .captions import sidecar_captions
 
@@ -121,6 +121,24 @@ def _file_members(handle: Any) -> Iterator[tuple[str, int, int]]:
         # blocks, or that lacks the end-of-archive block after its last member, was cut.
         if size % tarfile.BLOCKSIZE or archive.offset + tarfile.BLOCKSIZE > size:
             raise tarfile.ReadError(f"unexpected end of data: the tar ends after {size} bytes, mid-header")
+
+
+def load_class_names(value: object, where: str) -> list[str] | None:
+    """`class_names` of a group: a list of names (label i is item i), or a text file of
+    one name per line; None when not given."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            with open(value, encoding="utf-8") as handle:
+                names = [line.strip() for line in handle if line.strip()]
+        except OSError as exc:
+            raise ConfigError(where, value, f"cannot read the class-name file: {exc}") from None
+    else:
+        names = [str(name) for name in cast("Iterable[object]", value)]  # the schema checked: a list
+    if not names:
+        raise ConfigError(where, value, "holds no class names; give one name per class, label 0 first")
+    return names
 
 
 def class_caption(cls: bytes | None, class_names: Sequence[str] | None) -> list[str] | None:
