@@ -93,7 +93,7 @@ table { border-collapse: collapse; margin-bottom: 1em; }
 td, th { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
 .sample { border-top: 1px solid #bbb; padding: 8px 0; display: flex; gap: 16px; }
 .images { flex: 0 0 520px; display: flex; flex-wrap: wrap; gap: 4px; align-items: flex-start; }
-.images figure { margin: 0; font-size: 11px; }
+.images figure { margin: 0; font-size: 11px; max-width: 164px; }
 .texts { flex: 1; font-size: 13px; }
 .texts pre { white-space: pre-wrap; margin: 2px 0 6px 0; font-family: inherit; }
 .meta { color: #555; font-size: 12px; }
