@@ -117,6 +117,8 @@ def test_a_column_of_urls_gives_the_img2dataset_command(tmp_path, tokenizer):
         _family(folder, tokenizer)
     assert "holds image URLs (https://example.com/images/00000.jpg)" in str(caught.value)
     assert command in str(caught.value)
+    with pytest.raises(ConfigError, match="holds image URLs"):  # named as the image column: no path reads
+        _family(folder, tokenizer, image_column="url", caption_column="caption")
     for extra in ([], ["--image-column", "url"]):  # found by its cells, or named
         result = runner.invoke(app, ["prepare", "t2i", str(folder), str(tmp_path / "out"), *extra])
         assert result.exit_code == 2 and "holds image URLs" in result.output, result.output
