@@ -24,8 +24,9 @@ ELEMENT = "element"  # how a location names a row of an array (0-based, as the l
 
 
 def is_json_array(path: str) -> bool:
-    """Whether `path` is a local file whose first non-blank character opens a JSON array."""
-    if not os.path.isfile(path):
+    """Whether `path` is a local `.json` file whose first non-blank character opens a JSON
+    array (a `.jsonl` file is read as JSONL whatever its first line holds)."""
+    if not path.lower().endswith(".json") or not os.path.isfile(path):
         return False
     with open(path, "rb") as handle:
         head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -77,7 +78,7 @@ def _elements(path: str):
             at = _skip_blank(text, at + 1)
         try:
             element, at = decoder.raw_decode(text, at)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: a nesting-depth bomb
             raise ConfigError("jsonl_path", path, f"element {count} is not valid JSON: {exc}") from None
         yield element
         count += 1
