@@ -120,7 +120,7 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]
-    for key in ("image_column", "caption_column"):  # a T2I group's own table (families/t2i.py)
+    for key in ("image_column", "caption_column", "class_names"):  # a T2I group's own table or labels (families/t2i.py)
         if key in args:
             kwargs[key] = args[key]
     if "image_formats" in args:  # the default mode's allowlist, widened (media/safe_read.py)

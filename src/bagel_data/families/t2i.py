@@ -12,13 +12,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..errors import RowDropped, SkipReason
+from ..errors import ConfigError, RowDropped, SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
 from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
 from ..sample import SampleBuilder
 from ..sources import storage
-from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
+from ..sources.hub_tables import is_save_to_disk, save_to_disk_fix
+from ..sources.table_cells import (
+    CellError,
+    caption_cell,
+    caption_cells,
+    check_bagel_columns,
+    image_cell,
+    local_table_columns,
+)
+from ..sources.tar_members import load_class_names
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
@@ -46,7 +55,7 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     # Group keys beyond the common ones (families/registry.py); `image_column` /
     # `caption_column` read a user's table (Hugging Face parquet) in place: `_table_cells`.
-    GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column"})
+    GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column", "class_names"})
     # A table's image cells that hold a path name a file under the dataset's `image_root`
     # (default: its data_dir), as `prepare t2i --image-root` reads them.
     DATASET_INFO_KEYS = frozenset({"image_root"})
@@ -67,8 +76,9 @@ class T2IIterableDataset(DistributedIterableDataset):
         *,
         file_order: str | None = None,
         image_column: str | None = None,
-        caption_column: str | None = None,
+        caption_column: str | Sequence[str] | None = None,
         image_roots: Sequence[str | None] | None = None,
+        class_names: Sequence[str] | str | None = None,
         **options,
     ):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
@@ -81,10 +91,14 @@ class T2IIterableDataset(DistributedIterableDataset):
         # BAGEL's own columns unless the group names a table's (checked now where the
         # first file's footer is local; a remote one when a worker opens it).
         self.table = None
+        # A tar sample labelled by a `.cls` takes its class's name as caption (t2i_tars.py).
+        self.class_names = load_class_names(class_names, f"{dataset_name}.class_names")
         if self.tars:
             check_no_columns(image_column, caption_column)
         elif image_column is not None or caption_column is not None:
             self.table = local_table_columns(self.data_paths, image_column, caption_column)
+        else:
+            check_bagel_columns(self.data_paths, COLUMNS)
         self.columns = COLUMNS if self.table is None else self.table
         roots = [root or folder for folder, root in zip(data_dir_list, image_roots or [None] * len(data_dir_list))]
         self.unit_roots = {  # each table file's image root, by the folder it was listed in (or below)
@@ -98,6 +112,9 @@ class T2IIterableDataset(DistributedIterableDataset):
         return {"image_roots": [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]}
 
     def get_data_paths(self, data_dir_list, num_used_data):
+        for folder in data_dir_list:
+            if is_save_to_disk(folder):
+                raise ConfigError("data_dir", folder, save_to_disk_fix(folder))
         self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
         if not self.tars:  # the reference reads no tars: only a parquet listing can differ from its
             self.parquet_listing = ParquetListing.of(
@@ -143,7 +160,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         """(row group or block, row, cells, location) of a unit's rows from `start` on."""
         group_start, row_start = start or (0, 0)
         if self.tars:
-            yield from tar_rows(self.reads, path, group_start, row_start, log, single)
+            yield from tar_rows(self.reads, path, group_start, row_start, log, single, self.class_names)
             return
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
             location = f"{path}, row group {row_group}, row {row}"
@@ -205,7 +222,8 @@ class T2IIterableDataset(DistributedIterableDataset):
             return None
         try:
             image = image_cell(cells["image"])
-            captions = caption_cell(cells["captions"])
+            several = len(self.columns) > 2  # the row's cells of several caption columns
+            captions = caption_cells(cells["captions"]) if several else caption_cell(cells["captions"])
         except CellError as exc:
             return SkipReason.SCHEMA, str(exc)
         if not isinstance(image, bytes):  # a path: `prepare t2i` reads those
@@ -226,13 +244,17 @@ class T2IIterableDataset(DistributedIterableDataset):
             missing = [name for name in self.columns if name not in reader.schema.names]
             if missing:
                 detail = f"missing column(s) {missing}; T2I needs {list(self.columns)}"
+                if self.table is None:
+                    detail += "; a table with other column names is read with image_column / caption_column"
                 log.skip(SkipReason.SCHEMA, path, detail, rows=reader.num_rows)
                 return
             for row_group in range(group_start, reader.num_row_groups):
                 try:  # a corrupt page loses its row group, not the run
                     table = reader.read_row_group(row_group, list(self.columns))
                     images = table.column(self.columns[0]).to_pylist()
-                    captions = table.column(self.columns[1]).to_pylist()
+                    # Several caption columns: a row's cells of all of them, in order (`_table_cells`).
+                    texts = [table.column(name).to_pylist() for name in self.columns[1:]]
+                    captions = texts[0] if len(texts) == 1 else [list(cells) for cells in zip(*texts)]
                 except Exception as exc:
                     rows = reader.row_group_rows(row_group)
                     location = f"{path}, row group {row_group} ({rows} rows)"

@@ -21,7 +21,7 @@ from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
 from ..sources.read_ahead import ReadAhead, Task
 from ..sources.tar_index import TarIndex
-from ..sources.tar_members import sample_captions
+from ..sources.tar_members import class_caption, sample_captions
 from .reads import FamilyReads
 
 # Before a tar is listed the size of its index is unknown: a few dozen bytes per sample.
@@ -66,7 +66,7 @@ def _some(paths: list[str]) -> str:
     return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def check_no_columns(image_column: str | None, caption_column: str | None) -> None:
+def check_no_columns(image_column: str | None, caption_column: object) -> None:
     for key, value in (("image_column", image_column), ("caption_column", caption_column)):
         if value is not None:
             raise ConfigError(
@@ -78,7 +78,13 @@ def check_no_columns(image_column: str | None, caption_column: str | None) -> No
 
 
 def tar_rows(
-    reads: FamilyReads, path: str, block_start: int, row_start: int, log: SkipLog, single: bool = False
+    reads: FamilyReads,
+    path: str,
+    block_start: int,
+    row_start: int,
+    log: SkipLog,
+    single: bool = False,
+    class_names: Sequence[str] | None = None,
 ) -> Iterator[tuple[int, int, dict, str]]:
     """(block, sample within it, {"image", "captions"} cells, location `tar:key`) for every
     usable sample of the tar from the start point on (the one at it only, when `single`);
@@ -101,7 +107,7 @@ def tar_rows(
                 data = None
             for row in range(first, span.stop - span.first) if data is not None else ():
                 location = f"{path}:{index.key(span.first + row)}"
-                cells = _cells(index, span.first + row, block, data, location, log)
+                cells = _cells(index, span.first + row, block, data, location, log, class_names)
                 if cells is not None:
                     yield block, row, cells, location
                 if single:
@@ -110,15 +116,24 @@ def tar_rows(
             return
 
 
-def _cells(index: TarIndex, sample: int, block: int, data, location: str, log: SkipLog) -> dict | None:
-    """Sample `sample` as the cells `prepare t2i` writes for it; None when a rule refuses it."""
+def _cells(
+    index: TarIndex, sample: int, block: int, data, location: str, log: SkipLog, class_names=None
+) -> dict | None:
+    """Sample `sample` as the cells `prepare t2i` writes for it; None when a rule refuses it.
+    A class-labelled sample (`.cls`) without a `.txt` / `.json` is captioned by its class's
+    name when the group gives `class_names`."""
     problem = index.problem(sample)
     if problem is not None:
         log.skip(problem[0], location, problem[1])
         return None
-    image, txt, js = index.parts(sample, block, data)
+    image, txt, js, cls = index.parts(sample, block, data)
+    if cls is not None and txt is None and js is None and not class_names:
+        log.skip(SkipReason.NO_CAPTION, location, "labelled by a .cls only: give the group class_names (a list, "
+                 "label 0 first, or a file of one name per line) to caption it by its class's name")  # fmt: skip
+        return None
     try:
-        captions, _ = sample_captions(txt, js)
+        named = class_caption(cls, class_names) if txt is None and js is None else None
+        captions = named if named is not None else sample_captions(txt, js)[0]
         return {"image": image, "captions": numbered_captions(captions)}
     except RowDropped as bad:
         log.skip(SkipReason(bad.reason), location, bad.detail)

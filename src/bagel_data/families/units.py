@@ -143,13 +143,18 @@ class UnitDataset(torch.utils.data.IterableDataset):
     def _check_enough_units(self, num_units: int, num_workers: int) -> None:
         needed = self.world_size * max(num_workers, 1)
         if num_units < needed:
-            raise ConfigError(
-                f"{self.dataset_name}.num_used_data",
-                num_units,
-                f"{num_units} units cannot be shared by {self.world_size} rank(s) x "
-                f"{max(num_workers, 1)} worker(s): at least {needed} are needed. Raise num_used_data "
-                "(parquet files repeat to fill it), add data, or use fewer workers/ranks.",
-            )
+            raise ConfigError(*self.too_few_units(num_units, needed, max(num_workers, 1)))
+
+    def too_few_units(self, num_units: int, needed: int, num_workers: int) -> tuple[str, object, str]:
+        """(key, value, fix) of the error when `num_units` cannot give each of `needed`
+        workers one; a family whose units never repeat says so (`vlm.py`)."""
+        return (
+            f"{self.dataset_name}.num_used_data",
+            num_units,
+            f"{num_units} units cannot be shared by {self.world_size} rank(s) x "
+            f"{num_workers} worker(s): at least {needed} are needed. Raise num_used_data "
+            "(parquet files repeat to fill it), add data, or use fewer workers/ranks.",
+        )
 
     def worker_shard(self) -> WorkerShard:
         """This process's share: the whole rank list outside a DataLoader worker."""

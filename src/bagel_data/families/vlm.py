@@ -19,6 +19,7 @@ from ..media.video import VideoDecodeError
 from ..media.video_reference import read_reference_frames
 from ..sample import SampleBuilder
 from ..sources import storage
+from ..sources.json_arrays import is_json_array, jsonl_copy
 from ..sources.jsonl import JsonlIndex
 from .base import DistributedIterableDataset
 from .conversation import (
@@ -85,13 +86,17 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler
         self.data_status = data_status
+        self.asked_num_used_data = list(num_used_data)  # as configured: lines are never repeated to reach it
         self.data_paths = self.get_data_paths(
             jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed
         )
         self.set_epoch()
 
     def get_data_paths(self, jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed):
-        index = JsonlIndex(jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed)
+        # A LLaVA-style .json array is read through its JSONL copy (sources/json_arrays.py).
+        arrays = [path if is_json_array(path) else None for path in jsonl_path_list]
+        paths = [jsonl_copy(path) if array else path for path, array in zip(jsonl_path_list, arrays)]
+        index = JsonlIndex(paths, data_dir_list, num_used_data, shuffle_lines, shuffle_seed, shown_paths=arrays)
         if len(index) == 0:  # else the unit check would ask for a larger num_used_data
             raise ConfigError(
                 f"{self.dataset_name}.jsonl_path",
@@ -99,6 +104,17 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 "the JSONL file(s) hold no lines (or num_used_data is 0); point jsonl_path at the data",
             )
         return index
+
+    def too_few_units(self, num_units, needed, num_workers):
+        fits = max(1, num_units // self.world_size)
+        return (
+            f"{self.dataset_name}.num_used_data",
+            self.asked_num_used_data,
+            f"the JSONL file(s) {', '.join(s or p for s, p in zip(self.data_paths.shown_paths, self.data_paths.paths))} give {num_units} line(s) in all; a line is the "
+            f"unit shared out, and lines are never repeated to reach num_used_data, so {self.world_size} rank(s) x "
+            f"{num_workers} DataLoader worker(s) need at least {needed} lines. Add lines, or use fewer workers "
+            f"(num_workers / --num-workers {fits}) or ranks",
+        )
 
     def sorted_units(self):
         # The index already holds the lines in canonical order: a unit is a line index.

@@ -96,8 +96,14 @@ GROUP_FIELDS: dict[str, Field] = {
         scope="t2i_pretrain",
     ),
     "caption_column": Field(
-        Str(), "a table's caption column, read in place: a text, a list of texts or BAGEL's JSON captions", None,
-        scope="t2i_pretrain",
+        OneOf((Str(), ListOf(Str(), nonempty=True))),
+        "a table's caption column, read in place: a text, a list of texts or BAGEL's JSON captions; a list of "
+        "columns gives each sample the captions of all of them to draw from", None, scope="t2i_pretrain",
+    ),
+    "class_names": Field(
+        OneOf((ListOf(Str(), nonempty=True), Str(path=True))),
+        "WebDataset tars of image + `.cls` (class-label sets): the caption of label i, as a list, or a text file of "
+        "one name per line", None, scope="t2i_pretrain",
     ),
     "dataset_class": Field(
         Str(), 'the family class as "package.module:Class" instead of DATASET_REGISTRY[group] (docs/extending.md)',

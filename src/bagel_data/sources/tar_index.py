@@ -29,7 +29,7 @@ from .tar_members import list_tar
 BLOCK_BYTES = 4 << 20
 # A sample's `problem` code: 0 for a usable sample, else the rule that refused its key.
 PROBLEMS = (None, SkipReason.MEMBER_TWICE, SkipReason.CAPTION_WITHOUT_IMAGE, SkipReason.IMAGE_MISSING)
-PARTS = ("image", "txt", "json")
+PARTS = ("image", "txt", "json", "cls")
 SAMPLE = np.dtype(
     [("problem", np.int8)]
     + [(f"{part}_{field}", np.int64) for part in PARTS for field in ("at", "size")]
@@ -99,7 +99,7 @@ class TarIndex:
     def __init__(self, path: str):
         self.path = path
         (self.samples, self.text), self.folder = jsonl_cache.index_arrays(
-            [path], [BLOCK_BYTES], lambda work, allocate: _build(path, allocate), TAR
+            [path], [BLOCK_BYTES, PARTS], lambda work, allocate: _build(path, allocate), TAR
         )
         self.blocks = _blocks(np.asarray(self.samples))
         # Python's own values: a field of a numpy record costs microseconds per read.
@@ -133,8 +133,8 @@ class TarIndex:
         return data
 
     def parts(self, index: int, block: int, data: bytes) -> tuple[bytes | None, ...]:
-        """(image, .txt, .json) bytes of sample `index`, cut from its block's `data`."""
-        spans, base = self._rows[index][1:7], self.blocks[block].start
+        """(image, .txt, .json, .cls) bytes of sample `index`, cut from its block's `data`."""
+        spans, base = self._rows[index][1 : 1 + 2 * len(PARTS)], self.blocks[block].start
         return tuple(
             None if at < 0 else data[at - base : at - base + size] for at, size in zip(spans[::2], spans[1::2])
         )
