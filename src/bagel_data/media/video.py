@@ -166,7 +166,8 @@ class FrameSampler:
             vlen, fps = _probe(path)
             t = self._draw_count(rng)
             keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
-            return decode_frames(path, keep)
+            # compat="bagel": decord returns frames as stored, ignoring the display rotation
+            return decode_frames(path, keep, upright=getattr(rng, "kind", None) != "bagel")
         except (VideoDecodeError, MemoryError):
             raise
         except Exception as err:  # av.FFmpegError, OSError, and anything a bad stream raises
@@ -242,11 +243,12 @@ def _video_stream(container: av.container.InputContainer, path: str) -> av.Video
 
 
 @seam("decode_video")
-def decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
+def decode_frames(path: str, indices: list[int], *, upright: bool = True) -> list[Image.Image]:
     """The frames of the video at `path` at `indices` (repeats allowed): frame i is the i-th
-    frame decoding from the start gives, reached by seeking to the keyframe before it."""
+    frame decoding from the first decodable packet shows, reached by seeking to the keyframe
+    before it, and turned by the stream's display rotation when `upright`."""
     if not indices:
         return []
     table = _frame_table(path)
     with _open_container(path) as container:
-        return decode_at(lambda: _open_container(path), container, path, table, indices)
+        return decode_at(lambda: _open_container(path), container, path, table, indices, upright=upright)

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 import av
+import numpy as np
 from PIL import Image
 
 from ..errors import VideoDecodeError
@@ -53,24 +54,27 @@ def decode_at(
     path: str,
     table: FrameTable,
     indices: list[int],
+    *,
+    upright: bool = True,
 ) -> list[Image.Image]:
-    """The frames at `indices` (repeats allowed) of the first video stream of `container`."""
+    """The frames at `indices` (repeats allowed) of the first video stream of `container`
+    (just opened, nothing read yet), turned by the stream's display rotation when `upright`."""
     if not indices:
         return []
     found: dict[int, Image.Image]
     try:
-        found = _decode_seeking(container, table, sorted(set(indices)))
+        found = _decode_seeking(container, table, sorted(set(indices)), upright)
         _count("seeked")
     except _Untrusted as reason:
         _count(f"from_start:{reason}")
         logger.debug("decoding %s from the start: %s", path, reason)
         with open_container() as fresh:
-            found = decode_from_start(fresh, path, set(indices))
+            found = decode_from_start(fresh, path, set(indices), table.frame_pts, upright=upright)
     return _in_order(found, indices)
 
 
 def _decode_seeking(
-    container: av.container.InputContainer, table: FrameTable, wanted: list[int]
+    container: av.container.InputContainer, table: FrameTable, wanted: list[int], upright: bool
 ) -> dict[int, Image.Image]:
     if table.frame_pts is None:
         raise _Untrusted("packets without timestamps")
@@ -81,18 +85,25 @@ def _decode_seeking(
     found: dict[int, Image.Image] = {}
     frames: Iterator[av.VideoFrame] | None = None
     position: int | None = None  # timestamp of the last frame the decoder gave
+    floor = 0  # frames before the keyframe decoding started from are its leading pictures
     for target in sorted(index_of):
         start = table.seek_point(target)
         if start is None:
             raise _Untrusted("no safe keyframe before a wanted frame")
-        if frames is None or position is None or start > position:
-            frames = _frames_after_seek(container, stream, start, table)
+        if frames is None and start == table.seek_pts[0]:
+            # The stream's first keyframe: read on from the top of the just-opened file.
+            # (Seeking to it can fail where packets that never decode come before it.)
+            frames, floor = _frames_from_top(container, stream), start
+        elif frames is None or position is None or start > position:
+            frames, floor = _frames_after_seek(container, stream, start, table), start
         for frame in frames:
-            position = frame.pts
-            if position is None:
+            if frame.pts is None:
                 raise _Untrusted("decoded frame without a timestamp")
+            if frame.pts < floor:
+                continue  # a leading picture of an open GOP: its references came before the seek
+            position = frame.pts
             if position in index_of:
-                found[index_of[position]] = frame.to_image()
+                found[index_of[position]] = upright_image(frame, upright)
             if position >= target:
                 break
         if index_of[target] not in found:
@@ -115,26 +126,84 @@ def _frames_after_seek(
             if table.seek_point(packet.pts) != packet.pts:
                 raise _Untrusted("a seek landed on an unsafe keyframe")
             landed = True
-        for frame in packet.decode():
-            _count("frames_decoded")
-            yield frame
+        yield from _decoded(packet)
 
 
-def decode_from_start(container: av.container.InputContainer, path: str, wanted: set[int]) -> dict[int, Image.Image]:
-    """Frame i is the i-th frame decoding outputs, as in every decoder that reads on."""
+def _frames_from_top(container: av.container.InputContainer, stream: av.VideoStream) -> Iterator[av.VideoFrame]:
+    for packet in container.demux(stream):
+        yield from _decoded(packet)
+
+
+def _decoded(packet: av.Packet) -> list[av.VideoFrame]:
+    """The frames decoding `packet` gives; none for a packet the decoder refuses (a
+    truncated last packet, a damaged one): decoding goes on, as players do."""
+    try:
+        frames = packet.decode()
+    except av.error.InvalidDataError:
+        _count("packets_undecodable")
+        return []
+    _count("frames_decoded", len(frames))
+    return frames  # type: ignore[return-value]
+
+
+def decode_from_start(
+    container: av.container.InputContainer,
+    path: str,
+    wanted: set[int],
+    frame_pts: np.ndarray | None = None,
+    *,
+    upright: bool = True,
+) -> dict[int, Image.Image]:
+    """Frame i is the frame with the i-th timestamp of `frame_pts`, the stream's table, so
+    frames a decoder outputs that decoding from the start would not show are never
+    counted. Without a table, frame i is the i-th frame decoding outputs."""
     if not container.streams.video:
         raise VideoDecodeError(path, "no video stream")
     last = max(wanted)
+    if frame_pts is not None and last >= len(frame_pts):
+        raise VideoDecodeError(path, f"frame {last} is past the stream's {len(frame_pts)} frames")
+    stream = container.streams.video[0]
     found: dict[int, Image.Image] = {}
-    for i, frame in enumerate(container.decode(container.streams.video[0])):
-        _count("frames_decoded")
-        if i in wanted:
-            found[i] = frame.to_image()
-        if i >= last:
-            break
+    if frame_pts is not None:
+        index_of = {int(frame_pts[i]): i for i in wanted}
+        last_pts = max(index_of)
+    shown = 0
+    for packet in container.demux(stream):
+        for frame in _decoded(packet):
+            if frame_pts is None:
+                at, shown = shown, shown + 1
+                if at in wanted:
+                    found[at] = upright_image(frame, upright)
+                done = at >= last
+            else:
+                if frame.pts in index_of:
+                    found[index_of[frame.pts]] = upright_image(frame, upright)
+                done = frame.pts is not None and frame.pts >= last_pts
+            if done:
+                return _complete(found, wanted, path)
+    return _complete(found, wanted, path)
+
+
+def _complete(found: dict[int, Image.Image], wanted: set[int], path: str) -> dict[int, Image.Image]:
     if len(found) < len(wanted):
-        raise VideoDecodeError(path, f"stream metadata promised frame {last} but decoding stopped before it")
+        missing = min(wanted - set(found))
+        raise VideoDecodeError(path, f"stream metadata promised frame {missing} but decoding stopped before it")
     return found
+
+
+# The display rotation, counter-clockwise as FFmpeg gives it (a phone's portrait video says
+# -90: turn clockwise), is the turn Pillow makes, which is counter-clockwise too.
+_TURNS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
+
+
+def upright_image(frame: av.VideoFrame, upright: bool = True) -> Image.Image:
+    """The frame as an RGB image, turned by the display rotation its stream declares (a
+    phone's portrait video is stored landscape with a 90-degree display matrix) when
+    `upright`; stored as is otherwise, as decord returns it."""
+    image = frame.to_image()
+    degrees = round(getattr(frame, "rotation", 0) or 0) % 360 if upright else 0
+    turn = _TURNS.get(degrees)
+    return image if turn is None else image.transpose(turn)
 
 
 def _in_order(found: dict[int, Image.Image], indices: list[int]) -> list[Image.Image]:

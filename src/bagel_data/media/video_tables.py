@@ -37,7 +37,7 @@ from ..sources import node_cache, storage
 from .video_probe import FrameTable
 
 FOLDER = "video-tables"
-_FORMAT = 1  # part of every key: raise it when the stored arrays' layout or meaning changes
+_FORMAT = 2  # part of every key: raise it when the stored arrays' layout or meaning changes
 _ENDS = 1 << 14
 
 _COUNTS: collections.Counter[str] = collections.Counter()
@@ -153,6 +153,8 @@ def _checked(header: np.ndarray, rate: np.ndarray, steps: np.ndarray, seek: np.n
     if version != _FORMAT or count < 0 or has_pts not in (0, 1) or not np.isfinite(rate[0]) or rate[0] <= 0:
         return None
     if np.any(np.diff(seek) < 0) or np.any(steps[1:] < 0) or (not has_pts and len(steps)):
+        return None
+    if has_pts and count != len(steps):  # the count is the number of shown frames' timestamps
         return None
     frame_pts = np.cumsum(steps) if has_pts else None
     return FrameTable(count, float(rate[0]), frame_pts, seek.astype(np.int64))
