@@ -166,8 +166,9 @@ class FrameSampler:
             vlen, fps = _probe(path)
             t = self._draw_count(rng)
             keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
-            # compat="bagel": decord returns frames as stored, ignoring the display rotation
-            return decode_frames(path, keep, upright=getattr(rng, "kind", None) != "bagel")
+            # Upright in both modes: decord 0.6, the reference's reader, turns frames by the
+            # display rotation too (checked pixel for pixel on 90, 180 and 270 degrees).
+            return decode_frames(path, keep)
         except (VideoDecodeError, MemoryError):
             raise
         except Exception as err:  # av.FFmpegError, OSError, and anything a bad stream raises

@@ -199,7 +199,7 @@ _TURNS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: I
 def upright_image(frame: av.VideoFrame, upright: bool = True) -> Image.Image:
     """The frame as an RGB image, turned by the display rotation its stream declares (a
     phone's portrait video is stored landscape with a 90-degree display matrix) when
-    `upright`; stored as is otherwise, as decord returns it."""
+    `upright` (as players and decord show it); as stored otherwise."""
     image = frame.to_image()
     degrees = round(getattr(frame, "rotation", 0) or 0) % 360 if upright else 0
     turn = _TURNS.get(degrees)
