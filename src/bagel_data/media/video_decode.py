@@ -61,6 +61,7 @@ def decode_at(
     (just opened, nothing read yet), turned by the stream's display rotation when `upright`."""
     if not indices:
         return []
+    _one_thread(container)
     found: dict[int, Image.Image]
     try:
         found = _decode_seeking(container, table, sorted(set(indices)), upright)
@@ -69,8 +70,17 @@ def decode_at(
         _count(f"from_start:{reason}")
         logger.debug("decoding %s from the start: %s", path, reason)
         with open_container() as fresh:
+            _one_thread(fresh)
             found = decode_from_start(fresh, path, set(indices), table.frame_pts, upright=upright)
     return _in_order(found, indices)
+
+
+def _one_thread(container: av.container.InputContainer) -> None:
+    """Decode on the calling thread, as decord does for the reference (`num_threads=1`): a
+    sample's few GOPs give slice threads little to share, and their hand-offs cost CPU
+    (about 15 % on x265's wavefront streams); a loader's workers are the parallelism."""
+    if container.streams.video:
+        container.streams.video[0].thread_count = 1
 
 
 def _decode_seeking(
