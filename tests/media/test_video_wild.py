@@ -5,6 +5,7 @@ decoding the file from the start shows."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import av
@@ -162,3 +163,22 @@ def test_truncated_tail_keeps_the_row(root, tmp_path):
     sampler = video.FrameSampler(max_num_frames=8, min_num_frames=8)
     for seed in range(10):
         assert len(sampler(str(path), np.random.default_rng(seed))) == 8
+
+
+def test_a_count_decoding_disproves_is_corrected_without_losing_the_row(tmp_path):
+    """A table that promises frames the decoder never shows (a packet passed whole by the
+    demuxer, refused by the decoder): the sampler draws again from what decodes."""
+    path = make_h264(tmp_path / "clip.mkv", 24)
+    shown = decode_all(path)
+    video._TABLES.clear()
+    table = video._frame_table(path)
+    ghosts = table.frame_pts[-1] + np.arange(1, 25) * 42  # 24 frames past the end, never shown
+    promised = dataclasses.replace(table, count=48, frame_pts=np.concatenate([table.frame_pts, ghosts]))
+    video._TABLES.put(video._file_key(path), promised)
+    before = decode_counts()
+    sampler = video.FrameSampler(max_num_frames=4, min_num_frames=4, sample="middle")
+    frames = sampler(path, np.random.default_rng(0))
+    assert _delta(before).get("count_corrected") == 1
+    picks = video.frame_indices(4, 24, "middle")
+    assert [np.array_equal(np.asarray(f), shown[i][1]) for f, i in zip(frames, picks)] == [True] * 4
+    assert video._probe(path)[0] == 24  # the corrected count is kept for the next draws

@@ -22,7 +22,7 @@ from ..compat.streams import RandomSource, as_random_source
 from ..errors import ConfigError, ImageTooLargeError, VideoDecodeError
 from ..instruments import seam
 from ..sources import storage
-from .video_decode import decode_at
+from .video_decode import ShortStream, count_corrected, decode_at
 from .video_probe import FrameTable, TableCache, probe_stream
 from .video_remote import probe_remote
 from .video_tables import shared_table
@@ -168,6 +168,15 @@ class FrameSampler:
             keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
             # Upright in both modes: decord 0.6, the reference's reader, turns frames by the
             # display rotation too (checked pixel for pixel on 90, 180 and 270 degrees).
+            try:
+                return decode_frames(path, keep)
+            except ShortStream as short:
+                if not len(short.shown_pts):
+                    raise
+                # Fewer frames decode than the packets said: count again and draw again
+                # from what does decode, rather than lose the row.
+                vlen = _correct_count(path, short.shown_pts)
+            keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
             return decode_frames(path, keep)
         except (VideoDecodeError, MemoryError):
             raise
@@ -200,6 +209,16 @@ def _probe(path: str) -> tuple[int, float]:
     if table.count <= 0:
         raise VideoDecodeError(path, "video stream holds no frames")
     return table.count, table.rate
+
+
+def _correct_count(path: str, shown_pts: np.ndarray) -> int:
+    """Keep, for `path`, the table of the frames that decoding showed; their number."""
+    table = _frame_table(path)
+    start = int(shown_pts[0])
+    seek = table.seek_pts[(table.seek_pts >= start) & (table.seek_pts <= int(shown_pts[-1]))]
+    _TABLES.put(_file_key(path), FrameTable(len(shown_pts), table.rate, shown_pts, seek))
+    count_corrected()
+    return len(shown_pts)
 
 
 def _file_key(path: str) -> tuple:

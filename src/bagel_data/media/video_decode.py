@@ -34,14 +34,31 @@ _COUNTS_LOCK = threading.Lock()
 
 def decode_counts() -> dict[str, int]:
     """How this process decoded: `frames_decoded`, `seeks` made, `seeked` requests served by
-    seeking, and `from_start:<reason>` for each request decoded from the start, by reason."""
+    seeking, `from_start:<reason>` for each request decoded from the start, by reason,
+    `packets_undecodable` (passed over) and `count_corrected` (a sampler drew again from
+    the frames a decode found, fewer than its table held)."""
     with _COUNTS_LOCK:
         return dict(_COUNTS)
+
+
+def count_corrected() -> None:
+    """A sampler drew again after a decode found fewer frames than the table held."""
+    _count("count_corrected")
 
 
 def _count(key: str, amount: int = 1) -> None:
     with _COUNTS_LOCK:
         _COUNTS[key] += amount
+
+
+class ShortStream(VideoDecodeError):
+    """Decoding from the start showed fewer frames than the table holds (a packet the
+    demuxer passed whole but the decoder refuses); `shown_pts` are the table's timestamps
+    it did show, the stream's frames as decoding finds them."""
+
+    def __init__(self, path: str, reason: str, shown_pts: np.ndarray | None = None):
+        super().__init__(path, reason)
+        self.shown_pts = np.zeros(0, np.int64) if shown_pts is None else shown_pts
 
 
 class _Untrusted(Exception):
@@ -177,28 +194,35 @@ def decode_from_start(
     if frame_pts is not None:
         index_of = {int(frame_pts[i]): i for i in wanted}
         last_pts = max(index_of)
-    shown = 0
+    shown: list[int] = []  # timestamps (or, without a table, numbers) of the frames decoding showed
     for packet in container.demux(stream):
         for frame in _decoded(packet):
             if frame_pts is None:
-                at, shown = shown, shown + 1
-                if at in wanted:
+                at = len(shown)
+                shown.append(at)
+                if at in wanted and at <= last:
                     found[at] = upright_image(frame, upright)
                 done = at >= last
             else:
-                if frame.pts in index_of:
+                if frame.pts is not None:
+                    shown.append(frame.pts)
+                if frame.pts in index_of and index_of[frame.pts] not in found:
                     found[index_of[frame.pts]] = upright_image(frame, upright)
                 done = frame.pts is not None and frame.pts >= last_pts
-            if done:
-                return _complete(found, wanted, path)
-    return _complete(found, wanted, path)
+            if done and len(found) == len(wanted):
+                return found
+            # Past the last wanted frame with one missing: decode on to the end, so that the
+            # error tells every frame that does show (the count is corrected from it).
+    return found if len(found) == len(wanted) else _short(found, wanted, path, shown, frame_pts)
 
 
-def _complete(found: dict[int, Image.Image], wanted: set[int], path: str) -> dict[int, Image.Image]:
-    if len(found) < len(wanted):
-        missing = min(wanted - set(found))
-        raise VideoDecodeError(path, f"stream metadata promised frame {missing} but decoding stopped before it")
-    return found
+def _short(found: dict, wanted: set[int], path: str, shown: list[int], frame_pts: np.ndarray | None) -> dict:
+    """The ShortStream error for a decode that ended without every wanted frame."""
+    missing = min(wanted - set(found))
+    reason = f"stream metadata promised frame {missing} but decoding stopped before it"
+    if frame_pts is None:
+        raise ShortStream(path, reason)
+    raise ShortStream(path, reason, frame_pts[np.isin(frame_pts, np.asarray(shown, np.int64))])
 
 
 # The display rotation, counter-clockwise as FFmpeg gives it (a phone's portrait video says
