@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import av
 
-from ..errors import VideoDecodeError
+from .video_open import open_video, video_stream
 from .video_probe import FrameTable, probe_stream
 
 _EBML = b"\x1a\x45\xdf\xa3"  # the first bytes of every Matroska and WebM file: no per-packet index
@@ -31,9 +31,8 @@ def probe_remote(file: BinaryIO, path: str) -> FrameTable:
     if hollow.read(len(_EBML)) != _EBML:  # not Matroska: mp4's index may spare the payload
         hollow.read_ahead(False)
     hollow.seek(0)
-    with av.open(hollow, mode="r") as container:
-        if not container.streams.video:
-            raise VideoDecodeError(path, "no video stream")
+    with open_video(hollow, path) as container:
+        video_stream(container, path)
         payload = indexed_payload(container)
         if not payload:
             hollow.read_ahead()
