@@ -170,7 +170,7 @@ def _decoded(packet: av.Packet) -> list[av.VideoFrame]:
         _count("packets_undecodable")
         return []
     _count("frames_decoded", len(frames))
-    return frames  # type: ignore[return-value]
+    return frames
 
 
 def decode_from_start(

@@ -11,6 +11,7 @@ pixel bound is refused before any frame is decoded.
 
 from __future__ import annotations
 
+import io
 from typing import BinaryIO
 
 import av
@@ -32,14 +33,16 @@ MAX_FRAME_PIXELS = DEFAULT_MAX_IMAGE_PIXELS
 _OPTIONS = {"format_whitelist": ",".join(CONTAINERS), "protocol_whitelist": "file"}
 
 
-def open_video(source: str | BinaryIO, path: str) -> av.container.InputContainer:
+def open_video(source: str | BinaryIO | io.RawIOBase, path: str) -> av.container.InputContainer:
     """`source` (the local path `path`, or a file object for it) opened with the allowed
     demuxers only; VideoDecodeError when it is none of them or cannot be read."""
     try:
-        return av.open(source, options=dict(_OPTIONS), timeout=READ_TIMEOUT_S)
+        container = av.open(source, "r", options=dict(_OPTIONS), timeout=READ_TIMEOUT_S)
     except av.FFmpegError as err:
         allowed = "mp4/mov, Matroska/WebM, AVI, MPEG-TS/PS, FLV, Ogg, IVF, ASF"
         raise VideoDecodeError(path, f"cannot open as one of the video containers read ({allowed}): {err}") from err
+    assert isinstance(container, av.container.InputContainer)  # mode "r"
+    return container
 
 
 def video_stream(container: av.container.InputContainer, path: str) -> av.VideoStream:
