@@ -210,3 +210,25 @@ def test_a_second_reader_of_a_remote_matroska_fetches_only_what_it_decodes(cache
     local_frames = sampler(local, np.random.default_rng(0))
     for frames in (first, second):
         assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(frames, local_frames))
+
+
+@pytest.mark.parametrize("errno_", [28, 27, 122])  # ENOSPC, EFBIG (ulimit -f), EDQUOT
+def test_a_cache_that_cannot_store_keeps_the_table_in_memory_with_one_warning(cache, monkeypatch, errno_):
+    from bagel_data.errors import IndexCacheWarning
+    from bagel_data.sources import node_cache
+
+    def full(file, table):
+        raise OSError(errno_, os.strerror(errno_))
+
+    monkeypatch.setattr(video_tables, "write_table", full)
+    monkeypatch.setattr(node_cache, "_warned", set())
+    before = video_tables.table_counts().get("unstored", 0)
+    with pytest.warns(IndexCacheWarning, match="cannot be stored") as caught:
+        for count in (3, 4):  # two files: each still gets its table
+            table = video_tables.shared_table(
+                f"memory://x/v{count}.mkv", io.BytesIO(b"v" * count), lambda c=count: _table(count=c)
+            )
+            assert table.count == count
+    assert len([w for w in caught if issubclass(w.category, IndexCacheWarning)]) == 1
+    assert video_tables.table_counts()["unstored"] == before + 2
+    assert not list(cache.glob("*.lock"))  # no lock file left behind
