@@ -96,3 +96,11 @@ def test_an_absurd_frame_rate_is_a_video_error_not_a_memory_error(tmp_path):
         sampler(path, np.random.default_rng(0))
     video._TABLES.clear()
     assert len(sampler(path, np.random.default_rng(0))) == 2  # 4 s at 0.5 fps: instants at 1 s and 3 s
+
+
+def test_a_demux_past_its_time_budget_is_a_video_error(tmp_path, monkeypatch):
+    path = make_h264(tmp_path / "clip.mkv", 24)
+    monkeypatch.setattr("bagel_data.media.video_probe.DEMUX_BUDGET_S", -1.0)  # spent before it starts
+    video._TABLES.clear()
+    with pytest.raises(VideoDecodeError, match="demuxing took over"):
+        SAMPLER(path, np.random.default_rng(0))

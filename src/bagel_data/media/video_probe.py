@@ -11,9 +11,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+import time
 
 import av
 import numpy as np
+
+# The longest a stream's demux may take: a file that streams packets without end (a growing
+# or crafted one) is a skip, not a worker held forever. An hour of 4K demuxes in seconds.
+DEMUX_BUDGET_S = 300.0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -55,9 +60,12 @@ def probe_stream(
     keyframe: list[bool] = []
     discard: list[bool] = []
     corrupt: list[bool] = []
+    deadline = time.monotonic() + DEMUX_BUDGET_S
     for packet in container.demux(stream):
         if packet.size == 0:  # the demuxer's end-of-stream marker
             continue
+        if len(timestamps) % 256 == 0 and time.monotonic() > deadline:
+            raise TimeoutError(f"demuxing took over {DEMUX_BUDGET_S} s ({len(timestamps)} packets)")
         timestamps.append(packet.pts)
         keyframe.append(packet.is_keyframe)
         discard.append(packet.is_discard)
