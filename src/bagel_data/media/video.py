@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Iterable
 
+import av
 import numpy as np
 from PIL import Image
 
@@ -190,9 +191,13 @@ class FrameSampler:
                 vlen = _correct_count(path, short.shown_pts)
             keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
             return decode_frames(path, keep)
-        except (VideoDecodeError, MemoryError):
+        except VideoDecodeError:
             raise
-        except Exception as err:  # av.FFmpegError, OSError, and anything a bad stream raises
+        except av.FFmpegError as err:  # FFmpeg's ENOMEM too: a damaged header's size, not this process's
+            raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
+        except MemoryError:
+            raise
+        except Exception as err:  # OSError, and anything a bad stream raises
             raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
 
 
