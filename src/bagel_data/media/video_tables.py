@@ -37,7 +37,7 @@ from ..sources import node_cache, storage
 from .video_probe import FrameTable
 
 FOLDER = "video-tables"
-_FORMAT = 1  # part of every key: raise it when the stored arrays' layout or meaning changes
+_FORMAT = 2  # part of every key: raise it when the stored arrays' layout or meaning changes
 _ENDS = 1 << 14
 
 _COUNTS: collections.Counter[str] = collections.Counter()
@@ -47,7 +47,8 @@ _COUNTS_LOCK = threading.Lock()
 def table_counts() -> dict[str, int]:
     """This process's remote tables: `demuxed` here, `shared` (read from the node's cache),
     `damaged` (a cached table that did not read back, built again), `unshared` (demuxed
-    with the cache off or unusable)."""
+    with the cache off or unusable), `unstored` (demuxed, but the cache could not store it:
+    a full disk, a quota, a file-size limit)."""
     with _COUNTS_LOCK:
         return dict(_COUNTS)
 
@@ -69,16 +70,34 @@ def shared_table(path: str, handle: BinaryIO, demux: Callable[[], FrameTable]) -
     if table is not None:
         return table
     lock = file + ".lock"
+    try:
+        open(lock, "a").close()  # can a file be made here at all?
+    except OSError as error:  # a full disk or a quota: the table is good, only not shared
+        return _unstored(folder, error, demux())
     with node_cache.locked(lock):
         table = read_table(file)  # another process may have built it while this one waited
         if table is None:
             table = demux()
             _count("demuxed")
-            write_table(file, table)
+            try:
+                write_table(file, table)
+            except OSError as error:  # ENOSPC, EDQUOT, EFBIG, a read-only mount: kept in memory
+                _unstored(folder, error, table)
         # Removed while held: a waiter on this lock file sees that it is gone and takes a
         # new one (node_cache.locked), then finds the table; no lock file is left behind.
         with contextlib.suppress(OSError):
             os.unlink(lock)
+    return table
+
+
+def _unstored(folder: str, error: OSError, table: FrameTable) -> FrameTable:
+    """`table`, counted `unstored`, after one warning per folder that it cannot be stored."""
+    _count("unstored")
+    node_cache.warn_once(
+        folder,
+        f"remote video frame tables cannot be stored in {folder} ({error.strerror or error}); "
+        f"each process keeps its own in memory. Set {node_cache.ENV} to a folder with room",
+    )
     return table
 
 
@@ -153,6 +172,8 @@ def _checked(header: np.ndarray, rate: np.ndarray, steps: np.ndarray, seek: np.n
     if version != _FORMAT or count < 0 or has_pts not in (0, 1) or not np.isfinite(rate[0]) or rate[0] <= 0:
         return None
     if np.any(np.diff(seek) < 0) or np.any(steps[1:] < 0) or (not has_pts and len(steps)):
+        return None
+    if has_pts and count != len(steps):  # the count is the number of shown frames' timestamps
         return None
     frame_pts = np.cumsum(steps) if has_pts else None
     return FrameTable(count, float(rate[0]), frame_pts, seek.astype(np.int64))
