@@ -22,7 +22,7 @@ from ..sources.table_cells import CellError, caption_cell, image_cell, local_tab
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
-from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
+from .t2i_tars import TAR_POSITION_SALT, TarSource, check_no_columns, t2i_shard_files, tar_extent, tar_rows
 from .worst_case import RowSkip, measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -120,11 +120,16 @@ class T2IIterableDataset(DistributedIterableDataset):
             return TarSource(self.epoch_units.__getitem__)
         return ParquetSource(self.parquet_span, self.parquet_columns)
 
+    @property
+    def position_salt(self) -> int:
+        """Tar positions are always tagged, apart from parquet ones (`families/positions.py`)."""
+        return TAR_POSITION_SALT if self.tars else 0
+
     def row_extent(self, unit_id, row):
-        """A file's row groups (`row` ()), or the rows of row group `row[0]`. A tar's blocks
-        are known only from its member index, built when it is read: not told here."""
+        """A file's row groups (`row` ()), or the rows of row group `row[0]`; a tar's blocks,
+        or the samples of block `row[0]` (from its member index, listed once per node)."""
         if self.tars:
-            return None
+            return tar_extent(self.__dict__.setdefault("_tar_indexes", {}), self.epoch_units[unit_id], row)
         path = self.epoch_units[unit_id]
         counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
         if counts is None:
