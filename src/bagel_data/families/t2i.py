@@ -10,12 +10,13 @@ unit is `(row group, row)`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
-from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
+from ..media.safe_read import OutsideRootError, read_media
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
@@ -164,14 +165,15 @@ class T2IIterableDataset(DistributedIterableDataset):
             return True  # `_table_cells` names what is wrong with the cell
         if isinstance(image, bytes) or root is None:
             return True
-        path = storage.join(root, image)
+        # A URI or an absolute path names itself (and lies outside the root unless allowed).
+        path = image if storage.is_uri(image) or os.path.isabs(image) else storage.join(root, image)
         try:
             cells["image"] = read_media(path, [root], self.allow_outside_root)
         except OutsideRootError as exc:
             log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc))
         except FileNotFoundError:
             log.skip(SkipReason.IMAGE_MISSING, location, f"{path[:200]} does not exist (image_root {root[:200]})")
-        except (OSError, NotRegularFileError, MediaTooLargeError) as exc:
+        except (OSError, ValueError) as exc:  # not a file, too large, a NUL, a scheme nothing opens
             log.skip(SkipReason.IMAGE_UNREADABLE, location, f"{path[:200]}: {exc}")
         else:
             return True
