@@ -106,6 +106,11 @@ def test_compressed_shards_are_refused_by_name_with_the_fix(tmp_path, tokenizer)
         _dataset(only, tokenizer)
     with pytest.raises(ConfigError, match="compressed tar shards"):
         prepare_sharded("t2i", only / "00001.tar.gz", tmp_path / "out")
+    # Beside parquet tables, an archive is no shard: the tables are read as before.
+    tables = tmp_path / "tables"
+    prepare_sharded("t2i", folder / "00000.tar", tables)
+    (tables / "backup.tar.gz").write_bytes(b"not read")
+    assert len(_captions(_dataset(tables, tokenizer), tokenizer)) == 3
 
 
 def test_an_upper_case_tar_is_read_beside_the_others(tmp_path, tokenizer):
