@@ -207,3 +207,18 @@ def test_the_data_status_of_the_prepared_copy_is_refused_for_the_tars(tmp_path, 
     tagged = [*position, 12345]  # a tag, but not of these tars' list
     with pytest.raises(ResumeError, match="another file list"):
         next(iter(_dataset(path.parent, tokenizer, data_status=[tagged])))
+
+
+def test_validate_names_the_compressed_shards_instead_of_saying_ok(tmp_path, tokenizer):
+    from bagel_data.tools.run import RunConfig
+    from bagel_data.tools.validate import validate_config
+    from helpers.builders import SMALL_VAE
+
+    folder = tmp_path / "tars"
+    _tar(folder / "00000.tar", 3)
+    (folder / "00001.tgz").write_bytes(gzip.compress((folder / "00000.tar").read_bytes()))
+    group = {"dataset_names": ["wds"], "image_transform_args": SMALL_VAE, "num_used_data": [1], "weight": 1}
+    info = {"t2i_pretrain": {"wds": {"data_dir": str(folder)}}}
+    budgets = {"expected_num_tokens": 4096, "max_num_tokens": 8192, "max_num_tokens_per_sample": 4096}
+    report = validate_config(RunConfig({"t2i_pretrain": group}, info, budgets), num_workers=1, tokenizer=tokenizer)
+    assert not report.ok and "compressed tar shards (00001.tgz)" in " ".join(report.errors)
