@@ -12,10 +12,11 @@ import functools
 
 from ..errors import BagelDataError, ConfigError, SkipReason, counted
 from ..formats import EDIT_COLUMNS
-from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.images import ImageTransform
 from ..sample import SampleBuilder
 from ..sources import storage
 from .base import DistributedIterableDataset
+from .media import DECODE_ERRORS, FamilyMedia
 from .parquet_info import check_row_groups, parquet_info_entry, stale_row_groups
 from .samples import guarded
 from .unit_kinds import ParquetRowGroups
@@ -114,6 +115,7 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
         self.vit_transform = vit_transform
+        self.media = FamilyMedia((transform, vit_transform), self.policy)
         self.tokenizer = tokenizer
         self.data_status = data_status
         self.file_order = self.policy.file_order(file_order)
@@ -215,23 +217,24 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
             log.skip(problem[0], location, problem[1])
             return None
         start, end, merged = choose_steps(rng, len(images))
+        image = self._decoded(images)
+        try:
+            return self._plan(image, instructions, start, end, merged, rng)
+        except DECODE_ERRORS as exc:
+            self.media.skip(log, location, exc)
+        return None
+
+    def _decoded(self, images: list[bytes]):
+        """`image(index)`: image `index` of the row, decoded once for both transforms (an
+        exact decode for either keeps the shared one exact)."""
         decoded: dict[int, object] = {}
-        # Both transforms use the shared decode: an exact one keeps it exact.
-        draft = fast_draft_size(self.transform, self.vit_transform)
-        reference = self.policy.decodes_as_reference
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
+                decoded[index] = self.media.decode(images[index])
             return decoded[index]
 
-        try:
-            return self._plan(image, instructions, start, end, merged, rng)
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
-        return None
+        return image
 
     def _build_compat(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:
         """The reference's order (`compat="bagel"`): span draws, the start image, the coin,
@@ -246,24 +249,14 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
         if problem is not None:
             log.skip(problem[0], location, problem[1])
             return None
-        draft = fast_draft_size(self.transform, self.vit_transform)
-        reference = self.policy.decodes_as_reference
-        decoded: dict[int, object] = {}
-
-        def image(index: int):
-            if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
-            return decoded[index]
-
+        image = self._decoded(images)
         try:
             start, end = choose_span(rng, len(images))
             image(start)  # the reference decodes it before the coin
             end, merged = choose_merge(rng, start, end, len(images))
             return self._plan(image, instructions, start, end, merged, rng)
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+        except DECODE_ERRORS as exc:
+            self.media.skip(log, location, exc)
         except _CompatRowError as exc:
             log.skip(exc.reason, location, exc.detail)
         return None

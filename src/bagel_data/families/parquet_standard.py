@@ -19,18 +19,15 @@ from ..compat.streams import RandomSource
 from ..errors import (
     BagelDataError,
     ConfigError,
-    ImageDecodeError,
-    ImageTooLargeError,
     SkipLog,
     SkipReason,
-    VideoDecodeError,
 )
-from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.parquet import ParquetReader
 from .base import DistributedIterableDataset
 from .group_args import COMMON_GROUP_KEYS
+from .media import MEDIA_ERRORS, FamilyMedia
 from .sample_checks import SampleInvalid, check_sample
 from .unit_kinds import ParquetRowGroups
 
@@ -133,6 +130,7 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         # `options`: the base class's keyword-only settings (strict, max_consecutive_failures, ...)
         super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform, self.vit_transform, self.tokenizer = transform, vit_transform, tokenizer
+        self.media = FamilyMedia((transform, vit_transform), self.policy)
         self.data_status = data_status
         self.file_order = file_order
         self.data_dir_list = list(data_dir_list)
@@ -248,17 +246,8 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         except SampleInvalid as exc:
             log.skip(SkipReason.SAMPLE_INVALID, location, str(exc)[:500])
             return None
-        except (ImageDecodeError, ImageTooLargeError, VideoDecodeError) as exc:  # one row's media, not the run
-            log.skip(_MEDIA_REASONS[type(exc)], location, str(exc)[:500])
-            return None
-        except FileNotFoundError as exc:
-            log.skip(SkipReason.IMAGE_MISSING, location, str(exc)[:500])
-            return None
-        except OutsideRootError as exc:
-            log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc)[:500])
-            return None
-        except (NotRegularFileError, MediaTooLargeError) as exc:
-            log.skip(SkipReason.IMAGE_UNREADABLE, location, str(exc)[:500])
+        except MEDIA_ERRORS as exc:  # one row's media, not the run
+            FamilyMedia.skip(log, location, exc, str(exc)[:500])
             return None
         except BagelDataError:  # a config mistake, or strict mode's BadSampleError
             raise
@@ -271,13 +260,6 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
         vit = getattr(self, "vit_transform", None)
         vae = getattr(self, "transform", None)
         return {"vit_image": getattr(vit, "stride", 1) or 1, "vae_image": getattr(vae, "stride", 1) or 1}
-
-
-_MEDIA_REASONS = {
-    ImageDecodeError: SkipReason.IMAGE_DECODE,
-    ImageTooLargeError: SkipReason.IMAGE_TOO_LARGE,
-    VideoDecodeError: SkipReason.VIDEO_DECODE,
-}
 
 
 def _vocab_size(tokenizer) -> int | None:

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 
 from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
-from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
-from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
+from ..media.images import ImageTransform
+from ..media.safe_read import OutsideRootError, read_media
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
+from .media import DECODE_ERRORS, READ_ERRORS, FamilyMedia
 from .parquet_listing import ParquetListing
 from .samples import guarded
 from .t2i_tars import check_no_columns, t2i_shard_files, tar_rows
@@ -74,6 +75,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
         super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
+        self.media = FamilyMedia((transform,), self.policy)
         self.tokenizer = tokenizer
         self.data_status = data_status
         self.file_order = self.policy.file_order(file_order)
@@ -140,12 +142,12 @@ class T2IIterableDataset(DistributedIterableDataset):
         path = storage.join(root, image)
         try:
             cells["image"] = read_media(path, [root], self.allow_outside_root)
-        except OutsideRootError as exc:
-            log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc))
-        except FileNotFoundError:
-            log.skip(SkipReason.IMAGE_MISSING, location, f"{path[:200]} does not exist (image_root {root[:200]})")
-        except (OSError, NotRegularFileError, MediaTooLargeError) as exc:
-            log.skip(SkipReason.IMAGE_UNREADABLE, location, f"{path[:200]}: {exc}")
+        except READ_ERRORS as exc:
+            if isinstance(exc, FileNotFoundError):
+                detail = f"{path[:200]} does not exist (image_root {root[:200]})"
+            else:
+                detail = str(exc) if isinstance(exc, OutsideRootError) else f"{path[:200]}: {exc}"
+            self.media.skip(log, location, exc, detail)
         else:
             return True
         return False
@@ -238,16 +240,9 @@ class T2IIterableDataset(DistributedIterableDataset):
             log.skip(SkipReason.SCHEMA, location, "image cell is not binary")
             return None
         try:
-            image = decode_image(
-                cells["image"],
-                draft_size=fast_draft_size(self.transform),
-                as_reference=self.policy.decodes_as_reference,
-            )
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-            return None
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+            image = self.media.decode(cells["image"])
+        except DECODE_ERRORS as exc:
+            self.media.skip(log, location, exc)
             return None
         # An empty caption object trains the image unconditionally, as the reference does.
         caption = captions[int(rng.integers(len(captions)))] if captions else " "

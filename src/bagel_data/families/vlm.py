@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from ..errors import ConfigError, SkipReason
-from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.images import ImageTransform, image_tokens
 from ..media.safe_read import NotRegularFileError, OutsideRootError, check_video_path, read_media
 from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
@@ -27,6 +27,7 @@ from .conversation import (
     expand_video_tag,
     expand_video_tag_first_turn,
 )
+from .media import DECODE_ERRORS, FamilyMedia, skip_reason
 from .reads import RowSource
 from .samples import guarded
 from .unit_kinds import JsonlLines
@@ -88,6 +89,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
         super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
+        self.media = FamilyMedia((transform,), self.policy)
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler
         self.data_status = data_status
@@ -216,14 +218,13 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         ):  # the reference keeps surplus images, unused, in the sample and its count
             for tensor in next_tensor:
                 builder.image_tensor_list.append(tensor)
-                builder.num_tokens += tensor.shape[1] * tensor.shape[2] // self.transform.stride**2
+                builder.num_tokens += image_tokens(tensor.shape[1], tensor.shape[2], self.transform.stride)
         return builder
 
     def _load_images(self, row: dict, image_dir: str, rng: np.random.Generator) -> list:
         if row.get("image") is not None:
             names = row["image"] if isinstance(row["image"], list) else [row["image"]]
-            draft = fast_draft_size(self.transform)
-            return [self._load_image(storage.join(image_dir, name), draft, image_dir) for name in names]
+            return [self._load_image(storage.join(image_dir, name), image_dir) for name in names]
         if row.get("video") is not None:
             path = storage.join(image_dir, row["video"])
             try:
@@ -246,24 +247,23 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             return frames
         return []
 
-    def _load_image(self, path: str, draft_size=None, root: str = ""):
+    def _load_image(self, path: str, root: str = ""):
         """One image of a row, read only under its image folder (symlinks resolved first)."""
         try:
-            data = self._media_bytes(path, root)
-            return decode_image(data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference)
-        except OutsideRootError as exc:
-            raise _RowSkipped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
-        except FileNotFoundError:
-            raise _RowSkipped(SkipReason.IMAGE_MISSING, f"{path} does not exist") from None
+            return self.media.decode(self._media_bytes(path, root))
         except (OSError, ValueError, TypeError) as exc:  # a folder, no permission, a loop, NUL, too long
-            if not isinstance(exc, (ImageDecodeError, ImageTooLargeError)):
-                raise _RowSkipped(SkipReason.IMAGE_UNREADABLE, f"{path!r}: {type(exc).__name__}: {exc}") from None
-            raise _RowSkipped(*_image_skip(exc, path)) from None
+            raise _RowSkipped(skip_reason(exc) or SkipReason.IMAGE_UNREADABLE, _image_detail(exc, path)) from None
 
 
-def _image_skip(exc: Exception, path: str) -> tuple[SkipReason, str]:
-    reason = SkipReason.IMAGE_TOO_LARGE if isinstance(exc, ImageTooLargeError) else SkipReason.IMAGE_DECODE
-    return reason, f"{path}: {exc}"
+def _image_detail(exc: Exception, path: str) -> str:
+    """What a skipped image's log line says: the path, and what went wrong with it."""
+    if isinstance(exc, OutsideRootError):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return f"{path} does not exist"
+    if isinstance(exc, DECODE_ERRORS):
+        return f"{path}: {exc}"
+    return f"{path!r}: {type(exc).__name__}: {exc}"
 
 
 def role_hint(conversations: list[dict]) -> str:

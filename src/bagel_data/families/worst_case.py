@@ -16,19 +16,9 @@ from collections.abc import Iterator
 
 from ..compat.streams import RandomSource
 from ..errors import SkipReason
-from ..media.images import ImageDecodeError, ImageTooLargeError, decode_image, fast_draft_size
+from .media import DECODE_ERRORS, FamilyMedia
 
 _MAX_ENUMERATED_TEXTS = 64  # merged instructions: beyond this many phrasings, bound instead
-
-
-def _size(image) -> tuple[int, int]:
-    """The size the transforms resize from (a drafted decode keeps the original's)."""
-    return image.info.get("bagel_original_size", image.size)
-
-
-def _image_tokens(transform, size: tuple[int, int]) -> int:
-    width, height = transform.target_size(*size)
-    return width * height // transform.stride**2
 
 
 def edit_stretches(num_images: int) -> Iterator[tuple[int, int, bool]]:
@@ -55,11 +45,9 @@ def edit_worst_length(family, images: list[bytes], instructions: list[list[str]]
 
     Decodes every image of the chain; raises `ImageDecodeError` / `ImageTooLargeError`."""
     vae, vit, encode = family.transform, family.vit_transform, family.tokenizer.encode
-    draft = fast_draft_size(vae, vit)
-    reference = family.policy.decodes_as_reference
-    sizes = [_size(decode_image(data, draft_size=draft, as_reference=reference)) for data in images]
-    vae_tokens = [_image_tokens(vae, size) for size in sizes]
-    vit_tokens = [_image_tokens(vit, size) for size in sizes]
+    decoded = [family.media.decode(data) for data in images]
+    vae_tokens = [FamilyMedia.tokens(vae, image) for image in decoded]
+    vit_tokens = [FamilyMedia.tokens(vit, image) for image in decoded]
     text_tokens = [max(len(encode(option)) for option in step) for step in instructions]
     worst = 0
     for start, end, merged in edit_stretches(len(images)):
@@ -80,10 +68,9 @@ def t2i_worst_length(family, captions: list[str], image: object) -> int:
     the family) beside its image."""
     if not isinstance(image, bytes):
         raise RowSkip(SkipReason.SCHEMA, "image cell is not binary")
-    draft = fast_draft_size(family.transform)
-    size = _size(decode_image(image, draft_size=draft, as_reference=family.policy.decodes_as_reference))
+    decoded = family.media.decode(image)
     text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
-    return text + _image_tokens(family.transform, size) + 4
+    return text + FamilyMedia.tokens(family.transform, decoded) + 4
 
 
 class RowSkip(Exception):
@@ -102,10 +89,8 @@ def measured(rows, log) -> Iterator[tuple[str, int]]:
             yield location, measure()
         except RowSkip as skip:
             log.skip(skip.reason, location, skip.detail)
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+        except DECODE_ERRORS as exc:
+            FamilyMedia.skip(log, location, exc)
 
 
 class _ForcedFrameCount:
