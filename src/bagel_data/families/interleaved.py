@@ -21,8 +21,20 @@ from ..media.safe_read import check_video_path, read_media
 from ..schema.kinds import did_you_mean
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
+from .base import DistributedIterableDataset
 from .interleaved_base import InterleavedBaseIterableDataset
-from .parquet_standard import ParquetStandardIterableDataset, Row, planned_length
+from .parquet_standard import (
+    ParquetStandardIterableDataset,
+    Row,
+    hold_parquet_rows,
+    other_draw_lengths,
+    parquet_group_kwargs,
+    parsed,
+    parsed_unit_samples,
+    parsed_worst_case_rows,
+    planned_length,
+    row_group_units,
+)
 from .unit_kinds import JsonlLines
 
 SEGMENT_TYPE = pa.struct(
@@ -102,8 +114,24 @@ def text_losses(segments: list, rule: str) -> list[bool]:
     return [i in chosen for i in range(len(segments))]
 
 
-class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
-    """Interleaved text-image-video documents from parquet (`segments` column) or JSONL."""
+class _FamilyPlan(InterleavedBaseIterableDataset):
+    """The plan builders (`init_data`, `add_*`) over a family that holds them rather than
+    inheriting them: every attribute they read is the family's."""
+
+    def __init__(self, family: InterleavedIterableDataset):
+        self.family = family
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "family":  # pickling and copying look these up
+            raise AttributeError(name)
+        return getattr(self.family, name)
+
+
+class InterleavedIterableDataset(DistributedIterableDataset):
+    """Interleaved text-image-video documents from parquet (`segments` column) or JSONL.
+
+    It reads parquet as a parse_row family does (`families/parquet_standard.py`), its own
+    `parse_row` builds each document with the plan builders it holds (`self.plan`)."""
 
     GROUP_KEYS = ParquetStandardIterableDataset.GROUP_KEYS | {"segment_defaults", "frame_sampler_args"}
     DATASET_INFO_KEYS = ParquetStandardIterableDataset.DATASET_INFO_KEYS | {"jsonl_path"}
@@ -111,7 +139,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     @classmethod
     def group_kwargs(cls, group):
         """Parquet shards in data_dir, or JSONL documents when every dataset has a jsonl_path."""
-        kwargs = super().group_kwargs(group)
+        kwargs = parquet_group_kwargs(cls, group)
         jsonl = group.paths("jsonl_path", "file", required=False)
         if any(jsonl):
             if not all(jsonl):
@@ -123,6 +151,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         return kwargs
 
     columns = ("segments",)
+    worst_case_draws = ParquetStandardIterableDataset.worst_case_draws
 
     def __init__(
         self, dataset_name, transform, tokenizer, vit_transform=None, data_dir_list=(), num_used_data=(),
@@ -141,22 +170,25 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
                 "or drop 'understood' from first_image / later_images",
             )
         self.frame_sampler = frame_sampler
-        super().__init__(
-            dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data, parquet_info,
-            local_rank, world_size, num_workers, data_status, file_order=file_order, **options,
-        )  # fmt: skip
+        super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
+        hold_parquet_rows(self, transform, tokenizer, vit_transform, data_dir_list, data_status, file_order)
+        self.plan = _FamilyPlan(self)
+        self.np_rng = None  # the row's generator while `parse_row` runs (`parsed`)
+        self.data_paths = self.get_data_paths(data_dir_list, num_used_data, parquet_info or {})
+        self.set_epoch()
 
     # -- JSONL units (one document per line) ----------------------------------------------
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         if self.jsonl_path_list is None:
-            return super().get_data_paths(data_dir_list, num_used_data, parquet_info)
+            return row_group_units(self, data_dir_list, num_used_data, parquet_info)
         index = JsonlIndex(self.jsonl_path_list, list(data_dir_list), list(num_used_data))
         self.units.kind = JsonlLines(index)  # JSONL lines read inline
         return index
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         if self.jsonl_path_list is None:
-            yield from super()._unit_samples(unit_id, pass_index, start, log, single)
+            self._image_root = self._shard_folder(unit_id)
+            yield from parsed_unit_samples(self, unit_id, pass_index, start, log, single)
             return
         line = int(self.units.unit(unit_id))
         location = self.data_paths.location(line)
@@ -170,13 +202,14 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             return
         self._image_root = self.data_paths.image_dir(line)
         draw = self.units.row_random(unit_id, pass_index)
-        builder = self._parse(Row(document, line), draw.rng, location, log)
+        builder = parsed(self, Row(document, line), draw.rng, location, log)
         if builder is not None:
             yield (), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         if self.jsonl_path_list is None:
-            yield from super().worst_case_rows(shard, index, unit_id, log)
+            self._image_root = self._shard_folder(unit_id)
+            yield from parsed_worst_case_rows(self, unit_id, log)
             return
         # A line is one document: the run's own draw (its skips counted in `log`), then
         # validate's extra draws over the same document.
@@ -185,19 +218,22 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             return
         line = int(self.units.unit(unit_id))
         location = self.data_paths.location(line)
-        others = self._other_draw_lengths(Row(json.loads(self.data_paths.read_line(line)), line), location, unit_id)
+        others = other_draw_lengths(self, Row(json.loads(self.data_paths.read_line(line)), line), location, unit_id)
         yield location, max([planned_length(firsts[0]), *others])
 
-    def _rows(self, unit, row_start, log, stop_row=None):
-        self._image_root = unit[0].rsplit("/", 1)[0]  # paths in a shard are relative to its folder
-        yield from super()._rows(unit, row_start, log, stop_row)
+    def read_source(self):
+        return self.units.kind.read_source(self.units.unit, lambda names: list(self.columns))  # JSONL: inline
+
+    def _shard_folder(self, unit_id: int) -> str:
+        """The folder of a unit's parquet shard: the paths in it are relative to it."""
+        return self.units.unit(unit_id)[0].rsplit("/", 1)[0]
 
     # -- one document -----------------------------------------------------------------------
     def _media(self, value):
         """Encoded bytes as they are; a path read from under the dataset's folder."""
         if isinstance(value, str):
             path = value if storage.is_uri(value) or value.startswith("/") else storage.join(self._image_root, value)
-            return read_media(path, self.media_roots(), self.allow_outside_root)
+            return read_media(path, self.plan.media_roots(), self.allow_outside_root)
         return value
 
     def parse_row(self, row):
@@ -207,7 +243,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         defaults = self.segment_defaults
         losses = text_losses(segments, defaults["text_loss"])
         visuals = [i for i, s in enumerate(segments) if isinstance(s, Mapping) and s.get("type") in ("image", "video")]
-        data = self.init_data()
+        data = self.plan.init_data()
         for index, segment in enumerate(segments):
             if not isinstance(segment, Mapping):
                 raise ValueError(f"segment {index} is not an object")
@@ -216,7 +252,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             if kind == "text":
                 if not isinstance(segment.get("text"), str):
                     raise ValueError(f"text segment {index} has no 'text' string")
-                self.add_text(data, segment["text"], _flag(segment, "supervised", losses[index]), cfg)
+                self.plan.add_text(data, segment["text"], _flag(segment, "supervised", losses[index]), cfg)
             elif kind == "image":
                 self._add_image_segment(data, segment, index, index == visuals[0], index == len(segments) - 1, cfg)
             elif kind == "video":
@@ -241,7 +277,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         if not any(flags.values()):
             raise ValueError(f"image segment {index} has no role (understood, conditioned or generated)")
         image = self._media(source)
-        self.add_image(data, image, flags["generated"], flags["conditioned"], flags["understood"], cfg)
+        self.plan.add_image(data, image, flags["generated"], flags["conditioned"], flags["understood"], cfg)
 
     def _add_video_segment(self, data, segment, index, cfg):
         default = self.segment_defaults["video"]
@@ -259,9 +295,9 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
                 raise VideoDecodeError(path, f"the group {self.dataset_name} has no frame_sampler_args")
             full = path if storage.is_uri(path) or path.startswith("/") else storage.join(self._image_root, path)
             frames = self.frame_sampler(
-                check_video_path(full, self.media_roots(), self.allow_outside_root), self.np_rng
+                check_video_path(full, self.plan.media_roots(), self.allow_outside_root), self.np_rng
             )
         else:
             raise ValueError(f"video segment {index} has neither 'frames' nor a 'path'")
         indexes = segment.get("frame_indexes") or list(range(len(frames)))
-        self.add_video(data, frames, indexes, generated, conditioned, cfg)
+        self.plan.add_video(data, frames, indexes, generated, conditioned, cfg)
