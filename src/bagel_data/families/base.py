@@ -19,6 +19,7 @@ import torch
 from ..compat import CompatPolicy
 from ..errors import SkipLog
 from ..sample import sample_length, with_tensors
+from ..schema.kinds import Field
 from ..sharding import WorkerShard, row_key_at
 from ..sources import storage
 from .group_args import GroupArgs
@@ -143,11 +144,13 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         raise NotImplementedError
 
     # -- configuration (`families/group_args.py`) -------------------------------------------
-    # The group keys the family accepts beyond the common ones, the `dataset_info` keys it
-    # reads beyond `data_dir`, and which model input its `image_transform_args` sizes
+    # The family's own keys, each a schema `Field` (kind, default, meaning): the group keys
+    # it accepts beyond every group's, the `dataset_info` keys it reads beyond every entry's
+    # (`schema/sections.py`); config checks them and the generated page lists them
+    # (`families/registry.py`). And which model input its `image_transform_args` sizes
     # ("vae" or "vit": the position table an image side must fit).
-    GROUP_KEYS: ClassVar[frozenset] = frozenset()
-    DATASET_INFO_KEYS: ClassVar[frozenset] = frozenset()
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {}
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {}
     IMAGE_TRANSFORM_KIND: ClassVar[str] = "vae"
 
     @classmethod

@@ -8,14 +8,18 @@ Position of a sample: `[unit index in this worker's list, row within the group]`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from typing import ClassVar
 
 from ..errors import BagelDataError, ConfigError, SkipReason, counted
 from ..formats import EDIT_COLUMNS
 from ..media.images import ImageTransform
 from ..sample import SampleBuilder
+from ..schema.kinds import Field
 from ..sources import storage
 from .base import DistributedIterableDataset
+from .group_args import FILE_ORDER, PARQUET_INFO_PATH, VIT_TRANSFORM
 from .media import DECODE_ERRORS, FamilyMedia
 from .parquet_info import check_row_groups, parquet_info_entry, stale_row_groups
 from .samples import guarded
@@ -81,8 +85,13 @@ class _CompatRowError(Exception):
 class UnifiedEditIterableDataset(DistributedIterableDataset):
     """Image-editing dataset: (input, instruction, output) chains over parquet row groups."""
 
-    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
-    DATASET_INFO_KEYS = frozenset({"parquet_info_path"})
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        "vit_image_transform_args": dataclasses.replace(VIT_TRANSFORM, required=True),
+        "file_order": FILE_ORDER,
+    }
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {
+        "parquet_info_path": dataclasses.replace(PARQUET_INFO_PATH, required=True)
+    }
 
     @classmethod
     def group_kwargs(cls, group):

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import ClassVar
 
 import pyarrow as pa
 
 from ..errors import ConfigError, SkipReason, VideoDecodeError
 from ..media.safe_read import check_video_path, read_media
-from ..schema.kinds import did_you_mean
+from ..schema.kinds import AnyMapping, Field, did_you_mean
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .base import DistributedIterableDataset
+from .group_args import FRAME_SAMPLER, JSONL_PATH
 from .interleaved_base import InterleavedBaseIterableDataset
 from .parquet_standard import (
     ParquetStandardIterableDataset,
@@ -133,8 +135,17 @@ class InterleavedIterableDataset(DistributedIterableDataset):
     It reads parquet as a parse_row family does (`families/parquet_standard.py`), its own
     `parse_row` builds each document with the plan builders it holds (`self.plan`)."""
 
-    GROUP_KEYS = ParquetStandardIterableDataset.GROUP_KEYS | {"segment_defaults", "frame_sampler_args"}
-    DATASET_INFO_KEYS = ParquetStandardIterableDataset.DATASET_INFO_KEYS | {"jsonl_path"}
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        **ParquetStandardIterableDataset.GROUP_FIELDS,
+        "segment_defaults": Field(
+            AnyMapping("mapping (segment roles)"), "roles of segments that set none (docs/formats/interleaved.md)"
+        ),
+        "frame_sampler_args": FRAME_SAMPLER,
+    }
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {
+        **ParquetStandardIterableDataset.DATASET_INFO_FIELDS,
+        "jsonl_path": JSONL_PATH,
+    }
 
     @classmethod
     def group_kwargs(cls, group):

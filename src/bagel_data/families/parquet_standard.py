@@ -15,6 +15,7 @@ import functools
 import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
+from typing import ClassVar
 
 from ..compat.streams import RandomSource
 from ..errors import (
@@ -24,10 +25,11 @@ from ..errors import (
     SkipReason,
 )
 from ..sample import SampleBuilder
+from ..schema.kinds import Field
 from ..sources import storage
 from ..sources.parquet import ParquetReader
 from .base import DistributedIterableDataset
-from .group_args import COMMON_GROUP_KEYS
+from .group_args import COMMON_GROUP_KEYS, FILE_ORDER, PARQUET_INFO_PATH, VIT_TRANSFORM
 from .media import MEDIA_ERRORS, FamilyMedia
 from .sample_checks import SampleInvalid, check_sample
 from .unit_kinds import ParquetRowGroups
@@ -104,8 +106,12 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
     """
 
     columns: Sequence[str] | None = None
-    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
-    DATASET_INFO_KEYS = frozenset({"parquet_info_path"})
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {"vit_image_transform_args": VIT_TRANSFORM, "file_order": FILE_ORDER}
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {"parquet_info_path": PARQUET_INFO_PATH}
+    # The names alone, for a subclass that adds keys of its own without describing them
+    # (`GROUP_KEYS = ParquetStandardIterableDataset.GROUP_KEYS | {"my_key"}`).
+    GROUP_KEYS = frozenset(GROUP_FIELDS)
+    DATASET_INFO_KEYS = frozenset(DATASET_INFO_FIELDS)
     # `validate` measures each row over this many independent draws of `parse_row` (the
     # run's own first); a family whose longest draw is known should override
     # `worst_case_rows` and report it.
@@ -136,8 +142,8 @@ class ParquetStandardIterableDataset(DistributedIterableDataset):
 
     @classmethod
     def group_kwargs(cls, group):
-        """parquet_info and the ViT transform are optional; a subclass's own `GROUP_KEYS`
-        reach its constructor as keywords."""
+        """parquet_info and the ViT transform are optional; a subclass's own group keys
+        (`GROUP_FIELDS`, `GROUP_KEYS`) reach its constructor as keywords."""
         return parquet_group_kwargs(cls, group)
 
     def parse_row(self, row: Row) -> dict:
@@ -171,7 +177,7 @@ def hold_parquet_rows(family, transform, tokenizer, vit_transform, data_dir_list
 
 def parquet_group_kwargs(family: type, group) -> dict:
     """A parse_row family's constructor keywords: parquet_info and the ViT transform
-    (optional), the frame sampler, and the family's own `GROUP_KEYS` as they are given."""
+    (optional), the frame sampler, and the family's own group keys as they are given."""
     kwargs: dict = {"parquet_info": {}}
     if group.args.get("vit_image_transform_args") is not None:
         kwargs["vit_transform"] = group.transform("vit_image_transform_args")
@@ -184,7 +190,8 @@ def parquet_group_kwargs(family: type, group) -> dict:
     if "frame_sampler_args" in group.args:
         kwargs["frame_sampler"] = group.frame_sampler()
     consumed = {"vit_image_transform_args", "file_order", "frame_sampler_args", *COMMON_GROUP_KEYS}
-    kwargs.update(group.given(*(set(getattr(family, "GROUP_KEYS", ())) - consumed)))
+    own = {*getattr(family, "GROUP_FIELDS", ()), *getattr(family, "GROUP_KEYS", ())}
+    kwargs.update(group.given(*(own - consumed)))
     return kwargs
 
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import ClassVar
 
 from ..errors import SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageTransform
 from ..media.safe_read import OutsideRootError, read_media
 from ..sample import SampleBuilder
+from ..schema.kinds import Field, Str
 from ..sources import storage
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
+from .group_args import FILE_ORDER
 from .media import DECODE_ERRORS, READ_ERRORS, FamilyMedia
 from .parquet_listing import ParquetListing
 from .samples import guarded
@@ -46,12 +49,24 @@ def parse_captions(raw: object) -> list[str] | None:
 class T2IIterableDataset(DistributedIterableDataset):
     """Iterable over a parquet-sharded (image, captions) text-to-image dataset."""
 
-    # Group keys beyond the common ones (families/registry.py); `image_column` /
-    # `caption_column` read a user's table (Hugging Face parquet) in place: `_table_cells`.
-    GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column"})
-    # A table's image cells that hold a path name a file under the dataset's `image_root`
-    # (default: its data_dir), as `prepare t2i --image-root` reads them.
-    DATASET_INFO_KEYS = frozenset({"image_root"})
+    # `image_column` / `caption_column` read a user's table (Hugging Face parquet) in place:
+    # `_table_cells`. A table's image cells that hold a path name a file under the dataset's
+    # `image_root` (default: its data_dir), as `prepare t2i --image-root` reads them.
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        "file_order": FILE_ORDER,
+        "image_column": Field(
+            Str(), "a table's image column, read in place: binary or a datasets.Image struct (docs/formats/t2i.md)",
+            None,
+        ),
+        "caption_column": Field(
+            Str(), "a table's caption column, read in place: a text, a list of texts or BAGEL's JSON captions", None
+        ),
+    }  # fmt: skip
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {
+        "image_root": Field(
+            Str(path=True), "the folder a table's image cells that hold a path are relative to (default: data_dir)"
+        )
+    }
     parallel_rebuild = True  # a row is built from locals only (see the base class)
 
     def __init__(
@@ -97,7 +112,8 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     @classmethod
     def group_kwargs(cls, group):
-        return {"image_roots": [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]}
+        roots = [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]
+        return {"image_roots": roots, **group.given("image_column", "caption_column")}
 
     def get_data_paths(self, data_dir_list, num_used_data):
         """The shard files; the unit kind is tars (`self.tars`) or parquet files."""

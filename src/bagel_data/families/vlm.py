@@ -8,7 +8,9 @@ an inconsistent plan. Position of a sample: the row's index in this worker's lis
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from ..media.images import ImageTransform, image_tokens
 from ..media.safe_read import NotRegularFileError, OutsideRootError, check_video_path, read_media
 from ..media.video import VideoDecodeError
 from ..sample import SampleBuilder
+from ..schema.kinds import Bool, Field, Int
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .base import DistributedIterableDataset
@@ -27,6 +30,7 @@ from .conversation import (
     expand_video_tag,
     expand_video_tag_first_turn,
 )
+from .group_args import FRAME_SAMPLER, JSONL_PATH
 from .media import DECODE_ERRORS, FamilyMedia, skip_reason
 from .reads import RowSource
 from .samples import guarded
@@ -56,8 +60,14 @@ def check_image_items(elements: list, num_images: int) -> None:
 class SftJSONLIterableDataset(DistributedIterableDataset):
     """Iterable over conversation JSONL rows where each row may reference images."""
 
-    GROUP_KEYS = frozenset({"frame_sampler_args", "shuffle_lines", "shuffle_seed"})
-    DATASET_INFO_KEYS = frozenset({"jsonl_path"})
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        "frame_sampler_args": FRAME_SAMPLER,
+        "shuffle_lines": Field(
+            Bool(), "shuffle the JSONL lines once, reproducibly, before taking num_used_data", False
+        ),
+        "shuffle_seed": Field(Int(), "seed of that shuffle", 0),
+    }
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {"jsonl_path": dataclasses.replace(JSONL_PATH, required=True)}
     IMAGE_TRANSFORM_KIND = "vit"  # its images are understood, never generated
 
     @classmethod

@@ -1,7 +1,8 @@
 """Every key of every config section: kind, default and meaning (the one schema).
 
-Sections: a `grouped_datasets` group, its image transform and frame sampler arguments, a
-`dataset_info` entry, the packer's settings (`PackingConfig`), the dataset-level settings
+Sections: the keys every `grouped_datasets` group takes, its image transform and frame
+sampler arguments, the keys of every `dataset_info` entry (a family's own keys stand in its
+file, `families/registry.py` gathers them), the packer's settings (`PackingConfig`), the dataset-level settings
 of `make_bagel_multimodal_dataset` (both views of `settings.py`), and the top level of a run
 config. The code checks values against these tables and `docs/formats/run_config.md` is
 generated from them.
@@ -78,38 +79,14 @@ GROUP_FIELDS: dict[str, Field] = {
         required=True,
         scope="all",
     ),
-    "vit_image_transform_args": Field(
-        AnyMapping("mapping (image transform)"), "the ViT resize of edit inputs; keys below", scope="unified_edit (required)"
-    ),
-    "frame_sampler_args": Field(
-        AnyMapping("mapping (frame sampler)"), "how frames are drawn from videos; keys below", None, scope="vlm_sft"
-    ),
-    "shuffle_lines": Field(Bool(), "shuffle the JSONL lines once, reproducibly, before taking num_used_data", False, scope="vlm_sft"),
-    "shuffle_seed": Field(Int(), "seed of that shuffle", 0, scope="vlm_sft"),
     "resume_data_status": Field(Bool(), "resume this group from `data_status` when one is given", True, scope="all"),
-    "file_order": Field(
-        Str(FILE_ORDERS), "order of parquet files: by name, or the filesystem's listing (the reference's)", "sorted",
-        scope="t2i_pretrain, unified_edit, interleaved, user families",
-    ),
-    "image_column": Field(
-        Str(), "a table's image column, read in place: binary or a datasets.Image struct (docs/formats/t2i.md)", None,
-        scope="t2i_pretrain",
-    ),
-    "caption_column": Field(
-        Str(), "a table's caption column, read in place: a text, a list of texts or BAGEL's JSON captions", None,
-        scope="t2i_pretrain",
-    ),
     "dataset_class": Field(
         Str(), 'the family class as "package.module:Class" instead of DATASET_REGISTRY[group] (docs/extending.md)',
         scope="all",
     ),
-    "segment_defaults": Field(
-        AnyMapping("mapping (segment roles)"), "roles of segments that set none (docs/formats/interleaved.md)",
-        scope="interleaved",
-    ),
     "allow_outside_root": Field(
         Bool(), "rows may name media outside data_dir / the shard's folder (absolute paths, `..`, symlinks out)",
-        False, scope="vlm_sft, interleaved, user families",
+        False, scope="all",
     ),
 }  # fmt: skip
 
@@ -118,15 +95,6 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
         Str(path=True),
         "T2I / edit: the folder of `*.parquet` files (T2I: or `.tar` shards); VLM: the folder image/video names are relative to",
         scope="all (required)",
-    ),
-    "jsonl_path": Field(Str(path=True), "the SFT JSONL file", scope="vlm_sft (required)"),
-    "image_root": Field(
-        Str(path=True),
-        "the folder a table's image cells that hold a path are relative to (default: data_dir)",
-        scope="t2i_pretrain with image_column",
-    ),
-    "parquet_info_path": Field(
-        Str(path=True), "the parquet_info JSON (parquet file -> num_row_groups)", scope="unified_edit (required)"
     ),
     "num_files": Field(Int(0), "informational: parquet files in data_dir", scope="all"),
     "num_total_samples": Field(Int(0), "informational: rows or lines", scope="all"),
@@ -137,7 +105,7 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
     ),
     "allow_outside_root": Field(
         Bool(), "this dataset's rows may name media outside its data_dir (the group's setting does it for all)",
-        False, scope="vlm_sft, interleaved, user families",
+        False, scope="all",
     ),
 }  # fmt: skip
 
