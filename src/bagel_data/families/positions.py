@@ -23,7 +23,7 @@ from __future__ import annotations
 import numbers
 import zlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -31,11 +31,11 @@ from ..checkpoint.foreign import RESUME_AS_REFERENCE
 from ..errors import ResumeError
 from ..sharding import INHERITED_PHASE, WorkerShard, phase_work
 
-if TYPE_CHECKING:
-    from .base import DistributedIterableDataset
+# `dataset` / `family`: a DistributedIterableDataset (families/base.py), which calls these.
+Family = Any
 
 
-def cursor_problem(dataset: DistributedIterableDataset, cursor: tuple) -> str | None:
+def cursor_problem(dataset: Family, cursor: tuple) -> str | None:
     """Why `cursor` names no row of this worker's walk; None when it names one."""
     if len(cursor) < 2:
         return "a cursor: [phase, index, *row] of ints"
@@ -57,7 +57,7 @@ def cursor_problem(dataset: DistributedIterableDataset, cursor: tuple) -> str | 
     return missing_row(dataset, work.item(index)[0], row)
 
 
-def missing_row(dataset: DistributedIterableDataset, unit_id: int, row: tuple) -> str | None:
+def missing_row(dataset: Family, unit_id: int, row: tuple) -> str | None:
     """Why `row` is not a row of unit `unit_id`: a level of it past what the unit holds."""
     for level in range(len(row)):
         extent = dataset.units.kind.extent(dataset.units.unit(unit_id), row[:level])
@@ -74,7 +74,7 @@ def missing_row(dataset: DistributedIterableDataset, unit_id: int, row: tuple) -
     return None
 
 
-def reference_mismatch(dataset: DistributedIterableDataset) -> str | None:
+def reference_mismatch(dataset: Family) -> str | None:
     """Why a reference position would name another row here than in the reference run
     (None when the worker's list is the reference's, item for item, or in compat mode)."""
     if dataset.policy.reference:
@@ -95,7 +95,7 @@ def reference_mismatch(dataset: DistributedIterableDataset) -> str | None:
     )
 
 
-def position_tag(dataset: DistributedIterableDataset, shard: WorkerShard) -> int | None:
+def position_tag(dataset: Family, shard: WorkerShard) -> int | None:
     """The tag this worker's positions carry, or None where they are the reference's.
 
     Where the default mode's worker list may not be the reference's (sharding, or files
@@ -115,13 +115,13 @@ def position_tag(dataset: DistributedIterableDataset, shard: WorkerShard) -> int
     return held[1]
 
 
-def list_fingerprint(dataset: DistributedIterableDataset, shard: WorkerShard) -> int:
+def list_fingerprint(dataset: Family, shard: WorkerShard) -> int:
     """A 31-bit fingerprint of a worker's list: its unit ids in the epoch order's count."""
     ids = np.asarray(shard.unit_ids, dtype="<i8").tobytes()
     return zlib.crc32(ids, len(dataset.epoch_units) & 0xFFFFFFFF) & 0x7FFFFFFF
 
 
-def tagged(dataset: DistributedIterableDataset, shard: WorkerShard, data_index):
+def tagged(dataset: Family, shard: WorkerShard, data_index):
     """A sample's `data_indexes` with this worker's `position_tag`, where it has one."""
     tag = position_tag(dataset, shard)
     if tag is None:
@@ -129,7 +129,7 @@ def tagged(dataset: DistributedIterableDataset, shard: WorkerShard, data_index):
     return [*data_index, tag] if isinstance(data_index, list) else [data_index, tag]
 
 
-def data_status_cursor(dataset: DistributedIterableDataset, worker_id: int) -> tuple[int, ...] | None:
+def data_status_cursor(dataset: Family, worker_id: int) -> tuple[int, ...] | None:
     """The `data_status` entry of a worker as a cursor in the first pass, checked: a worker
     id may be a string (a JSON round trip); a position must have the family's length (one
     more entry when it is ours and tagged, `position_tag`), name a row of this worker's list
@@ -181,7 +181,7 @@ def data_status_cursor(dataset: DistributedIterableDataset, worker_id: int) -> t
     return cursor
 
 
-def check_reference_position(dataset: DistributedIterableDataset, what: str) -> None:
+def check_reference_position(dataset: Family, what: str) -> None:
     """A ResumeError when `what` (a reference position) would continue on other rows here."""
     mismatch = reference_mismatch(dataset)
     if mismatch is not None:

@@ -7,14 +7,14 @@ family gives only `_unit_samples`, the good rows of one unit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, SkipLog, SkipReason
 from ..sharding import WorkerShard
 from .positions import tagged
 
-if TYPE_CHECKING:
-    from .base import DistributedIterableDataset
+# `dataset` / `family`: a DistributedIterableDataset (families/base.py), which calls these.
+Family = Any
 
 
 def guarded(log: SkipLog, location: str, build, *args):
@@ -29,7 +29,7 @@ def guarded(log: SkipLog, location: str, build, *args):
         return None
 
 
-def built(family: DistributedIterableDataset, builder, shard: WorkerShard, position, row_key, rng_state) -> dict:
+def built(family: Family, builder, shard: WorkerShard, position, row_key, rng_state) -> dict:
     """The sample of a row's builder, with its `data_indexes`, `row_key` and (compat) the
     stream's state before the row's draws."""
     sample = builder.build(tagged(family, shard, family.data_index(position)), shard.worker_id, family.dataset_name)
@@ -39,7 +39,7 @@ def built(family: DistributedIterableDataset, builder, shard: WorkerShard, posit
     return sample
 
 
-def phase_samples(family: DistributedIterableDataset, shard: WorkerShard, items, log: SkipLog):
+def phase_samples(family: Family, shard: WorkerShard, items, log: SkipLog):
     """Yield `(position, sample)` for the work items of one phase (`walk.phase_items`)."""
     for item in items:
         if item.single:  # a row an old topology had buffered (elastic restart)
@@ -59,7 +59,7 @@ def phase_samples(family: DistributedIterableDataset, shard: WorkerShard, items,
             yield position, built(family, builder, shard, position, (item.unit_id, item.pass_index, *row), rng_state)
 
 
-def sample_at_row(family: DistributedIterableDataset, shard: WorkerShard, row_key, position, log: SkipLog):
+def sample_at_row(family: Family, shard: WorkerShard, row_key, position, log: SkipLog):
     """The sample of the row at `row_key` alone, or None when it gives none."""
     unit_id, pass_index, *row = row_key
     for found, builder, rng_state in family._unit_samples(unit_id, pass_index, tuple(row), log, single=True):
@@ -68,7 +68,7 @@ def sample_at_row(family: DistributedIterableDataset, shard: WorkerShard, row_ke
     return None
 
 
-def rebuilt(family: DistributedIterableDataset, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog):
+def rebuilt(family: Family, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog):
     """The sample at `cursor` rebuilt (`sample_at`): its reads served by `prefetch_rows`, not
     the stream's; in compat mode replayed from the stream's state before its row."""
     here = family.reads.thread_state()
@@ -87,7 +87,7 @@ def rebuilt(family: DistributedIterableDataset, cursor: tuple[int, ...], rng_sta
         here.rebuilding = False
 
 
-def empty_pass_error(family: DistributedIterableDataset, shard: WorkerShard) -> BagelDataError:
+def empty_pass_error(family: Family, shard: WorkerShard) -> BagelDataError:
     """A whole pass over this worker's units gave neither a row nor a skip: looping again
     would spin forever, so say which units are empty and what to do."""
     units = [family.units.label(int(i)) for i in shard.unit_ids]
