@@ -10,8 +10,11 @@ holds (`extent`, what a resume position is checked against) and what it reads ah
 
 A unit may cover *part* of its file: `Span` carries (path, row group or None, start, stop),
 and a parquet row group unit may be `(path, row_group, start, stop)` as well as
-`(path, row_group)`. Readers walk the rows of `span.rows(count)` only, so a unit below the
-file needs no other change here than the code that lists such units.
+`(path, row_group)`. The row-group readers (edit, parse_row and interleaved families) walk
+the rows of `span.rows(count)` only and `extent` stops at `stop`, so a unit below the row
+group needs no other change than the code that lists such units. Still to do with it: a
+resume position under `start` is not refused by `extent`, the read-ahead fetches the whole
+row group, and T2I's files and tars, and JSONL lines, have no sub-range units yet.
 """
 
 from __future__ import annotations
