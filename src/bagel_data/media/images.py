@@ -259,7 +259,7 @@ class ImageTransform:
 
     def num_tokens(self, tensor: torch.Tensor) -> int:
         """Tokens an image tensor made by this transform counts for."""
-        return tensor.shape[1] * tensor.shape[2] // self.stride**2
+        return image_tokens(tensor.shape[1], tensor.shape[2], self.stride)
 
     def __repr__(self) -> str:
         r = self.rule
@@ -270,6 +270,11 @@ class ImageTransform:
             + (f", resample={self.resample!r}" if self.resample != "bicubic" else "")
             + (f", resize_backend={self.resize_backend!r})" if self.resize_backend != "pillow" else ")")
         )
+
+
+def image_tokens(height: int, width: int, stride: int) -> int:
+    """The tokens an image of `height` x `width` pixels counts for on a `stride` patch grid."""
+    return height * width // stride**2
 
 
 def fast_draft_size(*transforms: ImageTransform):
