@@ -125,6 +125,19 @@ def test_read_frames_decord_past_the_end_is_a_decode_error_naming_the_file(tmp_p
         read_frames_decord(path, num_frames=4, min_num_frames=4, sample="middle", clip=(10, 20))
 
 
+def test_read_frames_decord_without_rng_draws_anew_each_call(tmp_path):
+    """No generator passed (as NeMo's callers do): the number of frames kept is drawn afresh
+    each call, not from a fixed seed."""
+    path = write_video(tmp_path / "clip.mp4", num_frames=24, rate=4)
+    counts = {len(read_frames_decord(path, 6, min_num_frames=2, sample="middle")) for _ in range(12)}
+    assert len(counts) > 1, counts
+
+
+def test_read_frames_decord_names_a_missing_file(tmp_path):
+    with pytest.raises(VideoDecodeError, match=r"absent.mp4.*FileNotFoundError"):
+        read_frames_decord(str(tmp_path / "absent.mp4"), num_frames=4)
+
+
 def test_read_frames_decord_names_a_bad_file(tmp_path):
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"not a video")
