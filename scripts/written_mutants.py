@@ -69,4 +69,70 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "fix_start counted from one",
         ),
     ],
+    "sources/tar_walk.py": [
+        (
+            "        if at > expected:\n            yield Damaged(expected, at)",
+            "        if at > expected + BLOCK:\n            yield Damaged(expected, at)",
+            "one damaged block not counted",
+        ),
+        (
+            "            yield info.name, info.offset_data, info.size",
+            "            yield info.name, info.offset, info.size",
+            "a member's header taken for its data",
+        ),
+        (
+            "    if size - expected < BLOCK:",
+            "    if size - expected < 0:",
+            "a tar with no end-of-archive block taken as whole",
+        ),
+        (
+            "        yield Damaged(expected, min(size, -(-last // BLOCK) * BLOCK))",
+            "        yield Damaged(expected, last)",
+            "a damaged tail not rounded to whole blocks",
+        ),
+    ],
+    "sources/tar_index.py": [
+        (
+            "    new[1:] = (blocks[1:] != blocks[:-1]) | (starts[1:] - ends[:-1] > GAP_BYTES)",
+            "    new[1:] = blocks[1:] != blocks[:-1]",
+            "a block read whole, gaps and all (the 300 MB .mp4 between two members)",
+        ),
+        (
+            "        if start <= at and at + size <= start + len(piece):",
+            "        if start <= at and at + size < start + len(piece):",
+            "a member ending at its range's end not found",
+        ),
+        (
+            "    first_byte = np.maximum.accumulate(np.where(usable, first_byte, 0))",
+            "    first_byte = np.where(usable, first_byte, 0)",
+            "a refused key starting a block of its own",
+        ),
+        (
+            "                if len(data) != end - start:",
+            "                if len(data) < 0:",
+            "a short read of a block taken as whole",
+        ),
+    ],
+    "families/unit_kinds.py": [
+        (
+            "                    if count is None:\n                        continue\n                    counts[path] = count",
+            "                    if count is None:\n                        count = 0\n                    counts[path] = count",
+            "an unreadable file's count kept: never asked again",
+        ),
+        (
+            "        if counts is None or row_group >= len(counts):",
+            "        if counts is None or row_group > len(counts):",
+            "a row group past the file's last taken as one",
+        ),
+        (
+            '        return "row", span.rows(counts[row_group]).stop, f"{span.path}, row group {row_group}"',
+            '        return "row", counts[row_group], f"{span.path}, row group {row_group}"',
+            "a unit below the row group extended to the whole group",
+        ),
+        (
+            "            return path, row_group, row_group + 1",
+            "            return path, row_group, row_group + 2",
+            "read-ahead fetching the next row group too",
+        ),
+    ],
 }

@@ -124,3 +124,12 @@ def test_the_same_files_taken_a_different_number_of_times_are_a_mismatch(tmp_pat
     monkeypatch.setattr(parquet_listing, "parquet_data_files", lambda *args, **kwargs: ([b, a, b], {}))
     said = listing.reference_mismatch
     assert said is not None and f"{a} read 2x here, 1x there" in said and f"{b} read 1x here, 2x there" in said
+
+
+def test_a_row_group_unit_reads_ahead_its_own_row_group_only(tmp_path):
+    """The read-ahead of a (file, row group) unit fetches that row group, never the next:
+    the next one is another unit, maybe another worker's."""
+    a = _file(tmp_path / "a.parquet", [2, 2, 2])
+    units = [(a, 1), (a, 2)]
+    source = ParquetRowGroups().read_source(lambda unit_id: units[unit_id], lambda names: ["x"])
+    assert source.span(0, ()) == (a, 1, 2) and source.span(1, ()) == (a, 2, 3)

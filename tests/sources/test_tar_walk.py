@@ -171,3 +171,16 @@ def test_a_few_stray_bytes_in_the_end_of_archive_block_are_damage(tmp_path):
     end = headers[-1][1] + 512 + 1024  # the last member's header and data
     _overwrite(path, end + 3, b"\x01")
     assert _outcomes(path) == {"0000": "ok", "0001": "ok", f"<damaged bytes {end}-{end + 512}>": "tar_damaged"}
+
+
+def test_one_stray_block_between_members_is_one_counted_stretch(tmp_path):
+    """512 bytes of garbage inserted between two members (a stray block, no header lost):
+    every key reads, and the one block is counted, not passed over."""
+    path = tmp_path / "a.tar"
+    headers = dict(_tar(path, count=4))
+    data = path.read_bytes()
+    at = headers["0002.jpg"]
+    path.write_bytes(data[:at] + bytes(range(256)) * 2 + data[at:])
+    got = _outcomes(path)
+    assert [key for key, outcome in got.items() if outcome == "ok"] == ["0000", "0001", "0002", "0003"]
+    assert [key for key in got if key.startswith("<damaged")] == [f"<damaged bytes {at}-{at + 512}>"]
