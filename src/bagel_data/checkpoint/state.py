@@ -18,6 +18,7 @@ from ..errors import ResumeError, SkipLog, shown
 from ..sample import Draw
 from ..sharding import WorkerTopology
 from .inputs import check_inputs
+from .tokens import check_tokenizer
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
 # 3: buffer and carry entries are `BufferEntry` dicts; version 2 checkpoints still load.
@@ -29,10 +30,16 @@ ENTRY_VERSION = 1
 
 
 def check_compatible(
-    saved: dict, data_seed: int, group_names: list[str], units: list[int], inputs: list[dict | None] | None = None
+    saved: dict,
+    data_seed: int,
+    group_names: list[str],
+    units: list[int],
+    inputs: list[dict | None] | None = None,
+    tokenizer: dict | None = None,
 ) -> None:
-    """Raise ResumeError unless `saved` was made by this library for the same data and groups
-    (`units`: how many units each group has now; `inputs`: each group's `input_record`)."""
+    """Raise ResumeError unless `saved` was made by this library for the same data, groups
+    and tokenizer (`units`: how many units each group has now; `inputs`: each group's
+    `input_record`; `tokenizer`: this pipeline's fingerprint, `checkpoint/tokens.py`)."""
     if saved.get("version") not in READABLE_VERSIONS:
         raise ResumeError(
             f"checkpoint format version {saved.get('version')!r} is not this library's ({STATE_VERSION}; NeMo "
@@ -53,6 +60,7 @@ def check_compatible(
             )
     for name, record in zip(group_names, inputs or ()):
         check_inputs(name, (saved.get("inputs") or {}).get(name), record)
+    check_tokenizer(saved.get("tokenizer"), tokenizer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +118,7 @@ class PackState:
     restart: dict | None = None  # the elastic-restart plan this stream runs under (restart.py)
     history: dict | None = None  # totals of the topology before the last elastic restart
     inputs: list[dict | None] | None = None  # each group's input files and sizes (inputs.py)
+    tokenizer: dict | None = None  # the tokenizer's fingerprint (tokens.py)
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -150,6 +159,7 @@ class PackState:
             "restart": self.restart,
             "history": self.history,
             "inputs": None if self.inputs is None else dict(zip(group_names, self.inputs)),
+            "tokenizer": self.tokenizer,
         }
 
     def restore(self, saved: dict, group_names: list[str]) -> None:

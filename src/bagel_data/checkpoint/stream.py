@@ -43,6 +43,7 @@ class StreamGroup(Protocol):
     def unit_count(self) -> int: ...
     def cursor_problem(self, cursor: tuple) -> str | None: ...
     def reference_mismatch(self) -> str | None: ...
+    def set_restart_plan(self, plan: Any) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +57,7 @@ class StreamSetup:
     global_seed: int | None
     policy: CompatPolicy
     max_buffer_size: int
+    tokenizer: dict | None = None  # the fingerprint a checkpoint records and is checked against (tokens.py)
 
     @property
     def group_names(self) -> list[str]:
@@ -100,6 +102,7 @@ def fresh_state(setup: StreamSetup, generation: int = 0) -> PackState:
     logs = [group.new_log() for group in setup.groups]
     state = PackState(topology, setup.data_seed, setup.group_unit_counts(), rng, cursors, collections.deque(), logs)
     state.inputs = setup.group_inputs()
+    state.tokenizer = setup.tokenizer
     return state
 
 
@@ -141,7 +144,9 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
         raise ResumeError(f"a checkpoint is a dict (PackedDataset.state_dict()), not {shown(saved, 80)}")
     saved = dict(saved)
     if is_elastic(saved):
-        check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs())
+        check_compatible(
+            saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs(), setup.tokenizer
+        )
         restart = saved["restart"]
 
         def inherit(state: PackState) -> None:
@@ -151,7 +156,7 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
         return Start(restart, restart["generation"], inherit)
     if saved.get("version") in READABLE_VERSIONS:  # any other version gets its own message
         check_shape(saved, names, max(setup.max_buffer_size, 1))
-    check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs())
+    check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs(), setup.tokenizer)
     return Start(saved.get("restart"), 0, lambda state: state.restore(saved, names))
 
 

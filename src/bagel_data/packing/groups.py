@@ -81,6 +81,7 @@ class GroupSource:
         return None
 
     def set_restart_plan(self, plan) -> None:
+        """Run under an elastic restart's plan for this group (`checkpoint/restart.py`), or none."""
         self.dataset.restart_plan = plan
 
     def set_epoch(self, seed: int) -> None:

@@ -32,6 +32,7 @@ import torch
 from ..checkpoint.merge import merge_worker_states
 from ..checkpoint.state import PackState, ResumeError
 from ..checkpoint.stream import StreamSetup, save_state, start_state
+from ..checkpoint.tokens import tokenizer_fingerprint
 from ..compat import CompatPolicy
 from ..schema.settings import SETTING_NAMES
 from ..sources import storage
@@ -138,6 +139,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.data_seed = parts.config.data_seed
         self.global_seed = _check_global_seed(global_seed)
         self.tokenizer = tokenizer
+        self._tokenizer_fingerprint: dict | None = None  # made at the first checkpoint or start
         self.storage_options = storage.registered()  # travels to spawned workers with the dataset
         self._live: PackState | None = None  # the state of the running iteration
         self._resume: dict | None = None  # a checkpoint to continue from on the next iter()
@@ -215,7 +217,20 @@ class PackedDataset(torch.utils.data.IterableDataset):
             self.global_seed,
             self.policy,
             self.config.max_buffer_size,
+            self._fingerprint(),
         )
+
+    def _fingerprint(self) -> dict | None:
+        """The tokenizer's fingerprint a checkpoint records: the packer's tokenizer, else the
+        first group's (a packer built from groups gets none of its own)."""
+        if self._tokenizer_fingerprint is None:
+            tokenizer = self.tokenizer
+            for dataset in self.grouped_datasets if tokenizer is None else ():
+                tokenizer = getattr(dataset, "tokenizer", None)
+                if tokenizer is not None:
+                    break
+            self._tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, dataclasses.asdict(self.special_tokens))
+        return self._tokenizer_fingerprint
 
     def state_dict(self) -> dict:
         """Checkpoint of this worker's stream."""
