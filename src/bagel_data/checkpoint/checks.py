@@ -82,6 +82,32 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
     for key in ("restart", "history", "inputs"):
         if saved.get(key) is not None and not isinstance(saved[key], Mapping):
             raise _bad(key, saved[key], "null or a mapping")
+    check_totals(saved, group_names)
+
+
+def check_totals(saved: Mapping, group_names: list[str]) -> None:
+    """The counters agree with each other (each was checked alone before). Every pack and
+    every packed sample holds at least one token, and the phase's packed tokens are part of
+    the stream's: a checkpoint whose `packed_tokens` exceed `tokens` would hold a backlog's
+    pace back for good (its samples never pack)."""
+    tokens, packs = saved["tokens"], saved["packs"]
+    if packs > tokens:
+        raise _bad("packs", packs, f"at most the checkpoint's tokens ({tokens}): every pack holds a token")
+    samples = sum(saved["samples"].values())
+    if samples > tokens:
+        raise _bad("samples", f"{samples} in all", f"at most the checkpoint's tokens ({tokens})")
+    for key in ("group_tokens", "packed_tokens"):
+        unknown = sorted(set(saved.get(key) or {}) - set(group_names))
+        if unknown:
+            raise _bad(key, unknown, f"unknown group(s); this pipeline has {group_names}")
+    phase = sum((saved.get("packed_tokens") or {}).values())
+    if phase > tokens:
+        raise _bad(
+            "packed_tokens",
+            f"{phase} in all",
+            f"the tokens packed in this phase are part of the checkpoint's tokens ({tokens}); "
+            "resume from an unedited checkpoint",
+        )
 
 
 _ENTRY_KEYS = {"v", "group", "cursor", "rng_state", "waited"}

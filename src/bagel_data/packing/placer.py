@@ -187,9 +187,12 @@ class Placer:
         as an empty worker does, instead of drawing forever without a pack going out."""
         state = self.state
         assert draw.sample is not None  # rebuilt before any use
+        before = pack.curr
         if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):
             state.empty_run = 0
-            state.packed_tokens[draw.group] += draw.length
+            # What went in (compat="bagel" drops items only now): the phase's tokens stay
+            # part of the stream's, as a checkpoint's check expects (checkpoint/checks.py).
+            state.packed_tokens[draw.group] += pack.curr - before
             return
         state.logs[draw.group].counts[SkipReason.CFG_DROPPED_ALL.value] += 1
         state.empty_run += 1
