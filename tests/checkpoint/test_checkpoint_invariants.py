@@ -35,11 +35,11 @@ def mid_drain() -> dict:
 
 
 def _backlog(state: dict) -> int:
-    return state["pace"]["backlog"] if "pace" in state else state["backlog"]
+    return state["stages"]["pace"]["backlog"]
 
 
 def _phase_tokens(state: dict) -> dict:
-    return state["pace"]["packed_tokens"] if "pace" in state else state["packed_tokens"]
+    return state["stages"]["pace"]["packed_tokens"]
 
 
 def _resume(state: dict, count: int = 1) -> list:

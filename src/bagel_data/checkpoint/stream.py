@@ -25,7 +25,7 @@ from ..sharding import WorkerTopology
 from .checks import check_cursor_ranges, check_shape, check_waiting_drawn
 from .foreign import check_reference_positions, is_nemo_state, load_nemo_state
 from .merge import apply_restart, is_elastic
-from .state import READABLE_VERSIONS, PackState, ResumeError, check_compatible
+from .state import READABLE_VERSIONS, PackState, ResumeError, Stage, check_compatible, upgrade
 
 _GLOBAL_SEED_TAG = 0x6105
 _PACKER_STREAM = 0x9ACC
@@ -56,8 +56,8 @@ class StreamSetup:
     data_seed: int
     global_seed: int | None
     policy: CompatPolicy
-    max_buffer_size: int
     tokenizer: dict | None = None  # the fingerprint a checkpoint records and is checked against (tokens.py)
+    new_stages: Callable[[], dict[str, Stage]] = dict  # the packing stages' fresh states, by key
 
     @property
     def group_names(self) -> list[str]:
@@ -103,6 +103,7 @@ def fresh_state(setup: StreamSetup, generation: int = 0) -> PackState:
     state = PackState(topology, setup.data_seed, setup.group_unit_counts(), rng, cursors, collections.deque(), logs)
     state.inputs = setup.group_inputs()
     state.tokenizer = setup.tokenizer
+    state.stages = setup.new_stages()
     return state
 
 
@@ -154,8 +155,9 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
             state.restart, state.history = restart, saved["history"]
 
         return Start(restart, restart["generation"], inherit)
+    saved = upgrade(saved)  # an older version's fields where this one keeps them
     if saved.get("version") in READABLE_VERSIONS:  # any other version gets its own message
-        check_shape(saved, names, max(setup.max_buffer_size, 1))
+        check_shape(saved, names)
     check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs(), setup.tokenizer)
     return Start(saved.get("restart"), 0, lambda state: state.restore(saved, names))
 

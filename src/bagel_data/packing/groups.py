@@ -9,7 +9,8 @@ defaults. Which one a group is, is decided once, when the packer is built.
 
 `Drawer` is an iteration's draw path: `draw(group)` takes the group's next sample, skips
 (counted) one with no items, records the cursor, decides its CFG dropout (default mode)
-and counts its tokens for `mix_by="tokens"`; what comes out is a typed `Draw`.
+and tells the group choice its tokens (`choosers.GroupChoice.drawn`); what comes out is a
+typed `Draw`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..families.base import DistributedIterableDataset
 from ..families.positions import cursor_problem, reference_mismatch
 from ..sample import Draw, Dropout
 from ..sharding import stable_hash
+from .choosers import GroupChoice
 from .config import PackingConfig
 from .dropout import CFG_STREAM, any_dropout, decide_dropout
 
@@ -153,10 +155,16 @@ class Drawer:
     """An iteration's `draw(group)` (see the module's docstring)."""
 
     def __init__(
-        self, groups: list[GroupSource], state: PackState, config: PackingConfig, policy: CompatPolicy, data_seed: int
+        self,
+        groups: list[GroupSource],
+        state: PackState,
+        config: PackingConfig,
+        policy: CompatPolicy,
+        data_seed: int,
+        choice: GroupChoice,
     ):
         self.groups, self.state, self.config, self.data_seed = groups, state, config, data_seed
-        self.policy = policy
+        self.policy, self.choice = policy, choice
         self.streams = [
             group.samples(cursor, log, config.stream_read_ahead(group.reads_remote))
             for group, cursor, log in zip(groups, state.cursors, state.logs)
@@ -173,7 +181,7 @@ class Drawer:
         state.cursors[group] = cursor
         draw = Draw(group, cursor, sample, sample.get("compat_rng_state"))
         self.decide(draw)
-        state.group_tokens[group] += draw.length
+        self.choice.drawn(group, draw.length)
         return draw
 
     def decide(self, draw: Draw) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import torch
 
@@ -37,15 +38,16 @@ from ..compat import CompatPolicy
 from ..schema.settings import SETTING_NAMES
 from ..sources import storage
 from .buffers import PadBufferPool
+from .choosers import GROUP_CHOICES, GroupChoice
 from .config import PackingConfig, SpecialTokens
 from .groups import Drawer, GroupSource
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .loops import PACK_LOOPS
+from .pacing import PaceState
 from .pack import PackBuilder
 from .parts import Assembled
 from .placer import Placer
 from .schedule import StepClock, as_schedule
-from .strategies import group_chooser
 from .torch_support import check_torch
 
 
@@ -137,6 +139,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.is_mandatory = [bool(parts.mandatory[name]) for name in self.group_names]
         self.local_rank, self.world_size, self.num_workers = parts.local_rank, parts.world_size, num_workers
         self.data_seed = parts.config.data_seed
+        # The group-choice rule, looked up here, in the process that builds the dataset: a
+        # rule registered there travels to spawned workers with it (`choosers.py`).
+        self.group_choice_rule = GROUP_CHOICES[parts.config.mix_by]
         self.global_seed = _check_global_seed(global_seed)
         self.tokenizer = tokenizer
         self._tokenizer_fingerprint: dict | None = None  # made at the first checkpoint or start
@@ -188,6 +193,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         clock = StepClock(self.weight_schedules, state.topology.worker_id, state.topology.num_workers, state.step_base)
         weights = clock.weights(clock.step(state.packs))  # updated in place as each pack opens
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
+        choice = cast(GroupChoice, state.stages[CHOOSE])
 
         def new_pack() -> PackBuilder:
             return PackBuilder(
@@ -200,8 +206,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
             config=cfg,
             policy=self.policy,
             state=state,
-            draw=Drawer(self.groups, state, cfg, self.policy, self.data_seed),
-            choose=group_chooser(cfg.mix_by, weights, state.group_tokens, state.rng),
+            draw=Drawer(self.groups, state, cfg, self.policy, self.data_seed, choice),
+            choice=choice,
+            pace=cast(PaceState, state.stages[PACE]),
             clock=clock,
             weights=weights,
             new_pack=new_pack,
@@ -216,9 +223,17 @@ class PackedDataset(torch.utils.data.IterableDataset):
             self.data_seed,
             self.global_seed,
             self.policy,
-            self.config.max_buffer_size,
             self._fingerprint(),
+            self._new_stages,
         )
+
+    def _new_stages(self) -> dict:
+        """The fresh states of the stages that keep one, by their checkpoint keys: the group
+        choice's (`stages.choose`) and the pacer's (`stages.pace`)."""
+        return {
+            CHOOSE: self.group_choice_rule(self.group_names),
+            PACE: PaceState(self.group_names, self.config.max_buffer_size),
+        }
 
     def _fingerprint(self) -> dict | None:
         """The tokenizer's fingerprint a checkpoint records: the packer's tokenizer, else the
@@ -283,6 +298,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
             "history": state.history,  # totals before the last elastic restart, if any
             "read_ahead": {name: stats for name, stats in read_ahead.items() if stats is not None},
         }
+
+
+CHOOSE, PACE = "choose", "pace"  # the stages' keys in a worker's checkpoint (`stages.<key>`)
 
 
 def _check_global_seed(global_seed):

@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from .kinds import Bool, Field, Int, Number, Str, check_section
 
 COMPAT_MODES = ("bagel",)  # besides None, the default mode (compat.py holds the policy)
-MIX_BY = ("samples", "tokens")  # packing/strategies.py
+MIX_BY = ["samples", "tokens"]  # packing/choosers.py (`register_group_choice` adds a rule)
 PACK_STRATEGIES = ("greedy", "best_fit")
 PIXEL_FORMATS = ("float32", "uint8")  # media/pixels.py
 ROLES = ("budget", "seed", "data_config", "option")

@@ -232,7 +232,7 @@ class JsonlIndex(Sequence):
             shuffle_seed,
         ]
 
-        def build(work: str, allocate) -> tuple:
+        def build(work: str | None, allocate) -> tuple:
             return build_arrays(files, shuffle_lines, shuffle_seed, work, allocate)
 
         # The folder of the mapped arrays (pickles carry it, not the arrays), or None.
