@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..compat import CompatPolicy
+from ..compat.streams import seed_tail
 from ..errors import SkipLog, shown
 from ..sharding import WorkerTopology
 from .checks import check_cursor_ranges, check_shape, check_waiting_drawn
@@ -97,6 +98,7 @@ def fresh_state(setup: StreamSetup, generation: int = 0) -> PackState:
     key += [generation] if generation else []  # each elastic restart draws afresh
     if setup.global_seed is not None:  # a distinct tail: cannot collide with a generation
         key += [_GLOBAL_SEED_TAG, setup.global_seed, setup.global_seed >> 32]
+    key += seed_tail(setup.data_seed)  # a seed beyond 32 bits: its higher words (none for others)
     rng = setup.policy.packer_random(setup.data_seed, key)
     cursors = [group.resume_cursor(topology.worker_id) for group in setup.groups]
     logs = [group.new_log() for group in setup.groups]

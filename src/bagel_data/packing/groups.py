@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 from ..checkpoint.state import PackState
 from ..compat import CompatPolicy, RandomSource, SeededRandom
+from ..compat.streams import seed_tail
 from ..errors import SkipLog, SkipReason
 from ..families.base import DistributedIterableDataset
 from ..families.positions import cursor_problem, reference_mismatch
@@ -59,7 +60,7 @@ class GroupSource:
 
     def dropout_rng(self, data_seed: int, cursor: tuple, row_key: tuple | None) -> RandomSource:
         """The sample's own dropout generator, keyed by the group, the seed and its cursor."""
-        return SeededRandom.from_key([data_seed, stable_hash(self.name), *cursor, CFG_STREAM])
+        return SeededRandom.from_key([data_seed, stable_hash(self.name), *cursor, CFG_STREAM, *seed_tail(data_seed)])
 
     # -- what a checkpoint records and a start needs ----------------------------------------
     def new_log(self) -> SkipLog:
