@@ -3,7 +3,7 @@
 Runs in a side virtual environment that has `nemo_automodel` and torchvision (the reference
 resizes with torchvision; torchvision is not a dependency of bagel-data), never in ours:
 
-    /work/refvenv/bin/python scripts/reference_bench.py --config benchmarks/bagel_run.yaml \
+    ../refvenv/bin/python scripts/reference_bench.py --config benchmarks/bagel_run.yaml \
         --batches 16 --out /tmp/reference.json
 
 It builds the reference's packed dataset from the run config's own `grouped_datasets`,

@@ -1,7 +1,7 @@
 """bagel-data against the reference, side by side in one run, on a run config's data.
 
     PYTHONPATH=src:benchmarks python scripts/reference_compare.py --config benchmarks/bagel_run.yaml \
-        --reference-python /work/refvenv/bin/python --rounds 5 --out benchmarks/reference_results.json
+        --reference-python ../refvenv/bin/python --rounds 5 --out benchmarks/reference_results.json
 
 Each round runs, each in a fresh child process with one intra-op thread: the reference
 (`scripts/reference_bench.py`, in the side virtual environment that has `nemo_automodel` and
@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--reference-python", default="/work/refvenv/bin/python")
+    parser.add_argument("--reference-python", default="../refvenv/bin/python")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--sides", type=lambda text: text.split(","), default=[*VARIANTS, "floor"],

@@ -45,10 +45,21 @@ class RequestCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: collections.Counter[str] = collections.Counter()
+        self._bytes = 0
 
     def add(self, kind: str) -> None:
         with self._lock:
             self._counts[kind] += 1
+
+    def add_bytes(self, sent: int) -> None:
+        with self._lock:
+            self._bytes += sent
+
+    def reset_bytes(self) -> int:
+        """The response bytes sent so far (bodies), then zero."""
+        with self._lock:
+            sent, self._bytes = self._bytes, 0
+        return sent
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -98,6 +109,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
+            proxy.counter.add_bytes(len(payload))
 
     def _upstream(self) -> http.client.HTTPConnection:
         local = self.server.local

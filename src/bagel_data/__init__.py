@@ -105,6 +105,7 @@ __all__ = [
     "len2weight",
     "load_tokenizer",
     "make_bagel_multimodal_dataset",
+    "merged_stats",
     "normalize_pixels",
     "patchify",
     "pil_img2rgb",

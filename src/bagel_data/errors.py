@@ -93,7 +93,6 @@ class SkipReason(str, enum.Enum):
     OUTSIDE_ROOT = "path_outside_dataset_root"
     # Counted, never raised in strict mode: CFG dropout dropped every item of the sample.
     CFG_DROPPED_ALL = "every_item_dropped_by_cfg"
-    PLAN_INCONSISTENT = "plan_inconsistent"
     # compat="bagel" only: what the reference drops silently or crashes on.
     DROPPED_AT_EMIT = "dropped_at_emit_buffer_full"
     IMAGE_ITEMS_EXCEED_IMAGES = "image_items_exceed_images"
@@ -106,6 +105,9 @@ class SkipReason(str, enum.Enum):
     NO_CAPTION = "no_caption"
     CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
     MEMBER_TWICE = "tar_member_given_twice"
+    # Bytes of a tar that are no header and no member (resynchronised at the next header).
+    TAR_DAMAGED = "tar_damaged"
+    TAR_MEMBER_TOO_LARGE = "tar_member_over_size_limit"
 
 
 _REASON_VALUES = {reason.value for reason in SkipReason}

@@ -93,6 +93,7 @@ def test_many_files_keep_only_a_digest():
     files = [f"/nonexistent/{i}.parquet" for i in range(MAX_LISTED + 1)]
     record = input_record(files)
     assert "files" not in record and record["count"] == MAX_LISTED + 1
+    assert len(input_record(files[:-1])["files"]) == MAX_LISTED  # up to the limit, listed
     with pytest.raises(ResumeError, match=r"257 files then, 256 now"):
         check_inputs("g", record, input_record(files[:-1]))
 
@@ -225,3 +226,48 @@ def test_a_checkpoint_with_the_older_head_and_tail_stamp_still_resumes(tmp_path)
     path.write_bytes(data[:-8] + b"99999}\n\n"[:8])  # the tail edited: the old stamp sees it
     with pytest.raises(ResumeError, match="same size"):
         check_inputs("vlm", saved, input_record([str(path)]))
+
+
+def _memory_file(name: str, data: bytes) -> str:
+    """A remote input (fsspec's in-memory filesystem stands for an object store)."""
+    import fsspec
+
+    path = f"memory://inputs-test/{name}"
+    with fsspec.filesystem("memory").open(path, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def test_a_remote_input_is_recorded_from_its_listing_without_a_read(monkeypatch):
+    """1,000 remote tars cost no request to record: size and time come from the listing."""
+    from bagel_data.checkpoint import inputs
+
+    path = _memory_file("a.tar", b"x" * 1000)
+
+    read = []
+
+    def reading(path, *args):
+        read.append(path)
+        raise OSError("counted, not read")
+
+    monkeypatch.setattr(inputs, "content_digest", reading)
+    record = input_record([path], {path: (1000, 1234)})
+    assert record["files"] == [[path, 1000, "1234"]] and read == []
+    local = input_record(["/data/local.tar"], {"/data/local.tar": (1000, 1234)})
+    assert local["files"][0][2] == "1234:unreadable" and read == ["/data/local.tar"]  # a local tar is digested
+
+
+def test_a_checkpoint_that_digested_a_remote_input_still_resumes_and_sees_a_same_size_rewrite():
+    """Checkpoints written before remote inputs went undigested carry a content digest: on
+    resume it is read then (and only for a file whose size and time match) and compared."""
+    from bagel_data.checkpoint import inputs
+
+    path = _memory_file("b.tar", b"a" * 5000)
+    saved_stamp = "77:" + inputs._content_hash(path, 5000)
+    saved = {"count": 1, "digest": "written by an older release", "files": [[path, 5000, saved_stamp]]}
+    check_inputs("t2i", saved, input_record([path], {path: (5000, 77)}))  # unchanged: no error
+    _memory_file("b.tar", b"b" * 5000)
+    with pytest.raises(ResumeError, match=r"b.tar changed \(same size, different content\)"):
+        check_inputs("t2i", saved, input_record([path], {path: (5000, 77)}))
+    with pytest.raises(ResumeError, match=r"b.tar changed \(same size, modified since\)"):
+        check_inputs("t2i", saved, input_record([path], {path: (5000, 78)}))

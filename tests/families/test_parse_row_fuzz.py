@@ -1,5 +1,5 @@
 """Property (hypothesis): any `parse_row` result is either refused by the sample-schema check
-(`SampleInvalid`, which the family counts as `row_sample_invalid`) or packs into a batch
+(a `row_sample_invalid` RowDropped, which the family counts) or packs into a batch
 that passes `check_batch`, no longer than the sample's declared length. Nothing else: no
 bare ValueError / IndexError from the packer, no pack over its budget."""
 
@@ -11,8 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bagel_data.errors import RowDropped, SkipReason
 from bagel_data.families.interleaved_base import builder_from_data
-from bagel_data.families.sample_checks import SampleInvalid, check_sample
+from bagel_data.families.sample_checks import check_sample
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.invariants import check_batch
 from bagel_data.packing.layout import get_flattened_position_ids_extrapolate
@@ -96,8 +97,8 @@ def results(draw):
 def test_any_parse_row_result_is_refused_by_name_or_packs_validly(data):
     try:
         builder = check_sample(builder_from_data(data), STRIDES, VOCAB)
-    except SampleInvalid as refused:
-        assert str(refused)
+    except RowDropped as refused:
+        assert str(refused) and refused.reason is SkipReason.SAMPLE_INVALID
         return
     sample = builder.build([0], 0, "fuzz")
     pack = PackBuilder(CFG, TOKENS, np.random.default_rng(0), get_flattened_position_ids_extrapolate)
@@ -114,5 +115,5 @@ def test_a_special_token_label_must_lie_below_the_vocabulary_size():
 
     assert check_sample(sample(VOCAB - 1), STRIDES, VOCAB).sequence_plan[0]["special_token_label"] == VOCAB - 1
     for label in (VOCAB, -1, None, 2.0):
-        with pytest.raises(SampleInvalid, match="special_token_loss needs a valid special_token_label"):
+        with pytest.raises(RowDropped, match="special_token_loss needs a valid special_token_label"):
             check_sample(sample(label), STRIDES, VOCAB)

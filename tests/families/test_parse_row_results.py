@@ -20,7 +20,7 @@ from bagel_data import (
     ParquetStandardIterableDataset,
     make_bagel_multimodal_dataset,
 )
-from bagel_data.errors import BadSampleError, EmptyWorkerError
+from bagel_data.errors import BadSampleError, EmptyWorkerError, RowDropped, SkipReason
 from bagel_data.packing.invariants import check_batch
 from helpers.builders import png_bytes, write_parquet
 
@@ -86,6 +86,8 @@ class HostileFamily(InterleavedBaseIterableDataset, ParquetStandardIterableDatas
             return self.add_image(self.init_data(), b"\x89PNG\r\n\x1a\n broken", False, True, False)
         if row["case"] == "video_indexes":
             return self.add_video(self.init_data(), [GOOD_IMAGE] * 2, [5, -1], True, False)
+        if row["case"] == "own_skip":  # the one "skip this row" exception, raised by user code
+            raise RowDropped(SkipReason.IMAGE_MISSING, "the row's image is not in the bucket")
         return HOSTILE[row["case"]]
 
 
@@ -149,6 +151,15 @@ def test_bad_image_through_add_image_is_a_located_skip(tokenizer, special_tokens
     family.strict = True
     with pytest.raises(BadSampleError, match="image_decode_failed at .*row group 0, row 1"):
         list(family.iter_pass(family.new_skip_log()))
+
+
+def test_parse_row_may_skip_a_row_under_a_named_reason(tokenizer, special_tokens, tmp_path, monkeypatch):
+    dataset = _build(tokenizer, special_tokens, tmp_path, monkeypatch, ["good", "own_skip", "good"])
+    family = dataset.grouped_datasets[0]
+    log = family.new_skip_log()
+    assert len(list(family.iter_pass(log))) == 2
+    assert log.as_dict() == {"image_file_missing": 1}
+    assert "row group 0, row 1" in log.examples["image_file_missing"]
 
 
 def test_compat_bagel_runs_a_parse_row_family(tokenizer, special_tokens, tmp_path, monkeypatch):

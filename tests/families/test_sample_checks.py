@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bagel_data.families.sample_checks import MAX_FRAME_INDEX, SampleInvalid, check_frame_indexes, check_sample
+from bagel_data.errors import RowDropped
+from bagel_data.families.sample_checks import MAX_FRAME_INDEX, check_frame_indexes, check_sample
 from bagel_data.sample import SampleBuilder
 
 STRIDES = {"vit_image": 14, "vae_image": 16}  # ViT and VAE strides that differ
@@ -33,15 +34,15 @@ def image_sample(kind, height, width, num_tokens=None):
 
 def test_frame_indexes_up_to_the_maximum_pass_and_one_past_fails():
     assert check_frame_indexes([0, 1, MAX_FRAME_INDEX]) == [0, 1, MAX_FRAME_INDEX]
-    with pytest.raises(SampleInvalid, match="must lie in"):
+    with pytest.raises(RowDropped, match="must lie in"):
         check_frame_indexes([0, MAX_FRAME_INDEX + 1])
-    with pytest.raises(SampleInvalid, match="must lie in"):
+    with pytest.raises(RowDropped, match="must lie in"):
         check_frame_indexes([-1, 3])
 
 
 def test_a_repeated_frame_index_fails():
     assert check_frame_indexes([2, 3]) == [2, 3]
-    with pytest.raises(SampleInvalid, match="increase strictly"):
+    with pytest.raises(RowDropped, match="increase strictly"):
         check_frame_indexes([2, 3, 3])
 
 
@@ -53,7 +54,7 @@ def test_frame_delta_limits(delta, ok):
     if ok:
         assert check_sample(sample, STRIDES, VOCAB) is sample
     else:
-        with pytest.raises(SampleInvalid, match="frame_delta"):
+        with pytest.raises(RowDropped, match="frame_delta"):
             check_sample(sample, STRIDES, VOCAB)
 
 
@@ -63,7 +64,7 @@ def test_text_ids_stop_at_the_vocabulary_size(ids, ok):
     if ok:
         check_sample(sample, STRIDES, VOCAB)
     else:
-        with pytest.raises(SampleInvalid, match=rf"\[0, {VOCAB}\)"):
+        with pytest.raises(RowDropped, match=rf"\[0, {VOCAB}\)"):
             check_sample(sample, STRIDES, VOCAB)
 
 
@@ -73,7 +74,7 @@ def test_a_special_token_label_stops_at_the_vocabulary_size(label, ok):
     if ok:
         check_sample(sample, STRIDES, VOCAB)
     else:
-        with pytest.raises(SampleInvalid, match="special_token_label"):
+        with pytest.raises(RowDropped, match="special_token_label"):
             check_sample(sample, STRIDES, VOCAB)
 
 
@@ -94,7 +95,7 @@ def test_an_image_side_must_sit_on_its_own_kinds_patch_grid(kind, height, width,
     if ok:
         check_sample(sample, STRIDES, VOCAB)
     else:
-        with pytest.raises(SampleInvalid, match="patch grid"):
+        with pytest.raises(RowDropped, match="patch grid"):
             check_sample(sample, STRIDES, VOCAB)
 
 
@@ -103,7 +104,7 @@ def test_num_tokens_equal_to_the_items_passes_and_one_less_fails(kind):
     side = STRIDES[kind] * 3
     counted = 9 + 1  # 3 x 3 patches and one text id
     check_sample(image_sample(kind, side, side, num_tokens=counted), STRIDES, VOCAB)
-    with pytest.raises(SampleInvalid, match=f"understates the {counted} tokens"):
+    with pytest.raises(RowDropped, match=f"understates the {counted} tokens"):
         check_sample(image_sample(kind, side, side, num_tokens=counted - 1), STRIDES, VOCAB)
 
 
@@ -112,7 +113,7 @@ def test_numpy_integer_ids_are_ints_and_bools_or_floats_are_not():
 
     check_sample(text_sample([np.int64(5), 7, np.int32(VOCAB - 1)]), STRIDES, VOCAB)
     for bad in ([True, 2], [2.0, 3]):
-        with pytest.raises(SampleInvalid, match="list of ints"):
+        with pytest.raises(RowDropped, match="list of ints"):
             check_sample(text_sample(bad), STRIDES, VOCAB)
 
 

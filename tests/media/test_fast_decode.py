@@ -9,9 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from bagel_data.config import _check_transform_args
 from bagel_data.media.fast_decode import ORIGINAL_SIZE_KEY, draft_scale, joint_draft_size
 from bagel_data.media.images import ImageDecodeError, ImageTransform, decode_image
+from bagel_data.schema.checks import check_transform_args
 from bagel_data.synthetic.dataset import encode_image, photo_like_image
 
 # Measured on photo-like JPEGs at twice the target (benchmarks/NOTES.md): mean |diff| about
@@ -139,7 +139,7 @@ def test_corrupt_jpeg_is_a_decode_error_in_fast_mode(twice_target):
 
 
 def test_config_accepts_fast_decode():
-    args = _check_transform_args("t2i_pretrain", "image_transform_args", {**VAE, "fast_decode": True})
+    args = check_transform_args("t2i_pretrain.image_transform_args", {**VAE, "fast_decode": True})
     assert ImageTransform(**args).fast_decode is True
 
 

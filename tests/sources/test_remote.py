@@ -116,3 +116,20 @@ def test_bad_storage_options_name_the_key_not_the_secret(s3, golden_root, tokeni
         first_packs(case, info, tokenizer, special_tokens, 1)
     assert "hunter2" not in str(error.value)
     assert "no_such_option" in str(error.value)
+
+
+def test_s3_hub_splits_and_data_files(s3):
+    """The split rule and `data_files` globs list an object store as they list a folder."""
+    from bagel_data.sources.parquet import get_parquet_data_paths
+    from bagel_data.sources.splits import DataDir
+
+    names = ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet",
+             "data/test-00000-of-00001.parquet", "folders/train/a.parquet", "folders/test/b.parquet"]  # fmt: skip
+    for name in names:
+        s3.put_object(Bucket=BUCKET, Key=f"hub/{name}", Body=b"x")
+    root = f"s3://{BUCKET}/hub"
+    assert get_parquet_data_paths([f"{root}/data"], [2]) == [f"{root}/{name}" for name in names[:2]]
+    assert get_parquet_data_paths([DataDir(root, "test")], [1]) == [f"{root}/{names[2]}"]  # the repository root
+    assert get_parquet_data_paths([f"{root}/folders"], [1]) == [f"{root}/{names[3]}"]
+    globbed = DataDir(root, data_files=["**/test*/*.parquet", "data/test-*"])
+    assert get_parquet_data_paths([globbed], [2]) == [f"{root}/{names[2]}", f"{root}/{names[4]}"]

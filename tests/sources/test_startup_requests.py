@@ -26,6 +26,8 @@ SHARDS = (10, 1000)
 # byte budget allows, so how many of them land before the first pack is a race (its own test
 # is below).
 PER_WORKER = 12
+# The same for tars: the first pack opens two or three tars, each its index and a block.
+PER_WORKER_TARS = 16
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +128,7 @@ def test_the_listed_input_record_is_the_one_each_file_gives(proxied, family, tok
     dataset = build(family, 10, tokenizer, special_tokens)
     group = dataset.grouped_datasets[0]
     listed = group.input_record()
-    asked = input_record(group.input_paths())  # a HEAD per file
+    asked = input_record(group.units.kind.input_paths(group.data_paths))  # a HEAD per file
     assert listed == asked and listed["count"] == 10
     assert all(size > 0 and stamp for _, size, stamp in listed["files"])
 
@@ -185,3 +187,47 @@ def test_a_folder_named_twice_is_listed_once(proxied):
     paths, listed = parquet_data_files([f"{BUCKET}/t2i_10"] * 3, [10, 5, 12])
     assert len(paths) == 27 and len(listed) == 10
     assert proxied.proxy.counter.reset() == {"GET list": 1}
+
+
+@pytest.fixture(scope="module")
+def tar_store(tmp_path_factory):
+    """moto behind the counting proxy, holding a folder of WebDataset tars per shard count."""
+    from helpers.prepare_inputs import t2i_tar
+
+    root = tmp_path_factory.mktemp("tars")
+    one = t2i_tar(root / "one" / "00000.tar", 6)
+    with moto_store() as made:
+        for count in SHARDS:
+            made.upload(copies(one, root / f"tars_{count}", count, "{:05d}.tar")[0].parent, f"{BUCKET}/tars_{count}")
+        yield made
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+def test_tars_start_up_reads_no_tar_it_does_not_pack(tar_store, monkeypatch, with_state, tokenizer, special_tokens):
+    """A packed dataset on remote tars: what the checkpoint records of its inputs comes from
+    the folder's listing (size and modification time, which the store sets at each write),
+    so neither the first pack nor a checkpoint reads the tars it has not reached; the
+    requests to the first pack do not grow with the shard count."""
+    monkeypatch.setattr(storage, "_OPTIONS", {})
+    tar_store.register(BUCKET)
+    seen = {}
+    for count in SHARDS:
+        tar_store.proxy.counter.reset()
+        group = T2IIterableDataset(
+            "t2i", ImageTransform(64, 32, 16), tokenizer, [f"{BUCKET}/tars_{count}"], [count], num_workers=1
+        )
+        config = PackingConfig(
+            expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, read_ahead_bytes=0
+        )
+        dataset = PackedDataset.from_groups(
+            {"t2i": group}, config, special_tokens, weights={"t2i": 1.0}, mandatory={"t2i": False},
+            local_rank=0, world_size=1, num_workers=1, data_seed=0,
+        )  # fmt: skip
+        assert tar_store.proxy.counter.reset() == {"GET list": 1}, count
+        stream = iter(dataset)
+        next(stream)
+        if with_state:
+            dataset.state_dict()
+        seen[count] = tar_store.proxy.counter.reset()
+        assert "GET list" not in seen[count] and objects(seen[count]) <= PER_WORKER_TARS, (count, seen[count])
+    assert seen[SHARDS[0]] == seen[SHARDS[-1]], "a worker's start-up grew with the shard count"

@@ -1,5 +1,5 @@
 """What a checkpoint's data was: each input file of each group with its size and stamp
-(modification time; for JSONL also a digest of its content).
+(modification time; for a local JSONL or tar also a digest of its content).
 
 Resume is exact only on the same inputs. The unit count alone does not show a deleted or
 added parquet file (files repeat to fill `num_used_data`), so a checkpoint records each
@@ -7,6 +7,12 @@ group's distinct input files and their sizes, and resume compares them file by f
 added, removed, resized or rewritten file is a `ResumeError` naming it. Up to `MAX_LISTED` files are
 listed; beyond that only a digest is kept (the checkpoint stays small), and a change is
 reported with the counts.
+
+A remote input (an object store's object) is stamped by what the store's listing already
+says: its size and modification time, which the store sets at every write and no client
+can set back, so a rewrite shows without reading a byte. Recording a checkpoint therefore
+reads no remote file; a content digest of one is read only on resuming a checkpoint that
+recorded one (written before this rule), to compare it.
 """
 
 from __future__ import annotations
@@ -56,6 +62,12 @@ def _content_hash(path: str, size: int) -> str:
         return "unreadable"
 
 
+def _digested(path: str) -> bool:
+    """Whether `path`'s stamp carries a content digest: a parquet file's footer changes with
+    any rewrite that keeps its size, and a remote file's time cannot be set back."""
+    return not path.endswith(".parquet") and not storage.is_remote(path)
+
+
 def _legacy_hash(path: str, size: int) -> str:
     """The head and tail hash of stamps written before `_DIGEST_TAG` (their resume stays exact)."""
     digest = hashlib.sha256()
@@ -71,14 +83,15 @@ def _legacy_hash(path: str, size: int) -> str:
 
 
 def file_entry(path: str, listed: tuple[int, int | None] | None = None) -> list:
-    """`[path, size, stamp]`: the stamp is the modification time (ns), and for JSONL (any
-    input that is not parquet) a digest of its content, so a same-size edit shows.
+    """`[path, size, stamp]`: the stamp is the modification time (ns), and for a local JSONL
+    or tar (any input that is not parquet) a digest of its content, so a same-size edit shows
+    where `cp -p` or `rsync -a` put the old time back (an object store's time cannot be).
 
     `listed`: the (size, mtime_ns) its folder's listing gave, the same as a stat of the
     file would; without it the file is asked for its own (a request on an object store)."""
     size, mtime = _file_info(path) if listed is None else listed
     stamp = "" if mtime is None else str(mtime)
-    if size >= 0 and not path.endswith(".parquet"):
+    if size >= 0 and _digested(path):
         stamp += ":" + _content_hash(path, size)
     return [path, size, stamp]
 
@@ -125,12 +138,18 @@ def check_inputs(group: str, saved: dict | None, current: dict | None) -> None:
 
 
 def _in_saved_form(path: str, old: list, new: list) -> list:
-    """`new` with its content hash made the way the checkpoint's was (an older checkpoint
-    hashed only a JSONL's head and tail)."""
+    """`new` with its content hash made the way the checkpoint's was: an older checkpoint
+    hashed only a JSONL's head and tail, and digested remote files too (read now, only for
+    a file whose size and time did not already tell)."""
     if len(old) < 2 or len(new) < 2:
         return new
-    old_hash = str(old[1]).partition(":")[2]
+    old_time, _, old_hash = str(old[1]).partition(":")
     new_time, colon, new_hash = str(new[1]).partition(":")
+    if old_hash and not colon and old[0] == new[0] and old_time == new_time:
+        hashed = (
+            _content_hash(path, int(new[0])) if old_hash.startswith(_DIGEST_TAG) else _legacy_hash(path, int(new[0]))
+        )
+        return [new[0], f"{new_time}:{hashed}", *new[2:]]
     if not colon or not new_hash.startswith(_DIGEST_TAG) or old_hash.startswith(_DIGEST_TAG) or not old_hash:
         return new
     return [new[0], f"{new_time}:{_legacy_hash(path, int(new[0]))}", *new[2:]]
@@ -139,6 +158,6 @@ def _in_saved_form(path: str, old: list, new: list) -> list:
 def _what_differs(old: str, new: str) -> str:
     old_time, _, old_hash = str(old).partition(":")
     new_time, _, new_hash = str(new).partition(":")
-    if old_hash != new_hash:
+    if old_hash and new_hash and old_hash != new_hash:
         return "different content"
     return "modified since" if old_time != new_time else "different stamp"

@@ -15,6 +15,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import RowDropped, SkipReason
+from ..media.images import image_tokens
 from ..sample import SampleBuilder
 
 ITEM_TYPES = ("text", "vit_image", "vae_image")
@@ -23,8 +25,9 @@ ITEM_TYPES = ("text", "vit_image", "vae_image")
 MAX_FRAME_INDEX = 10_000_000
 
 
-class SampleInvalid(ValueError):
-    """A `parse_row` result that breaks the sample schema; the message says how."""
+def invalid_sample(detail: str) -> RowDropped:
+    """A `parse_row` result that breaks the sample schema; `detail` says how."""
+    return RowDropped(SkipReason.SAMPLE_INVALID, detail)
 
 
 def _is_int(value: Any) -> bool:
@@ -39,72 +42,72 @@ def _all_ints(values: Sequence) -> bool:
 def _flag(item: Any, key: str, index: int, default: Any = None) -> None:
     value = item.get(key, default)
     if value not in (0, 1) or not isinstance(value, (bool, numbers.Integral)):
-        raise SampleInvalid(f"plan item {index}: {key} must be 0 or 1, got {str(value)[:40]}")
+        raise invalid_sample(f"plan item {index}: {key} must be 0 or 1, got {str(value)[:40]}")
 
 
 def check_frame_indexes(indexes: Sequence) -> list[int]:
     """Frame indexes as ints, non-negative, strictly increasing and under MAX_FRAME_INDEX."""
     values = list(indexes)
     if not all(_is_int(value) for value in values):
-        raise SampleInvalid(f"frame_indexes must be integers, got {str(values)[:80]}")
+        raise invalid_sample(f"frame_indexes must be integers, got {str(values)[:80]}")
     values = [int(value) for value in values]
     if values and (values[0] < 0 or values[-1] > MAX_FRAME_INDEX):
-        raise SampleInvalid(f"frame_indexes must lie in [0, {MAX_FRAME_INDEX}], got {str(values)[:80]}")
+        raise invalid_sample(f"frame_indexes must lie in [0, {MAX_FRAME_INDEX}], got {str(values)[:80]}")
     if any(b <= a for a, b in itertools.pairwise(values)):
-        raise SampleInvalid(f"frame_indexes must increase strictly, got {str(values)[:80]}")
+        raise invalid_sample(f"frame_indexes must increase strictly, got {str(values)[:80]}")
     return values
 
 
 def _image_tokens(tensor: Any, stride: int, kind: str, index: int) -> int:
     shape = getattr(tensor, "shape", None)
     if shape is None or len(shape) != 3:
-        raise SampleInvalid(
+        raise invalid_sample(
             f"plan item {index} ({kind}): the image must be a (C, H, W) tensor, got {type(tensor).__name__}"
         )
     channels, height, width = (int(side) for side in shape)
     if channels != 3:
-        raise SampleInvalid(f"plan item {index} ({kind}): {channels} channels, the packer takes 3")
+        raise invalid_sample(f"plan item {index} ({kind}): {channels} channels, the packer takes 3")
     if height <= 0 or width <= 0 or height % stride or width % stride:
-        raise SampleInvalid(
+        raise invalid_sample(
             f"plan item {index} ({kind}): {height}x{width} is not a non-empty multiple of the {stride}-pixel patch grid"
         )
-    return height * width // stride**2
+    return image_tokens(height, width, stride)
 
 
 def check_sample(builder: SampleBuilder, strides: dict[str, int], vocab_size: int | None) -> SampleBuilder:
-    """`builder` when it is a well-formed sample; SampleInvalid naming the first problem.
+    """`builder` when it is a well-formed sample; a `row_sample_invalid` RowDropped naming the first problem.
 
     `strides`: the patch size of `vit_image` and `vae_image` items (the family's transforms);
     `vocab_size`: ids must lie in `[0, vocab_size)` (None: only non-negative).
     """
     plan, texts, images = builder.sequence_plan, builder.text_ids_list, builder.image_tensor_list
     if not plan:
-        raise SampleInvalid("the plan has no items (a zero-length sample)")
+        raise invalid_sample("the plan has no items (a zero-length sample)")
     counted, next_text, next_image = 0, 0, 0
     item: Any
     for index, item in enumerate(plan):
         if not isinstance(item, dict):
-            raise SampleInvalid(f"plan item {index} is a {type(item).__name__}, not a dict")
+            raise invalid_sample(f"plan item {index} is a {type(item).__name__}, not a dict")
         kind = item.get("type")
         if kind not in ITEM_TYPES:
-            raise SampleInvalid(f"plan item {index} has type {str(kind)[:40]!r}; use one of {ITEM_TYPES}")
+            raise invalid_sample(f"plan item {index} has type {str(kind)[:40]!r}; use one of {ITEM_TYPES}")
         for key in ("enable_cfg", "loss"):
             _flag(item, key, index)
         _flag(item, "special_token_loss", index, 0)
         label: Any = item.get("special_token_label")
         if item.get("special_token_loss", 0) and not (_is_int(label) and 0 <= int(label) < (vocab_size or 2**31)):
-            raise SampleInvalid(f"plan item {index}: special_token_loss needs a valid special_token_label")
+            raise invalid_sample(f"plan item {index}: special_token_loss needs a valid special_token_label")
         if "frame_delta" in item:
             delta = item["frame_delta"]
             if not _is_int(delta) or not 0 < delta <= MAX_FRAME_INDEX:
-                raise SampleInvalid(f"plan item {index}: frame_delta must be an int in [1, {MAX_FRAME_INDEX}]")
+                raise invalid_sample(f"plan item {index}: frame_delta must be an int in [1, {MAX_FRAME_INDEX}]")
         if kind == "text":
             ids = texts[next_text]
             next_text += 1
             if not isinstance(ids, (list, tuple)) or not _all_ints(ids):
-                raise SampleInvalid(f"plan item {index}: text ids must be a list of ints, got {str(ids)[:80]}")
+                raise invalid_sample(f"plan item {index}: text ids must be a list of ints, got {str(ids)[:80]}")
             if ids and (min(ids) < 0 or (vocab_size is not None and max(ids) >= vocab_size)):
-                raise SampleInvalid(
+                raise invalid_sample(
                     f"plan item {index}: text ids must lie in [0, {vocab_size}), got {min(ids)}..{max(ids)}"
                 )
             counted += len(ids)
@@ -112,5 +115,5 @@ def check_sample(builder: SampleBuilder, strides: dict[str, int], vocab_size: in
             counted += _image_tokens(images[next_image], strides[kind], kind, index)
             next_image += 1
     if not _is_int(builder.num_tokens) or builder.num_tokens < counted:
-        raise SampleInvalid(f"num_tokens={str(builder.num_tokens)[:40]} understates the {counted} tokens of the items")
+        raise invalid_sample(f"num_tokens={str(builder.num_tokens)[:40]} understates the {counted} tokens of the items")
     return builder

@@ -21,22 +21,36 @@ from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
 from ..sources.read_ahead import ReadAhead, Task
 from ..sources.tar_index import TarIndex
-from ..sources.tar_members import sample_captions
+from ..sources.tar_members import COMPRESSED_TARS, class_caption, is_tar, refuse_compressed, sample_captions
 from .reads import FamilyReads
+
+# Salts the fingerprint a tar position is tagged with (`families/positions.py`).
+TAR_POSITION_SALT = 0x7A5
 
 # Before a tar is listed the size of its index is unknown: a few dozen bytes per sample.
 INDEX_ESTIMATE = 64 << 10
 TAR = ".tar"
+# What a T2I folder's listing keeps: tables, tars (`.TAR` too) and compressed tars, which are
+# refused by name. Not every entry: a Hub folder's `train/` and `test/` are split folders.
+_ARCHIVES = (TAR, *COMPRESSED_TARS)
+LISTED_SUFFIXES = (".parquet", *_ARCHIVES, *(suffix.upper() for suffix in _ARCHIVES))
 
 
 def t2i_shard_files(
     data_dir_list: Sequence[str], num_used_data: Sequence[int], file_order: str
 ) -> tuple[bool, list[str], dict[str, FileStat]]:
     """(whether the folders hold tars, the units' paths as `num_used_data` repeats them,
-    each file's (size, mtime_ns) from the listing), each folder listed once."""
-    listed = {folder: _shards(list_parquet_entries(folder, file_order, (".parquet", TAR))) for folder in data_dir_list}
-    tars = [path for entries in listed.values() for path, _ in entries if path.endswith(TAR)]
-    tables = [path for entries in listed.values() for path, _ in entries if not path.endswith(TAR)]
+    each file's (size, mtime_ns) from the listing), each folder listed once. A `.TAR` is a
+    tar; a compressed tar is a `ConfigError` naming it and the fix."""
+    listed = {}
+    for folder in data_dir_list:
+        entries = list_parquet_entries(folder, file_order, LISTED_SUFFIXES)
+        kept = _shards([(path, stat) for path, stat in entries if is_tar(path) or path.endswith(".parquet")])
+        if not kept or any(is_tar(path) for path, _ in kept):  # a parquet folder may keep an archive beside
+            refuse_compressed("data_dir", folder, [path.rsplit("/", 1)[-1] for path, _ in entries])
+        listed[folder] = kept
+    tars = [path for entries in listed.values() for path, _ in entries if is_tar(path)]
+    tables = [path for entries in listed.values() for path, _ in entries if not is_tar(path)]
     if tars and tables:
         raise ConfigError(
             "data_dir",
@@ -44,11 +58,11 @@ def t2i_shard_files(
             f"holds both .tar shards ({_some(tars)}) and .parquet files ({_some(tables)}); a dataset reads "
             "one kind: move one kind to a folder (a dataset_info entry) of its own",
         )
-    suffix, kind = (TAR, ".tar shards") if tars else (".parquet", "*.parquet files")
+    kind = ".tar shards" if tars else "*.parquet files"
     paths: list[str] = []
     stats: dict[str, FileStat] = {}
     for folder, num_used in zip(data_dir_list, num_used_data):
-        entries = [(path, stat) for path, stat in listed[folder] if path.endswith(suffix)]
+        entries = [(path, stat) for path, stat in listed[folder] if is_tar(path) == bool(tars)]
         stats.update(entries)
         paths += repeated_files(folder, [path for path, _ in entries], num_used, kind)
     return bool(tars), paths, stats
@@ -57,8 +71,8 @@ def t2i_shard_files(
 def _shards(entries: list[tuple[str, FileStat]]) -> list[tuple[str, FileStat]]:
     """The folder's data files: img2dataset writes `00000.parquet` (the shard's listing of
     urls and statuses) beside `00000.tar`; such a listing is not a table of samples."""
-    tars = {path[: -len(TAR)] for path, _ in entries if path.endswith(TAR)}
-    return [(path, stat) for path, stat in entries if path.endswith(TAR) or path[: -len(".parquet")] not in tars]
+    tars = {path[: -len(TAR)] for path, _ in entries if is_tar(path)}
+    return [(path, stat) for path, stat in entries if is_tar(path) or path[: -len(".parquet")] not in tars]
 
 
 def _some(paths: list[str]) -> str:
@@ -66,7 +80,7 @@ def _some(paths: list[str]) -> str:
     return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def check_no_columns(image_column: str | None, caption_column: str | None) -> None:
+def check_no_columns(image_column: str | None, caption_column: object) -> None:
     for key, value in (("image_column", image_column), ("caption_column", caption_column)):
         if value is not None:
             raise ConfigError(
@@ -77,8 +91,31 @@ def check_no_columns(image_column: str | None, caption_column: str | None) -> No
             )
 
 
+def tar_extent(indexes: dict, path: str, row: tuple) -> tuple[str, int, str] | None:
+    """How many blocks tar `path` holds (`row` ()), or samples block `row[0]` holds; None
+    when the tar cannot be listed (then a counted skip when it is read)."""
+    if path not in indexes:
+        try:
+            indexes[path] = TarIndex(path)
+        except Exception:
+            indexes[path] = None
+    index = indexes[path]
+    if index is None:
+        return None
+    if not row:
+        return "block", len(index.blocks), path
+    block = index.blocks[row[0]]
+    return "sample", block.stop - block.first, f"{path}, block {row[0]}"
+
+
 def tar_rows(
-    reads: FamilyReads, path: str, block_start: int, row_start: int, log: SkipLog, single: bool = False
+    reads: FamilyReads,
+    path: str,
+    block_start: int,
+    row_start: int,
+    log: SkipLog,
+    single: bool = False,
+    class_names: Sequence[str] | None = None,
 ) -> Iterator[tuple[int, int, dict, str]]:
     """(block, sample within it, {"image", "captions"} cells, location `tar:key`) for every
     usable sample of the tar from the start point on (the one at it only, when `single`);
@@ -101,7 +138,7 @@ def tar_rows(
                 data = None
             for row in range(first, span.stop - span.first) if data is not None else ():
                 location = f"{path}:{index.key(span.first + row)}"
-                cells = _cells(index, span.first + row, block, data, location, log)
+                cells = _cells(index, span.first + row, block, data, location, log, class_names)
                 if cells is not None:
                     yield block, row, cells, location
                 if single:
@@ -110,15 +147,24 @@ def tar_rows(
             return
 
 
-def _cells(index: TarIndex, sample: int, block: int, data, location: str, log: SkipLog) -> dict | None:
-    """Sample `sample` as the cells `prepare t2i` writes for it; None when a rule refuses it."""
+def _cells(
+    index: TarIndex, sample: int, block: int, data, location: str, log: SkipLog, class_names=None
+) -> dict | None:
+    """Sample `sample` as the cells `prepare t2i` writes for it; None when a rule refuses it.
+    A class-labelled sample (`.cls`) without a `.txt` / `.json` is captioned by its class's
+    name when the group gives `class_names`."""
     problem = index.problem(sample)
     if problem is not None:
         log.skip(problem[0], location, problem[1])
         return None
-    image, txt, js = index.parts(sample, block, data)
+    image, txt, js, cls = index.parts(sample, block, data)
+    if cls is not None and txt is None and js is None and not class_names:
+        log.skip(SkipReason.NO_CAPTION, location, "labelled by a .cls only: give the group class_names (a list, "
+                 "label 0 first, or a file of one name per line) to caption it by its class's name")  # fmt: skip
+        return None
     try:
-        captions, _ = sample_captions(txt, js)
+        named = class_caption(cls, class_names) if txt is None and js is None else None
+        captions = named if named is not None else sample_captions(txt, js)[0]
         return {"image": image, "captions": numbered_captions(captions)}
     except RowDropped as bad:
         log.skip(SkipReason(bad.reason), location, bad.detail)
@@ -142,7 +188,7 @@ class TarSource:
         for block in range(first, stop):
             span = index.blocks[block]
             read = functools.partial(index.read_block, block)
-            yield Task(("tarblock", (path, block)), read, span.end - span.start)
+            yield Task(("tarblock", (path, block)), read, span.nbytes)
 
     def pin(self, ahead: ReadAhead, row_keys: list[tuple], files) -> None:
         """Resume: per tar, one task lists it and reads the blocks buffered rows need."""

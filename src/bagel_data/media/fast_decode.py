@@ -17,7 +17,7 @@ How it is switched on, and why the exact mode cannot change:
   decoded image with its original size (`image.info[ORIGINAL_SIZE_KEY]`). Without
   `draft_size`, `decode_image` is byte-for-byte the exact path.
 * `ImageTransform.resize` computes the target from the tag when present, else from
-  `image.size` (what `source_size` returns), so untagged (exactly decoded) images are
+  `image.size`, so untagged (exactly decoded) images are
   unaffected.
 """
 
@@ -29,11 +29,6 @@ from PIL import Image
 
 ORIGINAL_SIZE_KEY = "bagel_original_size"
 DraftSize = tuple[int, int] | Callable[[int, int], tuple[int, int]]
-
-
-def source_size(image: Image.Image) -> tuple[int, int]:
-    """The size the resize rule must see: the original size of a drafted image, else its size."""
-    return tuple(image.info.get(ORIGINAL_SIZE_KEY, image.size))
 
 
 def draft_scale(width: int, height: int, target: tuple[int, int]) -> int:

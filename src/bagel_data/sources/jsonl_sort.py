@@ -30,7 +30,6 @@ import numpy as np
 # One record per kept line, as the caller gives it.
 META = np.dtype([("seq", "<i8"), ("offset", "<i8"), ("line", "<i4"), ("file", "<i4"), ("rank", "<i4"), ("bare", "u1")])
 _SUFFIX = np.dtype([("rank", ">u4"), ("seq", ">u8"), ("offset", "<i8"), ("line", "<i4"), ("file", "<i4")])
-_KEYED = 12  # suffix bytes compared (rank, seq); the rest is the record
 RECORD = np.dtype([("offset", "<i8"), ("line", "<i4"), ("file", "<i4")])
 _PER_LINE = 160  # Python bytes per held line beside its text: the value object, list slots, suffix
 _FAN_IN = 64  # runs merged at once: a heap of 64 and 64 small read buffers

@@ -14,6 +14,7 @@ from ..distributed import process_group_ready
 from ..errors import ConfigError
 from ..instruments import seam
 from . import storage
+from .splits import list_data_files
 
 FILE_ORDERS = ("sorted", "filesystem")
 FileStat = tuple[int, int | None]  # (bytes, modification time in ns) as the listing gave them
@@ -33,21 +34,17 @@ def list_parquet_entries(
     data_dir: str, file_order: str = "sorted", suffixes: tuple[str, ...] = (".parquet",)
 ) -> list[tuple[str, FileStat]]:
     """(path, (size, mtime_ns)) of each `*.parquet` file (each file ending in one of
-    `suffixes`) of `data_dir`, from one listing: on an object store, one request per 1,000
+    `suffixes`) of `data_dir` that is the dataset (its split, or its `data_files`:
+    `sources/splits.py`), from one listing: on an object store, one request per 1,000
     files instead of one per file."""
     if file_order not in FILE_ORDERS:
         raise ConfigError("file_order", file_order, f"use one of {FILE_ORDERS}")
     try:  # no existence check first: on an object store that costs two more requests
-        entries = storage.list_entries(data_dir, sort=file_order == "sorted")
+        return list_data_files(data_dir, suffixes, sort=file_order == "sorted")
     except FileNotFoundError:
         raise ConfigError("data_dir", data_dir, "the folder does not exist; fix dataset_info") from None
     except OSError as exc:  # e.g. no such bucket, or no access to it
         raise ConfigError("data_dir", data_dir, f"the folder cannot be listed ({exc}); fix dataset_info") from None
-    return [
-        (storage.join(data_dir, entry.name), (entry.size, entry.mtime_ns))
-        for entry in entries
-        if entry.name.endswith(suffixes)
-    ]
 
 
 def parquet_data_files(

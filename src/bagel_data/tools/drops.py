@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, SkipReason
-from ..sources.parquet import ParquetReader
 from .fixes import fix_for
+
+if TYPE_CHECKING:
+    from ..sources.parquet import ParquetReader
 
 DEFAULT_MAX_DROP_FRACTION = 0.1
 UNREADABLE = SkipReason.UNIT_UNREADABLE.value
@@ -57,10 +60,13 @@ def rows_per_unit(dataset) -> float | None:
     interleaved). A skip names no file, so the unreadable unit's own footer is not looked
     up: the mean of its siblings is the estimate (exact where the files are alike). None
     when the group is not parquet or no footer reads."""
-    units = list(getattr(dataset, "sorted_units", list)())
+    plan = getattr(dataset, "units", None)
+    units = list(plan.kind.sorted_units(plan.data_paths)) if plan is not None and plan.data_paths is not None else []
     paths = [unit if isinstance(unit, str) else unit[0] for unit in units]
     if not units or not all(isinstance(path, str) and path.endswith(".parquet") for path in paths):
         return None
+    from ..sources.parquet import ParquetReader  # pyarrow and torch: kept off the CLI's --help
+
     readers: dict[str, ParquetReader | None] = {}
     rows = []
     try:
