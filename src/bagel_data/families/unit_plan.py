@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..compat import CompatPolicy
-from ..compat.streams import RandomSource, SeededRandom
+from ..compat.streams import RandomSource, SeededRandom, seed_tail
 from ..errors import ConfigError
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
 from .unit_kinds import Listed
@@ -128,4 +128,5 @@ class UnitPlan:
         if self.policy.reference:
             return self.policy.stream.live()
         key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.name), int(unit_id), *position]
+        key += seed_tail(self.epoch_seed)  # a seed beyond 32 bits: its higher words (none for others)
         return SeededRandom(np.random.PCG64(np.random.SeedSequence(key)))
