@@ -18,7 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def wheel_packages(root: Path) -> list[str]:
     """The packages `pip wheel` would put in the library's wheel: what its find rule finds."""
     setup = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert set(setup) == {"packages"}, "a second way into the wheel (package-dir, data files): check it here"
+    assert set(setup) <= {"packages", "package-data"}, (
+        "a second way into the wheel (package-dir, data files): check it here"
+    )
+    # package data: the typing marker alone, inside bagel_data (tests/docs/test_package.py)
+    assert setup.get("package-data", {}) in ({}, {"bagel_data": ["py.typed"]})
     find = dict(setup["packages"]["find"])
     where = find.pop("where", ["."])
     return sorted(package for folder in where for package in setuptools.find_packages(str(root / folder), **find))
