@@ -144,6 +144,7 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "video": argv_command("bagel_bench.video", "One video sample's CPU seconds, mp4 and Matroska, against decord"),
     "seams": argv_command("bagel_bench.seams", "What the library's seams cost with nothing attached"),
     "tars": argv_command("bagel_bench.tars", "WebDataset tars in place vs their prepared copy, and at +20 ms"),
+    "shuffle": argv_command("bagel_bench.shuffle", "The default mode's shuffle against storage order, same data"),
 }
 
 app = typer.Typer(add_completion=False, help="Measure the pipeline (`bench` alone: `bench run`).")

@@ -136,6 +136,8 @@ def assemble(
         **({"compat": policy} if policy.reference else {}),
     }
     datasets = {group.name: _family_dataset(group, status_of_rank, shared) for group in groups}
+    for dataset in datasets.values():  # the walk by rows' window (families/row_plan.py)
+        dataset.shuffle_buffer_size = settings.shuffle_buffer_size
     return Assembled(
         datasets,
         weights={group.name: group.weight for group in groups},

@@ -42,6 +42,7 @@ class RowLayout:
     groups: np.ndarray  # int64 row group within the unit, or -1
     counts: np.ndarray  # int64 rows of each block (> 0)
     depth: int
+    starts: np.ndarray = dataclasses.field(init=False, repr=False)  # first row of each block, and N
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "starts", np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)]))
@@ -55,7 +56,7 @@ class RowLayout:
 
     @property
     def total(self) -> int:
-        return int(self.starts[-1])  # type: ignore[attr-defined]
+        return int(self.starts[-1])
 
     def row_of(self, block: int, offset: int) -> tuple[int, ...]:
         """The row address (within its unit) of row `offset` of block `block`."""
@@ -67,8 +68,8 @@ class RowLayout:
 
     def block_at(self, flat: int) -> tuple[int, int]:
         """(block, offset in it) of row `flat` of a pass."""
-        block = int(np.searchsorted(self.starts, flat, side="right")) - 1  # type: ignore[attr-defined]
-        return block, flat - int(self.starts[block])  # type: ignore[attr-defined]
+        block = int(np.searchsorted(self.starts, flat, side="right")) - 1
+        return block, flat - int(self.starts[block])
 
 
 @dataclasses.dataclass(frozen=True)

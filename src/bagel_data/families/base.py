@@ -16,8 +16,9 @@ from ..sharding import WorkerShard, row_key_at
 from .group_args import GroupArgs
 from .positions import data_status_cursor, tagged
 from .reads import FamilyReads, ReadSource
+from .row_plan import draw_row
 from .units import UnitDataset
-from .walk import first_phase, phase_items, walk
+from .walk import first_phase, phase_items, piece_walk, walk
 
 
 class DistributedIterableDataset(UnitDataset):
@@ -77,12 +78,26 @@ class DistributedIterableDataset(UnitDataset):
     # -- iteration -----------------------------------------------------------------------
     # A cursor is `(phase, *position)`; `families/walk.py` gives the order of phases and units.
 
-    def _iter_phase(self, shard: WorkerShard, items, log: SkipLog):
+    def _iter_phase(self, shard: WorkerShard, items, log: SkipLog, phase: int | None = None):
         """Yield `(position, sample)` for the work items of one phase (`walk.phase_items`)."""
+        pieces: dict = {}  # the walk by rows: each open piece's row reader
+        try:
+            yield from self._iter_items(shard, items, log, pieces, phase)
+        finally:
+            for reader, _ in pieces.values():
+                reader.close()
+
+    def _iter_items(self, shard: WorkerShard, items, log: SkipLog, pieces: dict, phase: int | None):
         for item in items:
+            if item.draw is not None:  # one row of an open piece (families/row_plan.py)
+                found = draw_row(self._unit_samples, item, pieces, log)
+                if found is not None:
+                    row, builder, rng_state = found
+                    yield [item.index], self._build(builder, shard, [item.index], item.row_key, rng_state, phase)
+                continue
             if item.single:  # a row an old topology had buffered (elastic restart)
                 before = log.total()
-                sample = self._sample_at_row(shard, item.row_key, [item.index], log)
+                sample = self._sample_at_row(shard, item.row_key, [item.index], log, phase)
                 if sample is None and log.total() > before:
                     continue  # e.g. its media is gone since: a counted skip
                 if sample is None:  # it was a good sample when the old worker buffered it
@@ -105,21 +120,26 @@ class DistributedIterableDataset(UnitDataset):
         with it. Images are float tensors, as from `iter(dataset)`.
         """
         shard = self.worker_shard() if shard is None else shard
-        for position, sample in self._iter_phase(shard, phase_items(shard, self.restart_plan, pass_index, None), log):
+        items = phase_items(shard, self.restart_plan, pass_index, None)
+        for position, sample in self._iter_phase(shard, items, log, pass_index):
             yield position, with_tensors(sample)
 
-    def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple, rng_state) -> dict:
-        sample = builder.build(tagged(self, shard, self.data_index(position)), shard.worker_id, self.dataset_name)
+    def _build(self, builder, shard: WorkerShard, position: list[int], row_key: tuple, rng_state, phase=None) -> dict:
+        # The walk by rows names a sample by its whole cursor (a draw index repeats each round).
+        index = [phase, *position] if shard.rows is not None and phase is not None else self.data_index(position)
+        sample = builder.build(tagged(self, shard, index), shard.worker_id, self.dataset_name)
         sample["row_key"] = row_key  # where it came from, whatever the topology
         if self.policy.reference:
             sample["compat_rng_state"] = rng_state  # the stream before this row's draws
         return sample
 
-    def _sample_at_row(self, shard: WorkerShard, row_key: tuple, position: list[int], log: SkipLog) -> dict | None:
+    def _sample_at_row(
+        self, shard: WorkerShard, row_key: tuple, position: list[int], log: SkipLog, phase: int | None = None
+    ) -> dict | None:
         unit_id, pass_index, *row = row_key
         for found, builder, rng_state in self._unit_samples(unit_id, pass_index, tuple(row), log, single=True):
             if list(found) == row:
-                return self._build(builder, shard, position, tuple(row_key), rng_state)
+                return self._build(builder, shard, position, tuple(row_key), rng_state, phase)
         return None
 
     def row_location(self, row_key: tuple) -> str:
@@ -158,7 +178,7 @@ class DistributedIterableDataset(UnitDataset):
 
     def _rebuild_row(self, cursor: tuple[int, ...], rng_state: dict | None, log: SkipLog) -> dict | None:
         if not self.policy.reference:
-            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log)
+            return self._sample_at_row(self.worker_shard(), self.row_key(cursor), list(cursor[1:]), log, cursor[0])
         if rng_state is None:
             raise ResumeError(
                 f'{self.dataset_name}: compat="bagel" rebuilds a sample from the stream state before its row; '
@@ -214,7 +234,7 @@ class DistributedIterableDataset(UnitDataset):
         try:
             for step in walk(shard, self.restart_plan, phase, start):
                 produced, skipped = 0, log.total()
-                for position, sample in self._iter_phase(shard, step.items, log):
+                for position, sample in self._iter_phase(shard, step.items, log, step.number):
                     log.ok()
                     produced += 1
                     yield (step.number, *position), (sample if pending else with_tensors(sample))
@@ -247,7 +267,8 @@ class DistributedIterableDataset(UnitDataset):
     def follow_stream(self, budget_bytes: int, shard: WorkerShard, phase: int, start):
         """Read ahead, within `budget_bytes`, of the stream about to walk from (phase,
         start); returns what stops it when that stream ends."""
-        return self.reads.follow(budget_bytes, self.read_source(), walk(shard, self.restart_plan, phase, start))
+        phases = piece_walk(walk(shard, self.restart_plan, phase, start))
+        return self.reads.follow(budget_bytes, self.read_source(), phases)
 
     def prefetch_rows(self, cursors: list[tuple], budget_bytes: int) -> None:
         """Resume: fetch the rows at `cursors` (a checkpoint's buffer) at once, grouped by

@@ -17,8 +17,10 @@ import torch
 
 from ..compat import CompatPolicy
 from ..errors import ConfigError, SkipLog
+from ..row_share import RowLayout
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
 from ..sources import storage
+from .row_plan import DEFAULT_SHUFFLE_BUFFER, RowPlan, counts_unknown, plan_key, row_layout, row_seed
 
 if TYPE_CHECKING:
     from ..checkpoint.restart import GroupRestart
@@ -45,6 +47,12 @@ class UnitDataset(torch.utils.data.IterableDataset):
     data_status: list | None
     # What a parquet family listed (`families/parquet_units.py`); None for the others.
     parquet_listing: ParquetListing | None = None
+    # Samples a worker's shuffle window holds in the default mode's walk by rows (0: storage
+    # order); the packed dataset sets it from `Settings.shuffle_buffer_size`.
+    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER
+    # False keeps the walk by whole units in the default mode too (what tars, a user's family
+    # without `row_extent` and compat mode walk); tests of that walk's mechanics set it.
+    walk_by_rows: bool = True
 
     def __init__(
         self,
@@ -109,7 +117,29 @@ class UnitDataset(torch.utils.data.IterableDataset):
         self.epoch_seed = seed
         self.rank_unit_ids = self._rank_ids(num_units)
         self.num_files_per_rank = len(self.rank_unit_ids)
-        self._check_enough_units(num_units, self.num_workers)
+        if not self.walks_rows():  # the walk by rows feeds any worker count
+            self._check_enough_units(num_units, self.num_workers)
+
+    def walks_rows(self) -> bool:
+        """Whether this group takes the default mode's walk by rows (`row_layout`): not in
+        compat mode, nor where the family cannot count its rows ahead (tars, a user's family
+        without `row_extent`, one more than two levels deep)."""
+        if self.policy.reference or not self.walk_by_rows:
+            return False
+        depth = self.row_depth()
+        return depth is not None and depth <= 2 and (depth == 0 or not counts_unknown(self))
+
+    def row_layout(self) -> RowLayout | None:
+        """The group's rows in epoch order for the default mode's walk by rows
+        (`families/row_plan.py`); None in compat mode or where the family cannot count its
+        rows ahead: then units are walked whole."""
+        if self.data_paths is None or not self.walks_rows():
+            return None
+        key = (self.epoch_seed, id(self.data_paths), len(self.data_paths))
+        held = self.__dict__.get("_row_layout")
+        if held is None or held[0] != key:
+            held = self.__dict__["_row_layout"] = (key, row_layout(self))
+        return held[1]
 
     @property
     def epoch_units(self) -> Sequence[Any]:
@@ -146,10 +176,26 @@ class UnitDataset(torch.utils.data.IterableDataset):
 
     def worker_shard(self) -> WorkerShard:
         """This process's share: the whole rank list outside a DataLoader worker."""
-        topology = WorkerTopology.current(self.local_rank, self.world_size)
-        if topology.num_workers:
-            self._check_enough_units(len(self.epoch_units), topology.num_workers)
-        return self.policy.worker_shard(topology, len(self.epoch_units))
+        return self.shard_of(WorkerTopology.current(self.local_rank, self.world_size))
+
+    def shard_of(self, topology: WorkerTopology, offset: int | None = None) -> WorkerShard:
+        """The share of the worker at `topology`: its units and, in the walk by rows, its
+        `RowPlan` (rounds from `offset`, default: the restart plan's, else 0)."""
+        layout = self.row_layout()
+        if layout is None:
+            if topology.num_workers:
+                self._check_enough_units(len(self.epoch_units), topology.num_workers)
+            return self.policy.worker_shard(topology, len(self.epoch_units))
+        if offset is None:
+            offset = getattr(self.restart_plan, "row_offset", 0) or 0
+        worker, workers = topology.global_worker
+        key = plan_key(self, worker, workers, offset)
+        held = self.__dict__.get("_row_plan")
+        if held is None or held[0] != key:
+            plan = RowPlan(layout, worker, workers, int(self.shuffle_buffer_size), row_seed(self), offset)
+            held = self.__dict__["_row_plan"] = (key, plan)
+        shard = self.policy.worker_shard(topology, len(self.epoch_units))
+        return dataclasses.replace(shard, rows=held[1])
 
     def _rank_ids(self, num_units: int) -> range:
         return self.policy.rank_unit_ids(num_units, self.world_size, self.local_rank)
