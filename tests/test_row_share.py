@@ -1,4 +1,4 @@
-"""The default mode's row arithmetic (`bagel_data.row_share`): equal draws over any block
+"""The default mode's row arithmetic (`bagel_data.families.row_share`): equal draws over any block
 sizes and worker counts, pieces below the file, and a bounded, resumable shuffle."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bagel_data.row_share import EqualShare, RoundOrder, RowLayout, draw_rate_spread, pieces_of
+from bagel_data.families.row_share import EqualShare, RoundOrder, RowLayout, draw_rate_spread, pieces_of
 
 
 def layout_of(sizes: list[int], depth: int = 1) -> RowLayout:

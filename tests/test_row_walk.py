@@ -105,7 +105,7 @@ def test_equal_draws_over_random_files_ranks_and_workers(sizes, groups, ranks, w
         write_t2i(folder, t2i_files(sizes, groups))
         streams = worker_streams(folder, len(sizes), ranks, workers)
         for _, _, dataset, _ in streams:
-            dataset.shuffle_buffer_size = buffer
+            dataset.units.shuffle_buffer_size = buffer
         total = sum(sizes) * groups
         chunk = -(-total // (ranks * workers))
         counts, _ = draw(streams, rounds * chunk)
@@ -121,7 +121,7 @@ def test_the_shuffle_mixes_row_groups(tmp_path):
 
     def same_group_share(buffer: int) -> float:
         streams = worker_streams(str(tmp_path), 12, 1, 1)
-        streams[0][2].shuffle_buffer_size = buffer
+        streams[0][2].units.shuffle_buffer_size = buffer
         _, order = draw(streams, 600)
         return sum(a[:2] == b[:2] for a, b in itertools.pairwise(order)) / (len(order) - 1)
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bagel_data.errors import ConfigError
 from bagel_data.families.t2i import T2IIterableDataset
-from bagel_data.families.units import UnitDataset
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.media.images import ImageTransform
 from bagel_data.sharding import WorkerTopology, split_evenly
 from helpers.builders import solid_jpeg, write_t2i
@@ -23,7 +23,7 @@ from helpers.golden import as_worker
 def walk_by_units(monkeypatch):
     """The walk by whole units (tars', a user family's, compat's); the default mode's walk by
     rows, which feeds any worker count, is tests/test_row_walk.py's."""
-    monkeypatch.setattr(UnitDataset, "walk_by_rows", False)
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
 
 
 TRANSFORM = ImageTransform(32, 16, 16)
@@ -223,17 +223,12 @@ def test_repeated_set_epoch_shuffles_once(tmp_path, monkeypatch):
 
 def test_a_numpy_units_order_equals_the_list_shuffle():
     """VLM units are a numpy arange, shuffled through a memoryview: the list's permutation."""
-    from bagel_data.families.units import UnitDataset
+    from bagel_data.families.base import DistributedIterableDataset
+    from bagel_data.families.unit_kinds import JsonlLines
 
-    class Lines(UnitDataset):
-        def sorted_units(self):
-            return np.arange(len(self.data_paths), dtype=np.int64)
-
-        def __iter__(self):
-            return iter(())
-
-    dataset = Lines("lines", num_workers=1)
+    dataset = DistributedIterableDataset("lines", num_workers=1)
     dataset.data_paths = list(range(1000))
+    dataset.units.kind = JsonlLines(dataset.data_paths)  # an arange over the lines
     dataset.set_epoch(9)
     expected = list(range(1000))
     random.Random(9).shuffle(expected)

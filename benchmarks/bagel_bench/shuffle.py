@@ -66,7 +66,7 @@ def family(folder: Path, tokenizer, files: int, window: int):
     from bagel_data.media.images import ImageTransform
 
     dataset = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [files], num_workers=1)
-    dataset.shuffle_buffer_size = window
+    dataset.units.shuffle_buffer_size = window
     return dataset
 
 

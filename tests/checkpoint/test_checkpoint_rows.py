@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bagel_data import ResumeError, make_bagel_multimodal_dataset
-from bagel_data.families.units import UnitDataset
+from bagel_data.families.unit_plan import UnitPlan
 from helpers.builders import solid_jpeg, write_t2i
 
 GROUP = "t2i_pretrain"
@@ -45,7 +45,7 @@ def walk_by_units():
     """These cursors and positions are the walk by whole units' (tars', a user family's,
     compat's); the default walk by rows is checked in tests/test_row_walk.py."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitDataset, "walk_by_rows", False)
+        patch.setattr(UnitPlan, "walk_by_rows", False)
         yield
 
 

@@ -18,7 +18,7 @@ import torch
 
 from bagel_data import ConfigError, ResumeError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.checkpoint.state import BufferEntry
-from bagel_data.families.units import UnitDataset
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.packing.invariants import check_batch
 from bagel_data.sample import sample_length
 from helpers.batches import assert_same_batch
@@ -249,7 +249,7 @@ def test_too_few_units_for_the_workers_is_a_construction_error(dataset_info, tok
     """Where whole units are walked (tars, a user's family, compat); the default walk by rows
     feeds any worker count (tests/test_row_walk.py)."""
     make(dataset_info, tokenizer, special_tokens, 5)
-    monkeypatch.setattr(UnitDataset, "walk_by_rows", False)
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
     with pytest.raises(ConfigError, match="at least"):
         make(dataset_info, tokenizer, special_tokens, 5)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from bagel_data.families.units import UnitDataset
+from bagel_data.families.unit_plan import UnitPlan
 
 
 @pytest.fixture(autouse=True)
 def walk_by_units(monkeypatch):
-    monkeypatch.setattr(UnitDataset, "walk_by_rows", False)
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)

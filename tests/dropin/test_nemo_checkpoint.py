@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bagel_data import DataConfig, PackedDataset, ResumeError
-from bagel_data.families.units import UnitDataset
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.packing.invariants import check_batch
 from bagel_data.sources import storage
 from helpers.golden import absolute_dataset_info, load_case
@@ -27,7 +27,7 @@ def walk_by_units():
     """A NeMo AutoModel checkpoint holds reference positions: items of the walk by whole
     units. The default walk by rows refuses them with a ResumeError naming compat="bagel"."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitDataset, "walk_by_rows", False)
+        patch.setattr(UnitPlan, "walk_by_rows", False)
         yield
 
 

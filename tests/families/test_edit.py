@@ -34,7 +34,7 @@ def _dataset(folder, tokenizer, info, num_used=1, **kwargs) -> UnifiedEditIterab
     dataset = UnifiedEditIterableDataset("edit", VAE, tokenizer, VIT, [str(folder)], [num_used], info, **kwargs)
     # Positions and order here are the walk by units' (tars', a user family's, compat's); the
     # default walk by rows is tests/test_row_walk.py's.
-    dataset.walk_by_rows = False
+    dataset.units.walk_by_rows = False
     return dataset
 
 
@@ -154,7 +154,7 @@ def test_bad_rows_skipped_with_named_reasons(tmp_path, tokenizer):
     ]
     _, info = write_edit(tmp_path, [[rows]])
     dataset = _dataset(tmp_path, tokenizer, info)
-    dataset.shuffle_buffer_size = 0  # rows in storage order
+    dataset.units.shuffle_buffer_size = 0  # rows in storage order
     samples = list(itertools.islice(iter(dataset), 3))  # rows 0 and 6, then row 0 again
     assert [s["row_key"][2:] for s in samples] == [(0,), (6,), (0,)]
     assert dict(dataset.skip_log.counts) == {

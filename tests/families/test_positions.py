@@ -14,7 +14,7 @@ import pytest
 from bagel_data import ResumeError
 from bagel_data.families.edit import UnifiedEditIterableDataset
 from bagel_data.families.t2i import T2IIterableDataset
-from bagel_data.families.units import UnitDataset
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.families.vlm import SftJSONLIterableDataset
 from bagel_data.media.images import ImageTransform
 from bagel_data.media.video import FrameSampler
@@ -43,7 +43,7 @@ def reversed_listing(monkeypatch):
 def walk_by_units(monkeypatch):
     """These positions name units of a worker's list: the walk by units (tars', a user
     family's, compat's); the default walk by rows has its own (tests/test_row_walk.py)."""
-    monkeypatch.setattr(UnitDataset, "walk_by_rows", False)
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
 
 
 @pytest.fixture()

@@ -25,7 +25,7 @@ ON = 1 << 20
 
 def _family(folder, tokenizer) -> T2IIterableDataset:
     family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [3], num_workers=1)
-    family.walk_by_rows = False  # cursors below name (pass, file, row group, row): the walk by units
+    family.units.walk_by_rows = False  # cursors below name (pass, file, row group, row): the walk by units
     return family
 
 
@@ -190,7 +190,7 @@ def test_resume_at_a_file_boundary_with_read_ahead_is_exact(tmp_path, tokenizer)
 
     def family() -> T2IIterableDataset:
         family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [6], num_workers=1)
-        family.walk_by_rows = False  # a cursor at a file's end: the walk by units
+        family.units.walk_by_rows = False  # a cursor at a file's end: the walk by units
         return family
 
     straight = list(itertools.islice(family().iter_samples(read_ahead=0), 14))

@@ -30,7 +30,7 @@ def _dataset(folder, tokenizer, num_used=None, **kwargs) -> T2IIterableDataset:
     dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(folder)], [num_used], **kwargs)
     # Positions and order here are the walk by units' (tars', a user family's, compat's); the
     # default walk by rows is tests/test_row_walk.py's.
-    dataset.walk_by_rows = False
+    dataset.units.walk_by_rows = False
     return dataset
 
 

@@ -28,7 +28,7 @@ def _dataset(jsonl, image_dir, tokenizer, num_used=10**6, frame_sampler=None, **
     dataset = SftJSONLIterableDataset("vlm", TRANSFORM, tokenizer, frame_sampler, jsonls, dirs, nums, **kwargs)
     # Positions and order here are the walk by units' (tars', a user family's, compat's); the
     # default walk by rows is tests/test_row_walk.py's.
-    dataset.walk_by_rows = False
+    dataset.units.walk_by_rows = False
     return dataset
 
 

@@ -187,7 +187,7 @@ def check_complete(topologies: list[dict]) -> tuple[int, int]:
 
 def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRestart | None]) -> GroupRestart:
     """Merge one group's leftovers of all old workers (in rank, worker order)."""
-    if dataset.row_layout() is not None:
+    if dataset.units.row_layout() is not None:
         return row_group_plan(dataset, group, states, old_plans)
     num_units = len(dataset.epoch_units)
     segments, inherited, first_pass = [], [], 0
@@ -214,12 +214,12 @@ def row_group_plan(dataset, group: str, states: list[dict], old_plans: list[Grou
     whole chunks of any rounds before the furthest one an old worker began, and, under an
     old plan, what it had not drawn of that plan; new rounds start past the furthest old
     round, so no stream position is drawn twice or left out."""
-    from ..row_share import pieces_of
+    from ..families.row_share import pieces_of
 
     entries, furthest, end = [], -1, 0
     for state, plan in zip(states, old_plans):
         offset = plan.row_offset if plan is not None else 0
-        shard = dataset.shard_of(WorkerTopology(**state["topology"]), offset=offset)
+        shard = dataset.units.shard_of(WorkerTopology(**state["topology"]), offset=offset)
         cursor = state["cursors"][group]
         round_index = cursor[0] if cursor is not None and cursor[0] >= 0 else -1
         entries.append((state, plan, shard, None if cursor is None else tuple(cursor), round_index))

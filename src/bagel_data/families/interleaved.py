@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, SkipReason, VideoDecodeError
@@ -24,6 +23,7 @@ from ..sources import storage
 from ..sources.jsonl import JsonlIndex
 from .interleaved_base import InterleavedBaseIterableDataset
 from .parquet_standard import ParquetStandardIterableDataset, Row, planned_length
+from .unit_kinds import JsonlLines
 
 SEGMENT_TYPE = pa.struct(
     [
@@ -150,34 +150,15 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         if self.jsonl_path_list is None:
             return super().get_data_paths(data_dir_list, num_used_data, parquet_info)
-        return JsonlIndex(self.jsonl_path_list, list(data_dir_list), list(num_used_data))
-
-    def row_depth(self):
-        return 1 if self.jsonl_path_list is None else 0
-
-    def read_source(self):
-        return super().read_source() if self.jsonl_path_list is None else None  # JSONL lines read inline
-
-    def sorted_units(self):
-        if self.jsonl_path_list is None:
-            return super().sorted_units()
-        return np.arange(len(self.data_paths), dtype=np.int64)
-
-    def unit_view(self, unit):
-        return unit if self.jsonl_path_list is None else self.data_paths[int(unit)]
-
-    def input_paths(self):
-        # JSONL units are lines: the inputs are the files, never a document's text.
-        return super().input_paths() if self.jsonl_path_list is None else list(self.data_paths.paths)
-
-    def media_folders(self):
-        return () if self.jsonl_path_list is None else self.data_paths.image_dirs
+        index = JsonlIndex(self.jsonl_path_list, list(data_dir_list), list(num_used_data))
+        self.units.kind = JsonlLines(index)  # JSONL lines read inline
+        return index
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         if self.jsonl_path_list is None:
             yield from super()._unit_samples(unit_id, pass_index, start, log, single)
             return
-        line = int(self.epoch_units[unit_id])
+        line = int(self.units.unit(unit_id))
         location = self.data_paths.location(line)
         try:
             document = json.loads(self.data_paths.read_line(line))
@@ -188,7 +169,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             log.skip(SkipReason.SCHEMA, location, "a document must be a JSON object with 'segments'")
             return
         self._image_root = self.data_paths.image_dir(line)
-        draw = self.row_random(unit_id, pass_index)
+        draw = self.units.row_random(unit_id, pass_index)
         builder = self._parse(Row(document, line), draw.rng, location, log)
         if builder is not None:
             yield (), builder, draw.state
@@ -202,15 +183,14 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         firsts = [found[1] for found in self._unit_samples(unit_id, 0, (), log)]
         if not firsts:
             return
-        line = int(self.epoch_units[unit_id])
+        line = int(self.units.unit(unit_id))
         location = self.data_paths.location(line)
         others = self._other_draw_lengths(Row(json.loads(self.data_paths.read_line(line)), line), location, unit_id)
         yield location, max([planned_length(firsts[0]), *others])
 
-    def _rows(self, unit_id, row_start, log, stop_row=None):
-        path, _ = self.epoch_units[unit_id]
-        self._image_root = path.rsplit("/", 1)[0]  # paths in a shard are relative to its folder
-        yield from super()._rows(unit_id, row_start, log, stop_row)
+    def _rows(self, unit, row_start, log, stop_row=None):
+        self._image_root = unit[0].rsplit("/", 1)[0]  # paths in a shard are relative to its folder
+        yield from super()._rows(unit, row_start, log, stop_row)
 
     # -- one document -----------------------------------------------------------------------
     def _media(self, value):

@@ -15,8 +15,7 @@ import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
 
-import numpy as np
-
+from ..compat.streams import RandomSource
 from ..errors import (
     BagelDataError,
     ConfigError,
@@ -32,8 +31,8 @@ from ..sources import storage
 from ..sources.parquet import ParquetReader
 from .base import DistributedIterableDataset
 from .group_args import COMMON_GROUP_KEYS
-from .parquet_units import RowGroupUnits
 from .sample_checks import SampleInvalid, check_sample
+from .unit_kinds import ParquetRowGroups
 
 
 class Row(Mapping):
@@ -99,7 +98,7 @@ def planned_length(builder) -> int:
     return builder.num_tokens + 2 * len(builder.sequence_plan)
 
 
-class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
+class ParquetStandardIterableDataset(DistributedIterableDataset):
     """Parquet rows handed to `parse_row`; units are (file, row group) pairs.
 
     Position of a sample: `[unit index in this worker's list, row within the group]`, the
@@ -165,7 +164,10 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
         """The sample of one row, built with `init_data` / `add_*`; `{}` skips the row."""
         raise NotImplementedError(f"{type(self).__name__} must implement parse_row(row)")
 
-    def parquet_columns(self, names):
+    def read_source(self):
+        return self.units.kind.read_source(self.units.unit, self._columns)
+
+    def _columns(self, names):
         return list(names) if self.columns is None else list(self.columns)
 
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
@@ -173,7 +175,9 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
             info = parquet_info.get(path) or parquet_info.get(os.path.relpath(path, data_dir))
             return self._count_row_groups(path) if info is None else int(info["num_row_groups"])
 
-        return self.row_group_units(data_dir_list, num_used_data, row_groups)
+        self.units.kind = kind = ParquetRowGroups()
+        units, self.listed_files = kind.list_units(data_dir_list, num_used_data, self.file_order, row_groups)
+        return units
 
     @staticmethod
     def _count_row_groups(path: str) -> int:
@@ -185,11 +189,11 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
             raise ConfigError("parquet_info", path, f"no entry, and the file cannot be read: {exc}") from None
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
-        path, row_group = self.epoch_units[unit_id]
+        unit = self.units.unit(unit_id)
         row_start = start[0] if start else 0
-        for row, cells in self._rows(unit_id, row_start, log, row_start + 1 if single else None):
-            location = f"{path}, row group {row_group}, row {row}"
-            draw = self.row_random(unit_id, pass_index, row)
+        for row, cells in self._rows(unit, row_start, log, row_start + 1 if single else None):
+            location = self.units.kind.location(unit, (row,))
+            draw = self.units.row_random(unit_id, pass_index, row)
             builder = self._parse(Row(cells, row), draw.rng, location, log)
             if builder is not None:
                 yield (row,), builder, draw.state
@@ -197,10 +201,10 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row's longest sample over `worst_case_draws` draws of `parse_row`: the run's
         own draw (its skips counted in `log`), then draws from other generators."""
-        path, row_group = self.epoch_units[unit_id]
-        for row, cells in self._rows(unit_id, 0, log):
-            location = f"{path}, row group {row_group}, row {row}"
-            first = self._parse(Row(cells, row), self.sample_rng(unit_id, 0, row), location, log)
+        unit = self.units.unit(unit_id)
+        for row, cells in self._rows(unit, 0, log):
+            location = self.units.kind.location(unit, (row,))
+            first = self._parse(Row(cells, row), self.units.sample_rng(unit_id, 0, row), location, log)
             if first is not None:
                 others = self._other_draw_lengths(Row(cells, row), location, unit_id, row)
                 yield location, max([planned_length(first), *others])
@@ -210,14 +214,14 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
         scratch = SkipLog(self.dataset_name, strict=False, max_consecutive_failures=10**12)
         lengths = []
         for draw in range(1, self.worst_case_draws):
-            rng = self.sample_rng(unit_id, 0, *position, _WORST_CASE_TAG, draw)
+            rng = self.units.sample_rng(unit_id, 0, *position, _WORST_CASE_TAG, draw)
             other = self._parse(row, rng, location, scratch)
             if other is not None:
                 lengths.append(planned_length(other))
         return lengths
 
-    def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
-        path, row_group = self.epoch_units[unit_id]
+    def _rows(self, unit, row_start: int, log, stop_row: int | None = None):
+        path, row_group, *_ = span = ParquetRowGroups.span(unit)
         try:
             with self.reads.open_parquet(path) as reader:
                 names = reader.schema.names if self.columns is None else list(self.columns)
@@ -226,10 +230,12 @@ class ParquetStandardIterableDataset(RowGroupUnits, DistributedIterableDataset):
             log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", str(exc))
             return
         columns = {name: table.column(name).to_pylist() for name in table.column_names}
-        for row in range(row_start, min(table.num_rows, stop_row or table.num_rows)):
+        for row in span.rows(table.num_rows, row_start):
+            if stop_row is not None and row >= stop_row:
+                return
             yield row, {name: values[row] for name, values in columns.items()}
 
-    def _parse(self, row, rng: np.random.Generator, location: str, log) -> SampleBuilder | None:
+    def _parse(self, row, rng: RandomSource, location: str, log) -> SampleBuilder | None:
         """`parse_row` with the row's own generators; its failures become named skips."""
         self.np_rng = rng
         self.rng = random.Random(int(rng.integers(2**63)))

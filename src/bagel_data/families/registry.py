@@ -24,7 +24,6 @@ from .interleaved import InterleavedIterableDataset
 from .interleaved_base import InterleavedBaseIterableDataset
 from .parquet_standard import ParquetStandardIterableDataset
 from .t2i import T2IIterableDataset
-from .units import UnitDataset
 from .vlm import SftJSONLIterableDataset
 
 DATASET_REGISTRY: dict[str, type] = {
@@ -70,7 +69,10 @@ def import_family(group: str, path: object) -> type:
 def _unimplemented(family: type) -> list[str]:
     """The hooks a family must implement that `family` leaves to a base class (a base class
     itself, or a subclass that is not finished): it could not even be constructed."""
-    hooks: list[tuple[str, type]] = [("get_data_paths", UnitDataset), ("_unit_samples", DistributedIterableDataset)]
+    hooks: list[tuple[str, type]] = [
+        ("get_data_paths", DistributedIterableDataset),
+        ("_unit_samples", DistributedIterableDataset),
+    ]
     if issubclass(family, ParquetStandardIterableDataset):
         hooks.append(("parse_row", ParquetStandardIterableDataset))
     return [name for name, base in hooks if getattr(family, name) is getattr(base, name)]

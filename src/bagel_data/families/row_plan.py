@@ -16,31 +16,33 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..row_share import EqualShare, Piece, RoundOrder, RowLayout, pieces_of
 from ..schema.settings import SHUFFLE_BUFFER_SIZE
 from ..sharding import split_evenly, stable_hash
+from .row_share import EqualShare, Piece, RoundOrder, RowLayout, pieces_of
+from .unit_kinds import Listed, TarBlocks
 
 if TYPE_CHECKING:
-    from .units import UnitDataset
+    from .unit_plan import UnitPlan
 
 # Samples a worker's shuffle window holds (row_share.RoundOrder) where the settings do not say.
 DEFAULT_SHUFFLE_BUFFER = SHUFFLE_BUFFER_SIZE
 
 
-def row_layout(dataset: UnitDataset) -> RowLayout | None:
-    """The group's blocks in epoch order from the family's row counts; None where the
-    family cannot count them (the walk by units is kept). A unit whose count cannot be read
-    (an unreadable file) is one row, whose read counts the skip once per pass."""
-    depth = dataset.row_depth()
-    if depth is None or depth > 2 or (depth > 0 and counts_unknown(dataset)):
+def row_layout(plan: UnitPlan) -> RowLayout | None:
+    """The group's blocks in epoch order from its unit kind's row counts (`extent`); None
+    where the kind cannot count them (the walk by units is kept). A unit whose count cannot
+    be read (an unreadable file) is one row, whose read counts the skip once per pass."""
+    kind = plan.kind
+    depth = kind.depth
+    if depth is None or depth > 2 or (depth > 0 and counts_unknown(kind)):
         return None
-    units = dataset.epoch_units
     blocks: list[tuple[int, int, int]] = []
-    for unit_id in range(len(units)):
+    for unit_id in range(len(plan.epoch_units)):
         if depth == 0:
             blocks.append((unit_id, -1, 1))
             continue
-        extent = dataset.row_extent(unit_id, ())
+        unit = plan.unit(unit_id)
+        extent = kind.extent(unit, ())
         if extent is None:
             blocks.append((unit_id, 0 if depth == 2 else -1, 1))
             continue
@@ -48,16 +50,15 @@ def row_layout(dataset: UnitDataset) -> RowLayout | None:
             blocks.append((unit_id, -1, extent[1]))
             continue
         for group in range(extent[1]):
-            inner = dataset.row_extent(unit_id, (group,))
+            inner = kind.extent(unit, (group,))
             blocks.append((unit_id, group, inner[1] if inner is not None else 1))
     return RowLayout.of(blocks, depth)
 
 
-def counts_unknown(dataset: UnitDataset) -> bool:
-    """True where the family never tells row counts (the base class's `row_extent`)."""
-    from .units import UnitDataset
-
-    return type(dataset).row_extent is UnitDataset.row_extent or bool(getattr(dataset, "tars", False))
+def counts_unknown(kind: Listed) -> bool:
+    """True where a unit kind never tells row counts ahead: a user family's units (the base
+    `extent`) and tars (their members are known from an index built when a tar is read)."""
+    return type(kind).extent is Listed.extent or isinstance(kind, TarBlocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,12 +141,20 @@ class RowPlan:
         ]
 
 
-def row_seed(dataset: UnitDataset) -> tuple[int, int]:
-    return dataset.epoch_seed & 0xFFFFFFFF, stable_hash(dataset.dataset_name)
+def row_seed(plan: UnitPlan) -> tuple[int, int]:
+    return plan.epoch_seed & 0xFFFFFFFF, stable_hash(plan.name)
 
 
-def plan_key(dataset: UnitDataset, worker: int, workers: int, offset: int) -> tuple[Any, ...]:
-    return (dataset.epoch_seed, id(dataset.data_paths), worker, workers, offset, dataset.shuffle_buffer_size)
+def plan_key(plan: UnitPlan, worker: int, workers: int, offset: int) -> tuple[Any, ...]:
+    return (
+        plan.epoch_seed,
+        id(plan.data_paths),
+        len(plan.data_paths),
+        worker,
+        workers,
+        offset,
+        plan.shuffle_buffer_size,
+    )
 
 
 def draw_row(unit_samples, item, pieces: dict, log) -> tuple | None:

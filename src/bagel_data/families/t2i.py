@@ -20,9 +20,10 @@ from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
-from .parquet_units import ParquetListing, footer_rows
-from .reads import ParquetSource
-from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
+from .parquet_listing import ParquetListing
+from .samples import guarded
+from .t2i_tars import check_no_columns, t2i_shard_files, tar_rows
+from .unit_kinds import ParquetFiles, TarBlocks
 from .worst_case import RowSkip, measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -51,7 +52,6 @@ class T2IIterableDataset(DistributedIterableDataset):
     # (default: its data_dir), as `prepare t2i --image-root` reads them.
     DATASET_INFO_KEYS = frozenset({"image_root"})
     parallel_rebuild = True  # a row is built from locals only (see the base class)
-    tars = False  # set by `get_data_paths`: the data_dir holds WebDataset tars
 
     def __init__(
         self,
@@ -98,46 +98,24 @@ class T2IIterableDataset(DistributedIterableDataset):
         return {"image_roots": [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]}
 
     def get_data_paths(self, data_dir_list, num_used_data):
+        """The shard files; the unit kind is tars (`self.tars`) or parquet files."""
         self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
-        if not self.tars:  # the reference reads no tars: only a parquet listing can differ from its
-            self.parquet_listing = ParquetListing.of(
-                data_dir_list, num_used_data, self.file_order, paths, self.listed_files
-            )
+        if self.tars:
+            self.units.kind = TarBlocks()
+        else:  # the reference reads no tars: only a parquet listing can differ from its
+            listing = ParquetListing.of(data_dir_list, num_used_data, self.file_order, paths, self.listed_files)
+            self.units.kind = ParquetFiles(listing)
         return paths
-
-    def row_depth(self):
-        return 2  # (row group, row)
-
-    def parquet_span(self, unit_id, row_start):
-        return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
 
     def media_folders(self):
         """A table's image roots: its path cells are read from there (bytes cells need none)."""
         return sorted(set(self.unit_roots.values())) if self.table is not None else ()
 
     def read_source(self):
-        if self.tars:
-            return TarSource(self.epoch_units.__getitem__)
-        return ParquetSource(self.parquet_span, self.parquet_columns)
-
-    def row_extent(self, unit_id, row):
-        """A file's row groups (`row` ()), or the rows of row group `row[0]`. A tar's blocks
-        are known only from its member index, built when it is read: not told here."""
-        if self.tars:
-            return None
-        path = self.epoch_units[unit_id]
-        counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
-        if counts is None:
-            return None  # unreadable: a counted skip when it is read
-        if not row:
-            return "row group", len(counts), path
-        return "row", counts[row[0]], f"{path}, row group {row[0]}"
+        return self.units.kind.read_source(self.units.unit, self.parquet_columns)
 
     def parquet_columns(self, names):
         return self.columns if all(name in names for name in self.columns) else None
-
-    def describe_row(self, unit, row):
-        return f"{unit}, {'block' if self.tars else 'row group'} {row[0]}, {'sample' if self.tars else 'row'} {row[1]}"
 
     def _located_rows(self, path: str, start, log, single: bool = False):
         """(row group or block, row, cells, location) of a unit's rows from `start` on."""
@@ -173,16 +151,16 @@ class T2IIterableDataset(DistributedIterableDataset):
         return False
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
-        path = self.epoch_units[unit_id]
+        path = self.units.unit(unit_id)
         for row_group, row, cells, location in self._located_rows(path, start, log, single):
-            draw = self.row_random(unit_id, pass_index, row_group, row)
-            builder = self._guarded(log, location, self.build_sample, cells, draw.rng, location, log)
+            draw = self.units.row_random(unit_id, pass_index, row_group, row)
+            builder = guarded(log, location, self.build_sample, cells, draw.rng, location, log)
             if builder is not None:
                 yield (row_group, row), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row at its longest caption (the run draws one of them)."""
-        path = self.epoch_units[unit_id]
+        path = self.units.unit(unit_id)
         rows = (
             (location, lambda c=cells: self._worst_length(c))
             for _, _, cells, location in self._located_rows(path, None, log)

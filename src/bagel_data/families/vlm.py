@@ -28,6 +28,8 @@ from .conversation import (
     expand_video_tag_first_turn,
 )
 from .reads import RowSource
+from .samples import guarded
+from .unit_kinds import JsonlLines
 from .worst_case import vlm_worst_length
 
 # What the read-ahead counts for a row before it is read: its line and a few images.
@@ -102,42 +104,21 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 list(jsonl_path_list),
                 "the JSONL file(s) hold no lines (or num_used_data is 0); point jsonl_path at the data",
             )
+        self.units.kind = JsonlLines(index)  # a unit is a line index
         return index
-
-    def sorted_units(self):
-        # The index already holds the lines in canonical order: a unit is a line index.
-        return np.arange(len(self.data_paths), dtype=np.int64)
-
-    def unit_view(self, unit):
-        return self.data_paths[int(unit)]
-
-    def input_paths(self):
-        return list(self.data_paths.paths)
-
-    def media_folders(self):
-        return self.data_paths.image_dirs
-
-    def unit_label(self, unit_id):
-        return self.data_paths.location(int(self.epoch_units[unit_id]))
 
     def change_format(self, data, num_images):
         """A row's conversation as the reference's element list (text / image), `num_images` images."""
         return conversation_to_elements(data["conversations"], num_images)
 
-    def row_depth(self):
-        return 0  # a unit is one line
-
     def data_index(self, position):
         return position[0]  # the reference's position is the row's index in the worker's list
 
-    def describe_row(self, unit, row):
-        return self.data_paths.location(int(unit))
-
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
-        line_id = int(self.epoch_units[unit_id])
+        line_id = int(self.units.unit(unit_id))
         location = self.data_paths.location(line_id)
-        draw = self.row_random(unit_id, pass_index)
-        builder = self._guarded(log, location, self._build_or_skip, line_id, draw.rng, log, location)
+        draw = self.units.row_random(unit_id, pass_index)
+        builder = guarded(log, location, self._build_or_skip, line_id, draw.rng, log, location)
         if builder is not None:
             yield (), builder, draw.state
 
@@ -154,10 +135,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     parallel_rebuild = True
 
     def read_source(self):
-        return RowSource(self._line_of, self._fetch_row, ROW_ESTIMATE)
-
-    def _line_of(self, unit_id: int) -> int:
-        return int(self.epoch_units[unit_id])
+        return RowSource(lambda unit_id: int(self.units.unit(unit_id)), self._fetch_row, ROW_ESTIMATE)
 
     def _fetch_row(self, line_id: int) -> tuple[bytes, dict]:
         line = self._read_line(line_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from ..compat.streams import RandomSource
 from ..errors import SkipReason
 from ..media.images import ImageDecodeError, ImageTooLargeError, decode_image, fast_draft_size
 
@@ -108,15 +109,13 @@ def measured(rows, log) -> Iterator[tuple[str, int]]:
 
 
 class _ForcedFrameCount:
-    """A generator whose first `integers` draw (a frame sampler's frame count) is fixed."""
+    """A row's generator whose frame count (`frame_count`, a frame sampler's first draw) is
+    fixed; every other draw is the row's own."""
 
-    def __init__(self, count: int, rng):
-        self.count, self.rng, self.used = count, rng, False
+    def __init__(self, count: int, rng: RandomSource):
+        self.count, self.rng = count, rng
 
-    def integers(self, *args, **kwargs):
-        if self.used:
-            return self.rng.integers(*args, **kwargs)
-        self.used = True
+    def frame_count(self, low: int, high: int) -> int:
         return self.count
 
     def __getattr__(self, name):
@@ -131,11 +130,11 @@ def vlm_worst_length(family, sample: dict) -> int:
     if sampler is None or sampler.max_num_frames <= 0:
         return length
     unit_id, pass_index = sample["row_key"][:2]
-    line_id = int(family.epoch_units[unit_id])
+    line_id = int(family.units.unit(unit_id))
     if b'"video"' not in family.data_paths.read_line(line_id):
         return length
     for count in range(sampler.min_num_frames, sampler.max_num_frames + 1):
-        rng = _ForcedFrameCount(count, family.sample_rng(unit_id, pass_index))
+        rng = _ForcedFrameCount(count, family.units.sample_rng(unit_id, pass_index))
         try:
             builder = family.build_sample(line_id, rng)  # a Generator stand-in
         except Exception:  # the run would skip such a row; the drawn sample already says so

@@ -141,7 +141,7 @@ class FamilyGroup(GroupSource):
         # each shuffling its own copy (families make it lazily otherwise); so are the row
         # counts of the walk by rows (families/row_plan.py), read once, not once per worker.
         self.dataset.epoch_units  # noqa: B018
-        self.dataset.row_layout()
+        self.dataset.units.row_layout()
 
     def prefetch(self, cursors, budget):
         self.dataset.prefetch_rows(cursors, budget)

@@ -4,7 +4,7 @@ Every worker of every rank draws at the same rate (a DataLoader takes from its w
 turn, ranks step together), so a sample's draw rate is one over the usable rows of the
 worker that reads it. The walk by whole units (compat mode, tars, a user's family) gives a
 worker the rows of its units, so a worker with fewer rows repeats them sooner; the default
-mode's walk by rows (`row_share.py`) gives every worker the same number, and the spread over
+mode's walk by rows (`families/row_share.py`) gives every worker the same number, and the spread over
 whole rounds is 1.0.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..row_share import draw_rate_spread
+from ..families.row_share import draw_rate_spread
 from ..sharding import reference_shard_unit_ids, shard_unit_ids
 
 # Most- over least-drawn sample's rate above which `validate` warns.
@@ -22,7 +22,7 @@ SPREAD_LIMIT = 1.25
 def draw_spread(family, unit_rows: Mapping[int, int] | None, world_size: int, num_workers: int) -> float | None:
     """The most- over least-drawn sample's draw rate of `family` on this topology; None when
     its rows were not all counted (`validate --sample`). `unit_rows`: usable rows per unit id."""
-    if family.walks_rows():
+    if family.units.walks_rows():
         return 1.0
     if unit_rows is None:
         return None

@@ -126,7 +126,7 @@ def _stuck_workers(dataset, name: str, empty: list[int], world_size: int, num_wo
         for worker in range(max(num_workers, 1)):
             ids = [int(i) for i in shard_unit_ids(len(dataset.epoch_units), rank, world_size, worker, num_workers)]
             if ids and all(i in empty_set for i in ids):
-                units = ", ".join(dataset.unit_label(i) for i in ids[:3])
+                units = ", ".join(dataset.units.label(i) for i in ids[:3])
                 errors.append(
                     f"{name}: rank {rank} worker {worker} would get only empty units ({units}) and stop the "
                     "run (EmptyWorkerError); remove the empty files or add non-empty ones"
@@ -263,7 +263,7 @@ def _check_group(
     name = group.name
     sizes = _shard_sizes(group.units, world_size, max(num_workers, 1))
     group.units_per_worker = sizes
-    if min(min(per_rank) for per_rank in sizes) == 0 and not family.walks_rows():  # rows feed any worker
+    if min(min(per_rank) for per_rank in sizes) == 0 and not family.units.walks_rows():  # rows feed any worker
         report.errors.append(
             f"{name}: {group.units} units for {world_size} rank(s) x {num_workers} worker(s); "
             f"some workers would get none (needs at least {units_needed(world_size, num_workers)}). "
@@ -279,7 +279,7 @@ def _check_group(
     group.draw_spread = draw_spread(family, unit_rows if empty is not None else None, world_size, num_workers)
     report.warnings.extend(spread_warning(name, group.draw_spread, family.policy.reference))
     if empty:
-        group.empty_units = [family.unit_label(i) for i in empty[:20]]
+        group.empty_units = [family.units.label(i) for i in empty[:20]]
         report.warnings.append(f"{name}: {len(empty)} unit(s) hold no rows, e.g. {group.empty_units[0]}")
         report.errors.extend(_stuck_workers(family, name, empty, world_size, num_workers))
     if group.over_budget and group.samples == 0:
