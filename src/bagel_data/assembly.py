@@ -12,6 +12,7 @@ over them and applies `set_epoch(data_seed)`.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from .checkpoint.checks import check_data_status
 from .compat import CompatPolicy
@@ -136,6 +137,10 @@ def assemble(
         **({"compat": policy} if policy.reference else {}),
     }
     datasets = {group.name: _family_dataset(group, status_of_rank, shared) for group in groups}
+    for dataset in datasets.values():  # the walk by rows' window (families/row_plan.py)
+        units: Any = getattr(dataset, "units", None)  # a family of ours (or a user's, built on it)
+        if hasattr(units, "shuffle_buffer_size"):
+            units.shuffle_buffer_size = settings.shuffle_buffer_size
     return Assembled(
         datasets,
         weights={group.name: group.weight for group in groups},

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch.utils.data
@@ -115,6 +116,9 @@ class WorkerShard(WorkerTopology):
     """A worker's topology and the units it iterates, as global unit indices."""
 
     unit_ids: np.ndarray  # int64, in iteration order (`shard_unit_ids`)
+    # The default mode's walk by rows (`families/row_plan.RowPlan`), where the family counts
+    # its rows; None walks `unit_ids` whole, pass after pass.
+    rows: Any = None
 
 
 class PassWork:
@@ -138,8 +142,13 @@ REMAINDER_PHASE = -1  # rows the old workers had not reached in their pass in pr
 
 def phase_work(shard: WorkerShard, restart_plan, phase: int):
     """The work list of one phase of a worker: its remainder share, or a full pass."""
+    rows = getattr(shard, "rows", None)  # a topology-only shard (a test's) walks units
     if phase == REMAINDER_PHASE:
+        if rows is not None:  # the old run's leftover pieces (checkpoint/restart.py)
+            return rows.remainder(restart_plan.pieces, *shard.global_worker)
         return restart_plan.remainder_for(*shard.global_worker)
+    if rows is not None:  # round `phase` of the walk by rows
+        return rows.round(phase)
     return PassWork(shard.unit_ids, phase)
 
 
@@ -148,5 +157,6 @@ def row_key_at(shard: WorkerShard, restart_plan, cursor: tuple[int, ...]) -> tup
     phase, index, *row = cursor
     if phase == INHERITED_PHASE:
         return tuple(restart_plan.inherited_for(*shard.global_worker)[index])
-    unit_id, pass_index, _ = phase_work(shard, restart_plan, phase).item(index)
-    return (unit_id, pass_index, *row)
+    unit_id, pass_index, start = phase_work(shard, restart_plan, phase).item(index)
+    # A row of the walk by rows is its item's row; a unit's item gives its first row only.
+    return (unit_id, pass_index, *(row if row or getattr(shard, "rows", None) is None else start))

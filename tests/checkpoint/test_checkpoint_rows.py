@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bagel_data import ResumeError, make_bagel_multimodal_dataset
+from bagel_data.families.unit_plan import UnitPlan
 from helpers.builders import solid_jpeg, write_t2i
 
 GROUP = "t2i_pretrain"
@@ -37,6 +38,15 @@ PACKING = dict(
 SHAPES = [(64, 48, 40), (32, 32, 5), (64, 64, 55), (48, 32, 30), (32, 48, 8), (64, 32, 25)]
 ROWS_PER_PASS = 24
 FIRST_PASS_BATCHES = 8  # the packs before the stream draws the second pass's first row
+
+
+@pytest.fixture(scope="module", autouse=True)
+def walk_by_units():
+    """These cursors and positions are the walk by whole units' (tars', a user family's,
+    compat's); the default walk by rows is checked in tests/test_row_walk.py."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(UnitPlan, "walk_by_rows", False)
+        yield
 
 
 def _row(width: int, height: int, words: int) -> dict:

@@ -123,14 +123,40 @@ def build(data, tokenizer, special_tokens, rank: int, world_size: int, num_worke
     )
 
 
+class Packed(list):
+    """(group, row key) of each packed sample; `indexes` holds their `data_indexes`."""
+
+    def __init__(self):
+        super().__init__()
+        self.indexes: list = []
+
+    def clear(self):
+        super().clear()
+        self.indexes.clear()
+
+
+def by_rows(family) -> bool:
+    """Whether the family walks rows (the default mode's equal shares, families/row_plan.py)."""
+    return family.worker_shard().rows is not None
+
+
+def furthest_rounds(states: list) -> dict:
+    """The furthest round any old worker had begun, per group (-1: none)."""
+    return {
+        name: max((s["cursors"][name][0] for s in states if s["cursors"][name] is not None), default=-1)
+        for name in states[0]["cursors"]
+    }
+
+
 @pytest.fixture
 def packed_rows(monkeypatch) -> list:
     """Every sample added to a pack in this process, as (group, row key)."""
-    added = []
+    added = Packed()
     original = packed_dataset.PackBuilder.add
 
     def add(self, sample, dropped=None):
         added.append((sample["data_indexes"]["dataset_name"], sample["row_key"]))
+        added.indexes.append(sample["data_indexes"]["data_indexes"])
         return original(self, sample, dropped)
 
     monkeypatch.setattr(packed_dataset.PackBuilder, "add", add)
@@ -145,9 +171,11 @@ def run_worker(dataset, worker_id: int, num_workers: int, batches: int) -> tuple
         return out, dataset.state_dict()
 
 
-def leftover_rows(data, tokenizer, special_tokens, state: dict) -> collections.Counter:
+def leftover_rows(data, tokenizer, special_tokens, state: dict, furthest: dict) -> collections.Counter:
     """(group, row key) of every row a worker had not drawn in its pass in progress, found by
-    replaying its group streams from the beginning; plus the samples it held."""
+    replaying its group streams from the beginning; plus the samples it held. In the walk by
+    rows a pass is a round, and a worker behind leaves its rounds up to the `furthest` one
+    any old worker had begun (every stream position is drawn once)."""
     top = state["topology"]
     dataset = build(data, tokenizer, special_tokens, top["rank"], top["world_size"], top["num_workers"])
     apply_restart(dataset, state["restart"])
@@ -157,6 +185,8 @@ def leftover_rows(data, tokenizer, special_tokens, state: dict) -> collections.C
             cursor = state["cursors"][name]
             plan = family.restart_plan
             limit = cursor[0] if cursor is not None and cursor[0] >= 0 else (-1 if plan else 0)
+            if by_rows(family):
+                limit = furthest[name]
             reached = cursor is None
             for found, sample in family.iter_samples():
                 if found[0] > limit and found[0] >= 0:
@@ -172,13 +202,15 @@ def leftover_rows(data, tokenizer, special_tokens, state: dict) -> collections.C
     return left
 
 
-def run_old(data, tokenizer, special_tokens, world_size: int, num_workers: int, packed_rows) -> tuple[list, set]:
+def run_old(
+    data, tokenizer, special_tokens, world_size: int, num_workers: int, packed_rows, base: int = 5
+) -> tuple[list, set]:
     """Each old worker runs a different number of packs; (their checkpoints, rows packed)."""
     states = []
     for rank in range(world_size):
         for worker in range(max(num_workers, 1)):
             dataset = build(data, tokenizer, special_tokens, rank, world_size, num_workers)
-            _, state = run_worker(dataset, worker, num_workers, batches=3 + 2 * rank + 3 * worker)
+            _, state = run_worker(dataset, worker, num_workers, batches=base + 2 * rank + 3 * worker)
             states.append(state)
     return states, set(packed_rows)
 
@@ -208,7 +240,12 @@ def run_new(data, tokenizer, special_tokens, states, world_size: int, num_worker
                 dropped = {reason: counts.get(reason.value) for reason in PACKING_SKIPS if counts.get(reason.value)}
                 assert not dropped, f"the test data should not overflow the budgets: {dropped}"
     first_pass = {name: plan["first_pass"] for name, plan in merged["restart"]["groups"].items()}
-    before = collections.Counter(row for row in packed_rows if row[1][1] < first_pass[row[0]])
+    rows = {name: by_rows(family) for name, family in zip(dataset.group_names, dataset.grouped_datasets)}
+    before = collections.Counter(
+        row
+        for row, index in zip(packed_rows, packed_rows.indexes)
+        if (index[0] < 0 if rows[row[0]] else row[1][1] < first_pass[row[0]])
+    )
     return new_states, before, merged
 
 
@@ -233,7 +270,7 @@ def test_every_unread_row_and_buffered_sample_is_packed_once(
     assert (len(passes) > 1) == passes_differ
     expected = collections.Counter()
     for state in states:
-        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state)
+        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state, furthest_rounds(states))
     _, packed_after, merged = run_new(elastic_data, tokenizer, special_tokens, states, *new, packed_rows)
     assert packed_after == expected
     assert not set(packed_after) & packed_before, "a row packed before the restart was packed again"
@@ -273,7 +310,7 @@ def test_tar_shards_restart_elastically(tar_elastic_data, tokenizer, special_tok
     assert any(len(key) == 4 and key[3] > 0 for _, key in packed_before), packed_before
     expected = collections.Counter()
     for state in states:
-        expected += leftover_rows(tar_elastic_data, tokenizer, special_tokens, state)
+        expected += leftover_rows(tar_elastic_data, tokenizer, special_tokens, state, furthest_rounds(states))
     assert any(len(key) == 4 for _, key in expected), "T2I rows left to the new workers"
     _, packed_after, _ = run_new(tar_elastic_data, tokenizer, special_tokens, states, 3, 1, packed_rows)
     assert packed_after == expected
@@ -290,8 +327,8 @@ def test_a_worker_that_had_not_started_leaves_every_row_to_the_new_workers(
         dataset = build(elastic_data, tokenizer, special_tokens, rank, 2, 0)
         states.append(run_worker(dataset, 0, 0, batches=batches)[1])
     assert all(cursor is None for cursor in states[0]["cursors"].values())
-    expected = leftover_rows(elastic_data, tokenizer, special_tokens, states[0])
-    expected += leftover_rows(elastic_data, tokenizer, special_tokens, states[1])
+    expected = leftover_rows(elastic_data, tokenizer, special_tokens, states[0], furthest_rounds(states))
+    expected += leftover_rows(elastic_data, tokenizer, special_tokens, states[1], furthest_rounds(states))
     _, packed_after, _ = run_new(elastic_data, tokenizer, special_tokens, states, 3, 0, packed_rows)
     assert packed_after == expected
     # Restarted, a new worker checkpointed before its first batch again leaves all it inherited.
@@ -302,7 +339,7 @@ def test_a_worker_that_had_not_started_leaves_every_row_to_the_new_workers(
         middle.append(run_worker(dataset, 0, 0, batches=rank)[1])
     expected = collections.Counter()
     for state in middle:
-        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state)
+        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state, furthest_rounds(middle))
     _, packed_after, _ = run_new(elastic_data, tokenizer, special_tokens, middle, 2, 0, packed_rows)
     assert packed_after == expected
 
@@ -318,7 +355,7 @@ def test_a_restarted_run_can_restart_again(elastic_data, tokenizer, special_toke
     assert any(c is not None and c[0] < 0 for state in middle for c in state["cursors"].values())
     expected = collections.Counter()
     for state in middle:
-        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state)
+        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state, furthest_rounds(middle))
     _, packed_after, merged = run_new(elastic_data, tokenizer, special_tokens, middle, 2, 0, packed_rows)
     assert packed_after == expected
     assert merged["restart"]["generation"] == 2
@@ -355,7 +392,7 @@ def test_old_topology_through_real_dataloader_workers(elastic_data, tokenizer, s
     assert sorted(state["topology"]["worker_id"] for state in states) == [0, 1]
     expected = collections.Counter()
     for state in states:
-        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state)
+        expected += leftover_rows(elastic_data, tokenizer, special_tokens, state, furthest_rounds(states))
     _, packed_after, _ = run_new(elastic_data, tokenizer, special_tokens, states, 1, 1, packed_rows)
     assert packed_after == expected
     # The same restart through a real one-worker loader gives the same packs.
@@ -431,11 +468,11 @@ def test_an_elastic_restart_across_a_change_point_packs_every_waiting_sample_onc
     data = (staged, info)
     monkeypatch.setitem(PACKING, "mix_by", "tokens")
     monkeypatch.setitem(PACKING, "pack_strategy", "best_fit")
-    states, packed_before = run_old(data, tokenizer, special_tokens, 2, 2, packed_rows)
+    states, packed_before = run_old(data, tokenizer, special_tokens, 2, 2, packed_rows, base=3)
     assert any(state["stages"]["pace"]["backlog"] for state in states), "no old worker held a backlog at the restart"
     expected = collections.Counter()
     for state in states:
-        expected += leftover_rows(data, tokenizer, special_tokens, state)
+        expected += leftover_rows(data, tokenizer, special_tokens, state, furthest_rounds(states))
     _, packed_after, merged = run_new(data, tokenizer, special_tokens, states, 1, 2, packed_rows)
     assert packed_after == expected
     assert not set(packed_after) & packed_before, "a row packed before the restart was packed again"

@@ -18,6 +18,7 @@ import torch
 
 from bagel_data import ConfigError, ResumeError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.checkpoint.state import BufferEntry
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.packing.invariants import check_batch
 from bagel_data.sample import sample_length
 from helpers.batches import assert_same_batch
@@ -209,13 +210,12 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
     packed = collections.defaultdict(collections.Counter)
     for batch in itertools.islice(stream, 30):
         for where in batch["batch_data_indexes"]:
-            packed[where["dataset_name"]][repr(where["data_indexes"])] += 1
+            # The default mode's walk by rows names a sample [round, draw, fingerprint].
+            packed[where["dataset_name"]][repr(where["data_indexes"][:2])] += 1
     state = dataset.state_dict()
     buffered = collections.defaultdict(collections.Counter)
     for entry in (BufferEntry.read(raw) for raw in state["buffer"] + ([state["carry"]] if state["carry"] else [])):
-        group, cursor = entry.group, list(entry.cursor)
-        position = cursor[1:] if len(cursor) > 2 else cursor[1]
-        buffered[group][repr(position)] += 1
+        buffered[entry.group][repr(list(entry.cursor))] += 1
     lengths, total_lost = collections.defaultdict(dict), 0
     t2i = dataset.grouped_datasets[dataset.group_names.index("t2i_pretrain")]
     shortest_mandatory = min(sample_length(s) for _, s in itertools.islice(t2i.iter_samples(), 12))
@@ -225,8 +225,8 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
         if final is None:
             continue
         for cursor, sample in family.iter_samples():
-            drawn[repr(sample["data_indexes"]["data_indexes"])] += 1
-            lengths[group][repr(sample["data_indexes"]["data_indexes"])] = sample
+            drawn[repr(list(cursor))] += 1
+            lengths[group][repr(list(cursor))] = sample
             if list(cursor) == final:
                 break
         accounted = packed[group] + buffered[group]
@@ -245,7 +245,11 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
     assert any(state["skips"][g] for g in state["skips"]), "bad golden rows should be counted"
 
 
-def test_too_few_units_for_the_workers_is_a_construction_error(dataset_info, tokenizer, special_tokens):
+def test_too_few_units_for_the_workers_is_a_construction_error(dataset_info, tokenizer, special_tokens, monkeypatch):
+    """Where whole units are walked (tars, a user's family, compat); the default walk by rows
+    feeds any worker count (tests/test_row_walk.py)."""
+    make(dataset_info, tokenizer, special_tokens, 5)
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
     with pytest.raises(ConfigError, match="at least"):
         make(dataset_info, tokenizer, special_tokens, 5)
 

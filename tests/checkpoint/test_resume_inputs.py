@@ -122,7 +122,7 @@ def test_missing_media_of_a_buffered_sample_is_a_counted_skip(tmp_path, tokenize
     assert waiting, "the budget should leave a sample waiting"
     for cursor in waiting:  # remove the media of every waiting sample
         sample = dataset.grouped_datasets[0].sample_at(tuple(cursor))
-        index = sample["data_indexes"]["data_indexes"]
+        index = sample["row_key"][0]  # the unit: one line
         line = dataset.grouped_datasets[0].data_paths[dataset.grouped_datasets[0].epoch_units[index]][0]
         name = line.split('"image": "')[1].split('"')[0]
         os.remove(os.path.join(image_dir, name))

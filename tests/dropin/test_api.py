@@ -125,6 +125,7 @@ def test_make_bagel_multimodal_dataset_keeps_the_spec_signature():
         "pack_strategy": "greedy",
         "pixel_format": "float32",
         "read_ahead_bytes": None,
+        "shuffle_buffer_size": 1024,
         "rebuild_threads": None,
     }
 

@@ -14,6 +14,7 @@ import pytest
 from bagel_data import ResumeError
 from bagel_data.families.edit import UnifiedEditIterableDataset
 from bagel_data.families.t2i import T2IIterableDataset
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.families.vlm import SftJSONLIterableDataset
 from bagel_data.media.images import ImageTransform
 from bagel_data.media.video import FrameSampler
@@ -38,6 +39,13 @@ def reversed_listing(monkeypatch):
     monkeypatch.setattr(storage, "list_entries", backwards)
 
 
+@pytest.fixture(autouse=True)
+def walk_by_units(monkeypatch):
+    """These positions name units of a worker's list: the walk by units (tars', a user
+    family's, compat's); the default walk by rows has its own (tests/test_row_walk.py)."""
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+
+
 @pytest.fixture()
 def t2i_folder(tmp_path):
     # file i has i + 1 rows in its first row group and 2 in its second: rows tell files apart
@@ -50,9 +58,10 @@ def t2i(t2i_folder, tokenizer):
     """A T2I family over the 7 files, taking `used` of them (1 worker, rank 0)."""
 
     def build(used, compat=None, data_status=None, world_size=1):
-        return T2IIterableDataset(
+        dataset = T2IIterableDataset(
             "t2i", VAE, tokenizer, [t2i_folder], [used], 0, world_size, 1, data_status, compat=compat
         )
+        return dataset
 
     return build
 

@@ -65,7 +65,9 @@ def test_the_packed_stream_is_the_same_with_and_without_read_ahead(
         stats = ahead_dataset.stats["read_ahead"]
         assert set(stats) == set(GROUPS)
         assert all(group["hits"] > 0 and group["peak_bytes"] > 0 for group in stats.values())
-        assert all(group["misses"] == 0 for group in stats.values())
+        # A piece of the walk by rows whose last row is bad reads on to find the next good row:
+        # at most one unforeseen row group read per bad row.
+        assert all(group["misses"] <= sum(skips[name].values()) for name, group in stats.items())
 
 
 def test_workers_forked_while_this_process_reads_ahead(dataset_info, tokenizer, special_tokens):
@@ -129,7 +131,9 @@ def test_a_resumed_buffer_is_fetched_one_open_per_file(tmp_path, tokenizer):
     paths = write_noise_t2i(tmp_path)
 
     def family():
-        return T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+        family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
+        family.units.walk_by_rows = False  # cursors below name (pass, file, row group, row): the walk by units
+        return family
 
     # Rows spread over every file and row group, several from the same row group.
     cursors = [(0, unit, group, row) for unit in range(3) for group, row in ((0, 0), (0, 2), (1, 1), (2, 0))]

@@ -24,7 +24,9 @@ ON = 1 << 20
 
 
 def _family(folder, tokenizer) -> T2IIterableDataset:
-    return T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [3], num_workers=1)
+    family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(folder)], [3], num_workers=1)
+    family.units.walk_by_rows = False  # cursors below name (pass, file, row group, row): the walk by units
+    return family
 
 
 def test_the_bytes_held_come_back_to_zero_when_a_stream_stops_midway(tmp_path, tokenizer):
@@ -187,7 +189,9 @@ def test_resume_at_a_file_boundary_with_read_ahead_is_exact(tmp_path, tokenizer)
     write_t2i(tmp_path, [[[noise_row(next(rows)) for _ in range(2)]] for _ in range(6)])
 
     def family() -> T2IIterableDataset:
-        return T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [6], num_workers=1)
+        family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [6], num_workers=1)
+        family.units.walk_by_rows = False  # a cursor at a file's end: the walk by units
+        return family
 
     straight = list(itertools.islice(family().iter_samples(read_ahead=0), 14))
     first = family()

@@ -25,7 +25,11 @@ def _dataset(jsonl, image_dir, tokenizer, num_used=10**6, frame_sampler=None, **
     kwargs.setdefault("num_workers", 1)
     jsonls, dirs = (jsonl, image_dir) if isinstance(jsonl, list) else ([jsonl], [image_dir])
     nums = num_used if isinstance(num_used, list) else [num_used] * len(jsonls)
-    return SftJSONLIterableDataset("vlm", TRANSFORM, tokenizer, frame_sampler, jsonls, dirs, nums, **kwargs)
+    dataset = SftJSONLIterableDataset("vlm", TRANSFORM, tokenizer, frame_sampler, jsonls, dirs, nums, **kwargs)
+    # Positions and order here are the walk by units' (tars', a user family's, compat's); the
+    # default walk by rows is tests/test_row_walk.py's.
+    dataset.units.walk_by_rows = False
+    return dataset
 
 
 def _conv(*turns) -> list[dict]:

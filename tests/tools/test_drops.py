@@ -124,7 +124,8 @@ def demo_missing_images(tmp_path_factory):
 
 
 def test_run_fails_when_a_group_loses_rows_and_names_the_cause(demo_missing_images):
-    args = ["run", str(demo_missing_images), "--batches", "4", "--num-workers", "0"]
+    # Enough packs for the shuffled VLM stream to reach a row of the missing folder.
+    args = ["run", str(demo_missing_images), "--batches", "12", "--num-workers", "0"]
     result = runner.invoke(app, args)
     assert result.exit_code == 1, result.output
     text = flat(result.output)

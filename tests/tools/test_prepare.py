@@ -249,7 +249,7 @@ def test_edit_round_trips_and_reports_bad_rows(tmp_path, tokenizer):
     dataset = UnifiedEditIterableDataset("edit", TRANSFORM, tokenizer, ImageTransform(56, 28, 14),
                                          [str(tmp_path / "out")], [1], info, num_workers=1)  # fmt: skip
     samples = _first_pass(dataset)
-    assert sorted(sample["data_indexes"]["data_indexes"] for sample in samples) == [[0, 0], [1, 0]]
+    assert sorted([sample["row_key"][0], *sample["row_key"][2:]] for sample in samples) == [[0, 0], [1, 0]]
 
 
 # -- VLM ---------------------------------------------------------------------------------------

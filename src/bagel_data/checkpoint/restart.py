@@ -95,6 +95,10 @@ class GroupRestart:
     first_pass: int
     segments: tuple[Segment, ...]
     inherited: tuple[tuple[int, ...], ...]
+    # The default mode's walk by rows (families/row_plan.py): the old run's leftover as pieces
+    # `(block, pass, first row, rows)`, and the stream position the new rounds start at.
+    pieces: tuple[tuple[int, ...], ...] = ()
+    row_offset: int = 0
 
     def remainder_for(self, worker: int, total: int) -> RemainderWork:
         size = sum(segment.count for segment in self.segments)
@@ -109,13 +113,16 @@ class GroupRestart:
             "first_pass": self.first_pass,
             "segments": [[s.first, s.count, s.step, s.pass_index, list(s.start)] for s in self.segments],
             "inherited": [list(key) for key in self.inherited],
+            # Only a plan of the walk by rows has these; other plans keep their old form.
+            **({"pieces": [list(p) for p in self.pieces], "row_offset": self.row_offset} if self.row_offset else {}),
         }
 
     @classmethod
     def from_dict(cls, saved: dict) -> GroupRestart:
         segments = tuple(Segment(a, b, c, d, tuple(e)) for a, b, c, d, e in saved["segments"])
         inherited = tuple(tuple(key) for key in saved["inherited"])
-        return cls(saved["first_pass"], segments, inherited)
+        pieces = tuple(tuple(int(v) for v in piece) for piece in saved.get("pieces", ()))
+        return cls(saved["first_pass"], segments, inherited, pieces, int(saved.get("row_offset", 0)))
 
 
 def _after(row: list[int]) -> tuple:
@@ -180,6 +187,8 @@ def check_complete(topologies: list[dict]) -> tuple[int, int]:
 
 def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRestart | None]) -> GroupRestart:
     """Merge one group's leftovers of all old workers (in rank, worker order)."""
+    if dataset.units.row_layout() is not None:
+        return row_group_plan(dataset, group, states, old_plans)
     num_units = len(dataset.epoch_units)
     segments, inherited, first_pass = [], [], 0
     for state, plan in zip(states, old_plans):
@@ -192,3 +201,47 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
         inherited += list(left_inherited) + held_keys
         first_pass = max(first_pass, next_pass)
     return GroupRestart(first_pass, tuple(segments), tuple(tuple(key) for key in inherited))
+
+
+def _held_keys(shard: WorkerShard, plan: GroupRestart | None, state: dict, group: str) -> list[tuple]:
+    held = [BufferEntry.read(raw) for raw in ([state["carry"]] if state["carry"] else []) + list(state["buffer"])]
+    return [tuple(row_key_at(shard, plan, entry.cursor)) for entry in held if entry.group == group]
+
+
+def row_group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRestart | None]) -> GroupRestart:
+    """`group_plan` for the default mode's walk by rows. An old worker's leftover is what
+    its round in progress has not drawn (rows of its open pieces, then whole pieces), its
+    whole chunks of any rounds before the furthest one an old worker began, and, under an
+    old plan, what it had not drawn of that plan; new rounds start past the furthest old
+    round, so no stream position is drawn twice or left out."""
+    from ..families.row_share import pieces_of
+
+    entries, furthest, end = [], -1, 0
+    for state, plan in zip(states, old_plans):
+        offset = plan.row_offset if plan is not None else 0
+        shard = dataset.units.shard_of(WorkerTopology(**state["topology"]), offset=offset)
+        cursor = state["cursors"][group]
+        round_index = cursor[0] if cursor is not None and cursor[0] >= 0 else -1
+        entries.append((state, plan, shard, None if cursor is None else tuple(cursor), round_index))
+        furthest = max(furthest, round_index)
+        end = max(end, shard.rows.share.round_end(round_index) if round_index >= 0 else offset)
+    pieces: list[list[int]] = []
+    inherited: list[tuple] = []
+    for state, plan, shard, cursor, round_index in entries:
+        rows, worker = shard.rows, shard.global_worker
+        if plan is not None and round_index < 0:  # still before its plan's rounds
+            phase, index = (cursor[0], cursor[1]) if cursor is not None else (INHERITED_PHASE, -1)
+            if phase == INHERITED_PHASE:
+                inherited += [tuple(key) for key in plan.inherited_for(*worker)[index + 1 :]]
+                index = -1
+            pieces += rows.leftover(rows.remainder(plan.pieces, *worker), index + 1)
+        if round_index >= 0:
+            assert cursor is not None  # a round begun has a cursor in it
+            pieces += rows.leftover(rows.round(round_index), cursor[1] + 1)
+        for later in range(round_index + 1, furthest + 1):
+            pieces += [
+                [p.block, p.pass_index, p.start, p.count]
+                for p in pieces_of(rows.layout, rows.share.span(worker[0], later))
+            ]
+        inherited += _held_keys(shard, plan, state, group)
+    return GroupRestart(0, (), tuple(inherited), tuple(tuple(p) for p in pieces), end)

@@ -232,14 +232,16 @@ def _print_phases(phases: list[dict]) -> None:
 
 def _print_group_table(report) -> None:
     table = Table(title="bagel-data validate")
-    for column in ("group", "units", "rows checked", "samples", "skipped", "length min/median/max", "units per worker"):
+    columns = ("group", "units", "rows checked", "samples", "skipped", "length min/median/max", "units per worker")
+    for column in (*columns, "draw spread"):
         table.add_column(column)
     for group in report.groups.values():
         lengths = "/".join(str(group.lengths.get(k, "-")) for k in ("min", "median", "max"))
         workers = "; ".join(",".join(map(str, per_rank)) for per_rank in group.units_per_worker)
+        spread = "-" if group.draw_spread is None else f"{group.draw_spread:.2f}x"
         table.add_row(
             group.name, str(group.units), str(group.rows_checked), str(group.samples),
-            str(sum(group.skips.values())), lengths, workers,
+            str(sum(group.skips.values())), lengths, workers, spread,
         )  # fmt: skip
     print_whole(console, table)
 

@@ -28,7 +28,7 @@ from .positions import data_status_cursor
 from .reads import FamilyReads, ReadSource
 from .samples import built, empty_pass_error, phase_samples, rebuilt
 from .unit_plan import UnitPlan
-from .walk import first_phase, phase_items, walk
+from .walk import first_phase, phase_items, piece_walk, walk
 
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset):
@@ -186,7 +186,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         """
         shard = self.worker_shard() if shard is None else shard
         items = phase_items(shard, self.restart_plan, pass_index, None)
-        for position, sample in phase_samples(self, shard, items, log):
+        for position, sample in phase_samples(self, shard, items, log, pass_index):
             yield position, with_tensors(sample)
 
     def row_location(self, row_key: tuple) -> str:
@@ -254,7 +254,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         try:
             for step in walk(shard, self.restart_plan, phase, start):
                 produced, skipped = 0, log.total()
-                for position, sample in phase_samples(self, shard, step.items, log):
+                for position, sample in phase_samples(self, shard, step.items, log, step.number):
                     log.ok()
                     produced += 1
                     yield (step.number, *position), (sample if pending else with_tensors(sample))
@@ -267,7 +267,8 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     def follow_stream(self, budget_bytes: int, shard: WorkerShard, phase: int, start):
         """Read ahead, within `budget_bytes`, of the stream about to walk from (phase,
         start); returns what stops it when that stream ends."""
-        return self.reads.follow(budget_bytes, self.read_source(), walk(shard, self.restart_plan, phase, start))
+        phases = piece_walk(walk(shard, self.restart_plan, phase, start))
+        return self.reads.follow(budget_bytes, self.read_source(), phases)
 
     def prefetch_rows(self, cursors: list[tuple], budget_bytes: int) -> None:
         """Resume: fetch the rows at `cursors` (a checkpoint's buffer) at once, grouped by

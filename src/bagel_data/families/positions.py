@@ -54,6 +54,8 @@ def cursor_problem(dataset: Family, cursor: tuple) -> str | None:
     work = phase_work(shard, plan, phase)
     if index >= len(work):
         return f"index {index} is past the {len(work)} item(s) of the worker's work list"
+    if shard.rows is not None:  # the walk by rows: a cursor is (round, draw index)
+        return None if not row else "a cursor of the walk by rows: [round, draw index]"
     depth = dataset.units.kind.depth
     if depth is not None and len(row) != depth:
         return f"{dataset.dataset_name} cursors have {2 + depth} entries"
@@ -87,6 +89,11 @@ def reference_mismatch(dataset: Family) -> str | None:
     if other_files is not None:
         return other_files
     shard = dataset.worker_shard()
+    if shard.rows is not None:
+        return (
+            "the default mode reads every row equally often in shuffled rounds of rows (docs/packing.md), not "
+            "the reference's list of whole units"
+        )
     theirs = shard.shard(len(dataset.epoch_units), reference=True).unit_ids
     if np.array_equal(shard.unit_ids, theirs):
         return None
@@ -107,6 +114,8 @@ def position_tag(dataset: Family, shard: WorkerShard) -> int | None:
     list: a `data_status` of either kind is then told apart, and each resumes exactly."""
     if dataset.units.kind.depth is None or (dataset.policy.reference and not _salt(dataset)):
         return None
+    if shard.rows is not None:  # never the reference's list: always tagged
+        return row_fingerprint(shard)
     key = (shard.rank, shard.world_size, shard.worker_id, shard.num_workers, len(dataset.epoch_units))
     held = dataset.__dict__.get("_position_tag")
     if held is None or held[0] != key:
@@ -129,6 +138,14 @@ def list_fingerprint(dataset: Family, shard: WorkerShard) -> int:
 
 def _salt(dataset: Family) -> int:
     return int(dataset.units.kind.position_salt)
+
+
+def row_fingerprint(shard: WorkerShard) -> int:
+    """A 31-bit fingerprint of a worker's share in the walk by rows: its worker index and
+    count, the rows of a pass, the window size and the rounds' offset."""
+    plan = shard.rows
+    key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, plan.share.offset, 1]
+    return zlib.crc32(np.asarray(key, dtype="<i8").tobytes()) & 0x7FFFFFFF
 
 
 def tagged(dataset: Family, shard: WorkerShard, data_index):
@@ -162,6 +179,8 @@ def data_status_cursor(dataset: Family, worker_id: int) -> tuple[int, ...] | Non
         return None
     values = list(position) if isinstance(position, (list, tuple)) else [position]
     shard = dataset.worker_shard()
+    if shard.rows is not None:
+        return _row_status_cursor(dataset, shard, worker_id, position, values)
     depth = dataset.units.kind.depth
     what = f"data_status[{worker_id}] = {str(position)[:80]}"
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in values) or (
@@ -205,3 +224,22 @@ def check_reference_position(dataset: Family, what: str) -> None:
             f"{dataset.dataset_name}: {what} is a position of the reference's file list, which is not this run's: "
             f"{mismatch}. It would continue on other rows; {RESUME_AS_REFERENCE}"
         )
+
+
+def _row_status_cursor(dataset: Family, shard: WorkerShard, worker_id: int, position, values):
+    """`data_status_cursor` in the walk by rows: only this library's own positions `[round,
+    draw index, fingerprint]` (a sample's `data_indexes`) resume; the reference's name a unit
+    of a list this mode does not walk."""
+    what = f"data_status[{worker_id}] = {str(position)[:80]}"
+    ints = all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values)
+    if len(values) != 3 or not ints or values[2] != row_fingerprint(shard) or not values[0] >= INHERITED_PHASE:
+        raise ResumeError(
+            f"{dataset.dataset_name}: {what} is not a position of this worker's walk by rows, [round, draw, "
+            "fingerprint] (the default mode reads every row equally often, in shuffled rounds, not the "
+            f"reference's unit list); {RESUME_AS_REFERENCE}"
+        )
+    cursor = (int(values[0]), int(values[1]))
+    problem = cursor_problem(dataset, cursor)
+    if problem is not None:
+        raise ResumeError(f"{what}: {problem}")
+    return cursor

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import BagelDataError, EmptyWorkerError, ResumeError, RowDropped, SkipLog, SkipReason
 from ..sharding import WorkerShard
 from .positions import tagged
+from .row_plan import draw_row
 
 # `dataset` / `family`: a DistributedIterableDataset (families/base.py), which calls these.
 Family = Any
@@ -33,22 +34,39 @@ def guarded(log: SkipLog, location: str, build, *args):
         return None
 
 
-def built(family: Family, builder, shard: WorkerShard, position, row_key, rng_state) -> dict:
+def built(family: Family, builder, shard: WorkerShard, position, row_key, rng_state, phase=None) -> dict:
     """The sample of a row's builder, with its `data_indexes`, `row_key` and (compat) the
-    stream's state before the row's draws."""
-    sample = builder.build(tagged(family, shard, family.data_index(position)), shard.worker_id, family.dataset_name)
+    stream's state before the row's draws. The walk by rows names a sample by its whole
+    cursor `[phase, draw]` (a draw index repeats each round)."""
+    index = [phase, *position] if shard.rows is not None and phase is not None else family.data_index(position)
+    sample = builder.build(tagged(family, shard, index), shard.worker_id, family.dataset_name)
     sample["row_key"] = row_key  # where it came from, whatever the topology
     if family.policy.reference:
         sample["compat_rng_state"] = rng_state  # the stream before this row's draws
     return sample
 
 
-def phase_samples(family: Family, shard: WorkerShard, items, log: SkipLog):
+def phase_samples(family: Family, shard: WorkerShard, items, log: SkipLog, phase=None):
     """Yield `(position, sample)` for the work items of one phase (`walk.phase_items`)."""
+    pieces: dict = {}  # the walk by rows: each open piece's row reader
+    try:
+        yield from _phase_samples(family, shard, items, log, phase, pieces)
+    finally:
+        for reader, _ in pieces.values():
+            reader.close()
+
+
+def _phase_samples(family: Family, shard: WorkerShard, items, log: SkipLog, phase, pieces):
     for item in items:
+        if item.draw is not None:  # one row of an open piece (families/row_plan.py)
+            found = draw_row(family._unit_samples, item, pieces, log)
+            if found is not None:
+                _, builder, rng_state = found
+                yield [item.index], built(family, builder, shard, [item.index], item.row_key, rng_state, phase)
+            continue
         if item.single:  # a row an old topology had buffered (elastic restart)
             before = log.total()
-            sample = sample_at_row(family, shard, item.row_key, [item.index], log)
+            sample = sample_at_row(family, shard, item.row_key, [item.index], log, phase)
             if sample is None and log.total() > before:
                 continue  # e.g. its media is gone since: a counted skip
             if sample is None:  # it was a good sample when the old worker buffered it
@@ -63,12 +81,12 @@ def phase_samples(family: Family, shard: WorkerShard, items, log: SkipLog):
             yield position, built(family, builder, shard, position, (item.unit_id, item.pass_index, *row), rng_state)
 
 
-def sample_at_row(family: Family, shard: WorkerShard, row_key, position, log: SkipLog):
+def sample_at_row(family: Family, shard: WorkerShard, row_key, position, log: SkipLog, phase=None):
     """The sample of the row at `row_key` alone, or None when it gives none."""
     unit_id, pass_index, *row = row_key
     for found, builder, rng_state in family._unit_samples(unit_id, pass_index, tuple(row), log, single=True):
         if list(found) == row:
-            return built(family, builder, shard, position, tuple(row_key), rng_state)
+            return built(family, builder, shard, position, tuple(row_key), rng_state, phase)
     return None
 
 
@@ -79,7 +97,8 @@ def rebuilt(family: Family, cursor: tuple[int, ...], rng_state: dict | None, log
     here.rebuilding = True
     try:
         if not family.policy.reference:
-            return sample_at_row(family, family.worker_shard(), family.row_key(cursor), list(cursor[1:]), log)
+            shard = family.worker_shard()
+            return sample_at_row(family, shard, family.row_key(cursor), list(cursor[1:]), log, cursor[0])
         if rng_state is None:
             raise ResumeError(
                 f'{family.dataset_name}: compat="bagel" rebuilds a sample from the stream state before its row; '

@@ -21,6 +21,8 @@ from ..compat import CompatPolicy
 from ..compat.streams import RandomSource, SeededRandom, seed_tail
 from ..errors import ConfigError
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
+from .row_plan import DEFAULT_SHUFFLE_BUFFER, RowPlan, counts_unknown, plan_key, row_layout, row_seed
+from .row_share import RowLayout
 from .unit_kinds import Listed
 
 if TYPE_CHECKING:
@@ -38,6 +40,13 @@ class RowRandom:
 
 class UnitPlan:
     """Which units this rank and worker read, in which order, and each row's generator."""
+
+    # Samples a worker's shuffle window holds in the default mode's walk by rows (0: storage
+    # order); the packed dataset sets it from `Settings.shuffle_buffer_size`.
+    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER
+    # False keeps the walk by whole units in the default mode too (what tars, a user's family
+    # without row counts and compat mode walk); tests of that walk's mechanics set it.
+    walk_by_rows: bool = True
 
     def __init__(self, name: str, local_rank: int, world_size: int, num_workers: int, policy: CompatPolicy):
         if world_size < 1 or not 0 <= local_rank < world_size:
@@ -63,7 +72,46 @@ class UnitPlan:
         num_units = len(self.data_paths)  # sorted_units() holds each unit once
         self.epoch_seed = seed
         self.rank_unit_ids = self.policy.rank_unit_ids(num_units, self.world_size, self.local_rank)
-        self.check_enough(num_units, self.num_workers)
+        if not self.walks_rows():  # the walk by rows feeds any worker count
+            self.check_enough(num_units, self.num_workers)
+
+    def walks_rows(self) -> bool:
+        """Whether this group takes the default mode's walk by rows (`row_layout`): not in
+        compat mode, nor where the kind cannot count its rows ahead (tars, a user's family's
+        units, one more than two levels deep)."""
+        if self.policy.reference or not self.walk_by_rows:
+            return False
+        depth = self.kind.depth
+        return depth is not None and depth <= 2 and (depth == 0 or not counts_unknown(self.kind))
+
+    def row_layout(self) -> RowLayout | None:
+        """The group's rows in epoch order for the walk by rows (`families/row_plan.py`); None
+        in compat mode or where the kind cannot count its rows ahead: units are walked whole."""
+        if self.data_paths is None or not self.walks_rows():
+            return None
+        held = self.__dict__.get("_row_layout")
+        if held is None or held[0] != self._key():
+            held = self.__dict__["_row_layout"] = (self._key(), row_layout(self))
+        return held[1]
+
+    def shard_of(self, topology: WorkerTopology, offset: int | None = None) -> WorkerShard:
+        """The share of the worker at `topology`: its units and, in the walk by rows, its
+        `RowPlan` (rounds from `offset`, default: the restart plan's, else 0)."""
+        layout = self.row_layout()
+        if layout is None:
+            if topology.num_workers:
+                self.check_enough(len(self.epoch_units), topology.num_workers)
+            return self.policy.worker_shard(topology, len(self.epoch_units))
+        if offset is None:
+            offset = getattr(self.restart_plan, "row_offset", 0) or 0
+        worker, workers = topology.global_worker
+        key = plan_key(self, worker, workers, offset)
+        held = self.__dict__.get("_row_plan")
+        if held is None or held[0] != key:
+            plan = RowPlan(layout, worker, workers, int(self.shuffle_buffer_size), row_seed(self), offset)
+            held = self.__dict__["_row_plan"] = (key, plan)
+        shard = self.policy.worker_shard(topology, len(self.epoch_units))
+        return dataclasses.replace(shard, rows=held[1])
 
     def _key(self) -> tuple:
         return (self.epoch_seed, id(self.data_paths), len(self.data_paths))
@@ -99,10 +147,7 @@ class UnitPlan:
 
     def worker_shard(self) -> WorkerShard:
         """This process's share: the whole rank list outside a DataLoader worker."""
-        topology = WorkerTopology.current(self.local_rank, self.world_size)
-        if topology.num_workers:
-            self.check_enough(len(self.epoch_units), topology.num_workers)
-        return self.policy.worker_shard(topology, len(self.epoch_units))
+        return self.shard_of(WorkerTopology.current(self.local_rank, self.world_size))
 
     def rank_units(self) -> list:
         return [self.epoch_units[i] for i in self.rank_unit_ids]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 from ..sharding import INHERITED_PHASE, REMAINDER_PHASE, WorkerShard, phase_work
 
@@ -27,6 +28,7 @@ class WorkItem:
     pass_index: int
     row_start: tuple
     single: bool = False
+    draw: Any = None  # a draw of the walk by rows (`row_plan.RowItem`): its piece, opening or closing
 
     @property
     def row_key(self) -> tuple:
@@ -66,6 +68,11 @@ def phase_items(shard: WorkerShard, restart_plan, phase: int, start) -> Iterator
             yield WorkItem(index, int(unit_id), int(pass_index), tuple(row), single=True)
         return
     work = phase_work(shard, restart_plan, phase)
+    if hasattr(work, "row_item"):  # the walk by rows: each item one row of an open piece
+        for index in range(first, len(work)):
+            draw = work.row_item(index)
+            yield WorkItem(index, draw.unit_id, draw.pass_index, draw.row, single=True, draw=draw)
+        return
     for index in range(first, len(work)):
         unit_id, pass_index, row_start = work.item(index)
         if start and index == first and len(start) > 1:
@@ -79,3 +86,21 @@ def walk(shard: WorkerShard, restart_plan, phase: int, start) -> Iterator[Phase]
         yield Phase(phase, start is None, phase_items(shard, restart_plan, phase, start))
         start = None
         phase = next_phase(restart_plan, phase)
+
+
+def piece_walk(phases: Iterator[Phase]) -> Iterator[Phase]:
+    """`phases` as the read-ahead walks them: in the walk by rows, one item per piece (its
+    first draw: the piece's row group is read once, whatever its draws are interleaved
+    with); unit items as they are."""
+    for phase in phases:
+        yield Phase(phase.number, phase.whole, _first_draws(phase.items))
+
+
+def _first_draws(items: Iterator[WorkItem]) -> Iterator[WorkItem]:
+    seen: set = set()
+    for item in items:
+        if item.draw is None:
+            yield item
+        elif item.draw.piece not in seen:
+            seen.add(item.draw.piece)
+            yield item

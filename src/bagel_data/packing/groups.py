@@ -142,8 +142,10 @@ class FamilyGroup(GroupSource):
     def set_epoch(self, seed):
         self.dataset.set_epoch(seed)
         # The epoch order is made here, once, so DataLoader workers inherit it rather than
-        # each shuffling its own copy (families make it lazily otherwise).
+        # each shuffling its own copy (families make it lazily otherwise); so are the row
+        # counts of the walk by rows (families/row_plan.py), read once, not once per worker.
         self.dataset.epoch_units  # noqa: B018
+        self.dataset.units.row_layout()
 
     def prefetch(self, cursors, budget):
         self.dataset.prefetch_rows(cursors, budget)

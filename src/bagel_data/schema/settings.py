@@ -47,6 +47,8 @@ def check_compat(value, key: str = "compat"):
 
 SEED_LIMIT = 2**32 - 1  # numpy's RandomState takes seeds in [0, SEED_LIMIT]
 MAX_FLEX_TOKENS = 1 << 24
+# `shuffle_buffer_size`'s default, from benchmarks/bench_shuffle.py (docs/performance.md).
+SHUFFLE_BUFFER_SIZE = 1024
 # `read_ahead_bytes` where it is not set: a group on remote storage, and a resume's prefetch.
 READ_AHEAD_BYTES = 32 << 20  # a flex pack's arrays have max_num_tokens entries: 16.8 M, 450x BAGEL's
 
@@ -160,6 +162,15 @@ class Settings:
         "buys nothing); a number applies everywhere; 0 reads inline (docs/performance.md)",
         "option",
         nullable=True,
+    )
+    shuffle_buffer_size: int = _setting(
+        SHUFFLE_BUFFER_SIZE,
+        Int(0),
+        "default mode: samples a worker draws in a random interleaving of the storage units (row groups, "
+        "lines) that hold them, each unit read once, front to back; about this many rows' units are open at "
+        "once; 0 reads each worker's rows in storage order; compat mode keeps the reference's order "
+        "(docs/packing.md)",
+        "option",
     )
     rebuild_threads: int | None = _setting(
         None,

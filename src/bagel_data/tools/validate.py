@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import BagelDataError, SkipLog, SkipReason
 from ..schema.weights import phases
 from ..sharding import shard_unit_ids, split_evenly, units_needed
+from .draw_spread import draw_spread, spread_warning
 from .fixes import fix_for
 from .lag import change_lags
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
@@ -37,6 +38,8 @@ class GroupReport:
     over_budget: int = 0
     units_per_worker: list = dataclasses.field(default_factory=list)
     empty_units: list = dataclasses.field(default_factory=list)
+    # Most- over least-drawn sample's draw rate (tools/draw_spread.py); None: not all counted.
+    draw_spread: float | None = None
 
 
 @dataclasses.dataclass
@@ -69,10 +72,12 @@ def _unit_rows(dataset, shard, index: int, unit_id: int, log: SkipLog):
     yield from dataset.worst_case_rows(shard, index, unit_id, log)
 
 
-def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int, mandatory: bool) -> list[int] | None:
+def _walk_group(
+    dataset, report: GroupReport, max_rows: int | None, budget: int, mandatory: bool, unit_rows: dict | None = None
+) -> list[int] | None:
     """One pass over the group's units (all of them: built as rank 0 of 1), counting
     outcomes; returns the ids of the units that gave neither a row nor a skip (None when
-    `max_rows` stopped the walk early). A sample over `budget` is skipped as the packer
+    `max_rows` stopped the walk early); `unit_rows` gets each unit's usable rows. A sample over `budget` is skipped as the packer
     skips it: a mandatory group's sample must be strictly under it (it opens a pack beside
     the other mandatory ones), any other may reach it."""
     log = SkipLog(report.name, strict=False, max_consecutive_failures=10**12)
@@ -80,6 +85,7 @@ def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int,
     lengths: list[int] = []
     empty: list[int] = []
     seen: dict[object, bool] = {}  # unit -> it was empty; num_used_data repeats files: check once
+    first_of: dict[object, int] = {}  # unit -> the id it was first walked as
     shard = dataset.worker_shard()
     for index, unit_id in enumerate(int(unit) for unit in shard.unit_ids):
         unit = dataset.epoch_units[unit_id]
@@ -87,14 +93,20 @@ def _walk_group(dataset, report: GroupReport, max_rows: int | None, budget: int,
         if key in seen:
             if seen[key]:
                 empty.append(unit_id)
+            if unit_rows is not None:
+                unit_rows[unit_id] = unit_rows[first_of[key]]
             continue
+        first_of[key] = unit_id
         before = (len(lengths), log.total())
+        over_before = report.over_budget
         for location, length in _unit_rows(dataset, shard, index, unit_id, log):
             lengths.append(length)
             if length > budget or (mandatory and length == budget):
                 report.over_budget += 1
                 log.skip(SkipReason.OVER_SAMPLE_BUDGET, location, f"up to {length} tokens, budget {budget}")
         seen[key] = before == (len(lengths), log.total())
+        if unit_rows is not None:
+            unit_rows[unit_id] = len(lengths) - before[0] - (report.over_budget - over_before)
         if seen[key]:
             empty.append(unit_id)
         if max_rows is not None and len(lengths) + sum(log.counts.values()) - report.over_budget >= max_rows:
@@ -255,18 +267,21 @@ def _check_group(
         sizes, notes = compat_split(family, world_size, num_workers)
         report.warnings.extend(notes)
     group.units_per_worker = sizes
-    if min(min(per_rank) for per_rank in sizes) == 0:
+    if min(min(per_rank) for per_rank in sizes) == 0 and not family.units.walks_rows():  # rows feed any worker
         report.errors.append(
             f"{name}: {group.units} units for {world_size} rank(s) x {num_workers} worker(s); "
             f"some workers would get none (needs at least {units_needed(world_size, num_workers)}). "
             "Fix: raise num_used_data (parquet files repeat to fill it), add data, "
             "or use fewer workers (--num-workers) or ranks"
         )
+    unit_rows: dict[int, int] = {}
     try:
-        empty = _walk_group(family, group, sample, budget, mandatory)
+        empty = _walk_group(family, group, sample, budget, mandatory, unit_rows)
     except BagelDataError as error:
         report.errors.append(f"{name}: {error}")
         empty = None
+    group.draw_spread = draw_spread(family, unit_rows if empty is not None else None, world_size, num_workers)
+    report.warnings.extend(spread_warning(name, group.draw_spread, family.policy.reference))
     if empty:
         group.empty_units = [family.units.label(i) for i in empty[:20]]
         report.warnings.append(f"{name}: {len(empty)} unit(s) hold no rows, e.g. {group.empty_units[0]}")
