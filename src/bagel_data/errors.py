@@ -105,6 +105,9 @@ class SkipReason(str, enum.Enum):
     NO_CAPTION = "no_caption"
     CAPTION_WITHOUT_IMAGE = "caption_file_without_image"
     MEMBER_TWICE = "tar_member_given_twice"
+    # Bytes of a tar that are no header and no member (resynchronised at the next header).
+    TAR_DAMAGED = "tar_damaged"
+    TAR_MEMBER_TOO_LARGE = "tar_member_over_size_limit"
 
 
 _REASON_VALUES = {reason.value for reason in SkipReason}

@@ -106,8 +106,9 @@ def test_a_resume_after_any_cursor_continues_the_stream_exactly(tmp_path, tokeni
         resumed = _dataset(tmp_path / "tars", tokenizer, 2).iter_samples(after=full[k][0], read_ahead=read_ahead)
         got = [(cursor, _text(sample, tokenizer)) for cursor, sample in itertools.islice(resumed, 16 - k - 1)]
         assert got == [(cursor, _text(sample, tokenizer)) for cursor, sample in full[k + 1 :]], f"after {full[k][0]}"
-    # The reference's data_status resumes the same way (a position without the phase).
-    resumed = _dataset(tmp_path / "tars", tokenizer, 2, data_status=[list(full[5][0][1:])])
+    # A data_status resumes the same way (a sample's data_indexes: its position, tagged).
+    assert full[5][1]["data_indexes"]["data_indexes"][:-1] == list(full[5][0][1:])
+    resumed = _dataset(tmp_path / "tars", tokenizer, 2, data_status=[full[5][1]["data_indexes"]["data_indexes"]])
     assert [_text(sample, tokenizer) for sample in itertools.islice(iter(resumed), 3)] == [
         _text(sample, tokenizer) for _, sample in full[6:9]
     ]

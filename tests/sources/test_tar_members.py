@@ -44,6 +44,26 @@ CASES = {
     "json not json": ([("k/a.jpg", JPG), ("k/a.json", b"{nope")], SkipReason.CAPTION_INVALID),
     "json caption not text": ([("k/a.jpg", JPG), ("k/a.json", b'{"caption": 3}')], SkipReason.CAPTION_INVALID),
     "image not an image": ([("k/a.jpg", b"broken"), ("k/a.txt", b"t")], SkipReason.IMAGE_DECODE),
+    # A classification key: `.cls` and `.npy` beside the image are no part of the sample
+    # (never "the same part twice"), and without an image the key is image_file_missing.
+    "cls and npy beside the image": (
+        [("k/a.jpg", JPG), ("k/a.cls", b"3"), ("k/a.npy", b"\x93NUMPY"), ("k/a.txt", b"labelled")],
+        ["labelled"],
+    ),
+    "cls and npy alone": ([("k/a.cls", b"3"), ("k/a.npy", b"\x93NUMPY")], SkipReason.IMAGE_MISSING),
+    # Numbered caption keys by number (caption_2 before caption_10), blank ones left out.
+    "numbered json captions": (
+        [
+            ("k/a.jpg", JPG),
+            ("k/a.json", b'{"caption": "c", "caption_10": "ten", "caption_2": "two", "caption_3": " "}'),
+        ],
+        ["c", "two", "ten"],
+    ),
+    "blank json caption falls through": (
+        [("k/a.jpg", JPG), ("k/a.json", b'{"caption": "  ", "text": "from text"}')],
+        ["from text"],
+    ),
+    "blank lines of txt": ([("k/a.jpg", JPG), ("k/a.txt", b"\n  one  \n\t\n")], ["one"]),
 }
 # Every tar also holds one good key, a folder and a file without an extension (no samples).
 GOOD = [("k/z.jpg", JPG), ("k/z.txt", b"good")]
@@ -111,3 +131,10 @@ def test_member_roles_and_keys_follow_the_first_dot_of_the_file_name():
     sample = keyed["set.v1/0001"]
     assert sample.image is not None and (sample.image.name, sample.image.offset) == ("set.v1/0001.jpg", 0)
     assert keyed["0002"].reason is SkipReason.IMAGE_MISSING  # type: ignore[union-attr]
+
+
+def test_numbered_caption_keys_sort_by_number_not_text():
+    from bagel_data.sources.captions import numbered_caption_keys
+
+    row = {"caption_10": 1, "caption_2": 1, "caption_1": 1, "caption_": 1, "captions": 1, "caption_3x": 1, 7: 1}
+    assert numbered_caption_keys(row) == [(1, "caption_1"), (2, "caption_2"), (10, "caption_10")]

@@ -15,7 +15,10 @@ files in sorted order than in the reference's listing order) and shards them the
 position would then continue on other rows: the caller raises a `ResumeError` instead.
 Where the lists may differ, the default mode's own positions carry a fingerprint of the
 worker's list as one more entry (`position_tag`), so that a `data_status` of its own run is
-told apart from a reference one and resumes exactly.
+told apart from a reference one and resumes exactly. A family whose units the reference
+cannot read (T2I's tars) sets `position_salt`: its positions are always tagged, the tag salted
+so that a position of other units (the `prepare t2i` copy of the same tars, whose cursors
+look alike) never passes for one of its own, and an untagged position is refused.
 """
 
 from __future__ import annotations
@@ -101,23 +104,30 @@ def position_tag(dataset: UnitDataset, shard: WorkerShard) -> int | None:
     picked by the listing order), a position of ours and one of the reference's can look
     alike and name other rows. Ours then carry one more entry, a fingerprint of the worker's
     list: a `data_status` of either kind is then told apart, and each resumes exactly."""
-    if dataset.policy.reference or dataset.row_depth() is None:
+    if dataset.row_depth() is None or (dataset.policy.reference and not _salt(dataset)):
         return None
     key = (shard.rank, shard.world_size, shard.worker_id, shard.num_workers, len(dataset.epoch_units))
     held = dataset.__dict__.get("_position_tag")
     if held is None or held[0] != key:
         listing = dataset.parquet_listing
-        same = (listing is None or listing.order_free()) and np.array_equal(
-            shard.unit_ids, shard.shard(len(dataset.epoch_units), reference=True).unit_ids
+        same = (
+            not _salt(dataset)
+            and (listing is None or listing.order_free())
+            and np.array_equal(shard.unit_ids, shard.shard(len(dataset.epoch_units), reference=True).unit_ids)
         )
         held = dataset.__dict__["_position_tag"] = (key, None if same else list_fingerprint(dataset, shard))
     return held[1]
 
 
 def list_fingerprint(dataset: UnitDataset, shard: WorkerShard) -> int:
-    """A 31-bit fingerprint of a worker's list: its unit ids in the epoch order's count."""
+    """A 31-bit fingerprint of a worker's list: its unit ids in the epoch order's count (and
+    the family's `position_salt`: units of another kind fingerprint apart)."""
     ids = np.asarray(shard.unit_ids, dtype="<i8").tobytes()
-    return zlib.crc32(ids, len(dataset.epoch_units) & 0xFFFFFFFF) & 0x7FFFFFFF
+    return zlib.crc32(ids, (len(dataset.epoch_units) ^ _salt(dataset)) & 0xFFFFFFFF) & 0x7FFFFFFF
+
+
+def _salt(dataset: UnitDataset) -> int:
+    return int(getattr(dataset, "position_salt", 0))
 
 
 def tagged(dataset: UnitDataset, shard: WorkerShard, data_index):
@@ -171,6 +181,12 @@ def data_status_cursor(dataset: UnitDataset, worker_id: int) -> tuple[int, ...] 
         raise ResumeError(
             f"{dataset.dataset_name}: {what} is not a position of this worker: its first entry must be under its "
             f"{len(shard.unit_ids)} unit(s)"
+        )
+    if not ours and _salt(dataset):
+        raise ResumeError(
+            f"{dataset.dataset_name}: {what} is untagged: a position of parquet rows (BAGEL's reader, or the "
+            "`prepare t2i` copy of these tars), not of the tars this group reads, whose positions end with this "
+            "library's tag. Resume with the data_status of a run on these tars, or start the group afresh"
         )
     if not ours and position_tag(dataset, shard) is not None:
         check_reference_position(dataset, what)  # untagged here: the reference's position

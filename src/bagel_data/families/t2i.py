@@ -10,19 +10,20 @@ unit is `(row group, row)`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 from ..errors import RowDropped, SkipReason
 from ..formats import T2I_COLUMNS
 from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
-from ..media.safe_read import MediaTooLargeError, NotRegularFileError, OutsideRootError, read_media
+from ..media.safe_read import OutsideRootError, read_media
 from ..sample import SampleBuilder
 from ..sources import storage
 from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
-from .t2i_tars import TarSource, check_no_columns, t2i_shard_files, tar_rows
+from .t2i_tars import TAR_POSITION_SALT, TarSource, check_no_columns, t2i_shard_files, tar_extent, tar_rows
 from .worst_case import measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -120,11 +121,16 @@ class T2IIterableDataset(DistributedIterableDataset):
             return TarSource(self.epoch_units.__getitem__)
         return ParquetSource(self.parquet_span, self.parquet_columns)
 
+    @property
+    def position_salt(self) -> int:
+        """Tar positions are always tagged, apart from parquet ones (`families/positions.py`)."""
+        return TAR_POSITION_SALT if self.tars else 0
+
     def row_extent(self, unit_id, row):
-        """A file's row groups (`row` ()), or the rows of row group `row[0]`. A tar's blocks
-        are known only from its member index, built when it is read: not told here."""
+        """A file's row groups (`row` ()), or the rows of row group `row[0]`; a tar's blocks,
+        or the samples of block `row[0]` (from its member index, listed once per node)."""
         if self.tars:
-            return None
+            return tar_extent(self.__dict__.setdefault("_tar_indexes", {}), self.epoch_units[unit_id], row)
         path = self.epoch_units[unit_id]
         counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
         if counts is None:
@@ -159,14 +165,15 @@ class T2IIterableDataset(DistributedIterableDataset):
             return True  # `_table_cells` names what is wrong with the cell
         if isinstance(image, bytes) or root is None:
             return True
-        path = storage.join(root, image)
+        # A URI or an absolute path names itself (and lies outside the root unless allowed).
+        path = image if storage.is_uri(image) or os.path.isabs(image) else storage.join(root, image)
         try:
             cells["image"] = read_media(path, [root], self.allow_outside_root)
         except OutsideRootError as exc:
             log.skip(SkipReason.OUTSIDE_ROOT, location, str(exc))
         except FileNotFoundError:
             log.skip(SkipReason.IMAGE_MISSING, location, f"{path[:200]} does not exist (image_root {root[:200]})")
-        except (OSError, NotRegularFileError, MediaTooLargeError) as exc:
+        except (OSError, ValueError) as exc:  # not a file, too large, a NUL, a scheme nothing opens
             log.skip(SkipReason.IMAGE_UNREADABLE, location, f"{path[:200]}: {exc}")
         else:
             return True

@@ -21,8 +21,11 @@ from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
 from ..sources.read_ahead import ReadAhead, Task
 from ..sources.tar_index import TarIndex
-from ..sources.tar_members import sample_captions
+from ..sources.tar_members import is_tar, refuse_compressed, sample_captions
 from .reads import FamilyReads
+
+# Salts the fingerprint a tar position is tagged with (`families/positions.py`).
+TAR_POSITION_SALT = 0x7A5
 
 # Before a tar is listed the size of its index is unknown: a few dozen bytes per sample.
 INDEX_ESTIMATE = 64 << 10
@@ -33,10 +36,15 @@ def t2i_shard_files(
     data_dir_list: Sequence[str], num_used_data: Sequence[int], file_order: str
 ) -> tuple[bool, list[str], dict[str, FileStat]]:
     """(whether the folders hold tars, the units' paths as `num_used_data` repeats them,
-    each file's (size, mtime_ns) from the listing), each folder listed once."""
-    listed = {folder: _shards(list_parquet_entries(folder, file_order, (".parquet", TAR))) for folder in data_dir_list}
-    tars = [path for entries in listed.values() for path, _ in entries if path.endswith(TAR)]
-    tables = [path for entries in listed.values() for path, _ in entries if not path.endswith(TAR)]
+    each file's (size, mtime_ns) from the listing), each folder listed once. A `.TAR` is a
+    tar; a compressed tar is a `ConfigError` naming it and the fix."""
+    listed = {}
+    for folder in data_dir_list:
+        entries = list_parquet_entries(folder, file_order, ("",))  # every file: `.TAR`, `.tar.gz` too
+        refuse_compressed("data_dir", folder, [path.rsplit("/", 1)[-1] for path, _ in entries])
+        listed[folder] = _shards([(path, stat) for path, stat in entries if is_tar(path) or path.endswith(".parquet")])
+    tars = [path for entries in listed.values() for path, _ in entries if is_tar(path)]
+    tables = [path for entries in listed.values() for path, _ in entries if not is_tar(path)]
     if tars and tables:
         raise ConfigError(
             "data_dir",
@@ -44,11 +52,11 @@ def t2i_shard_files(
             f"holds both .tar shards ({_some(tars)}) and .parquet files ({_some(tables)}); a dataset reads "
             "one kind: move one kind to a folder (a dataset_info entry) of its own",
         )
-    suffix, kind = (TAR, ".tar shards") if tars else (".parquet", "*.parquet files")
+    kind = ".tar shards" if tars else "*.parquet files"
     paths: list[str] = []
     stats: dict[str, FileStat] = {}
     for folder, num_used in zip(data_dir_list, num_used_data):
-        entries = [(path, stat) for path, stat in listed[folder] if path.endswith(suffix)]
+        entries = [(path, stat) for path, stat in listed[folder] if is_tar(path) == bool(tars)]
         stats.update(entries)
         paths += repeated_files(folder, [path for path, _ in entries], num_used, kind)
     return bool(tars), paths, stats
@@ -57,8 +65,8 @@ def t2i_shard_files(
 def _shards(entries: list[tuple[str, FileStat]]) -> list[tuple[str, FileStat]]:
     """The folder's data files: img2dataset writes `00000.parquet` (the shard's listing of
     urls and statuses) beside `00000.tar`; such a listing is not a table of samples."""
-    tars = {path[: -len(TAR)] for path, _ in entries if path.endswith(TAR)}
-    return [(path, stat) for path, stat in entries if path.endswith(TAR) or path[: -len(".parquet")] not in tars]
+    tars = {path[: -len(TAR)] for path, _ in entries if is_tar(path)}
+    return [(path, stat) for path, stat in entries if is_tar(path) or path[: -len(".parquet")] not in tars]
 
 
 def _some(paths: list[str]) -> str:
@@ -75,6 +83,23 @@ def check_no_columns(image_column: str | None, caption_column: str | None) -> No
                 "the data_dir holds .tar shards, whose parts are named by extension (.jpg, .txt, .json); "
                 "column names are for parquet tables: remove it",
             )
+
+
+def tar_extent(indexes: dict, path: str, row: tuple) -> tuple[str, int, str] | None:
+    """How many blocks tar `path` holds (`row` ()), or samples block `row[0]` holds; None
+    when the tar cannot be listed (then a counted skip when it is read)."""
+    if path not in indexes:
+        try:
+            indexes[path] = TarIndex(path)
+        except Exception:
+            indexes[path] = None
+    index = indexes[path]
+    if index is None:
+        return None
+    if not row:
+        return "block", len(index.blocks), path
+    block = index.blocks[row[0]]
+    return "sample", block.stop - block.first, f"{path}, block {row[0]}"
 
 
 def tar_rows(
@@ -142,7 +167,7 @@ class TarSource:
         for block in range(first, stop):
             span = index.blocks[block]
             read = functools.partial(index.read_block, block)
-            yield Task(("tarblock", (path, block)), read, span.end - span.start)
+            yield Task(("tarblock", (path, block)), read, span.nbytes)
 
     def pin(self, ahead: ReadAhead, row_keys: list[tuple], files) -> None:
         """Resume: per tar, one task lists it and reads the blocks buffered rows need."""

@@ -28,9 +28,20 @@ class CellError(ValueError):
 
 
 def _image_type_ok(kind: pa.DataType) -> bool:
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or _is_text(kind):
+    """Binary, a path, or a `{bytes, path}` struct whose `bytes` is binary and `path` text
+    (a struct of other field types would fail on every row: refused at the start)."""
+    if _is_binary(kind) or _is_text(kind):
         return True
-    return pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0
+    if not pa.types.is_struct(kind) or kind.get_field_index("bytes") < 0:
+        return False
+    fields = {kind.field(i).name: kind.field(i).type for i in range(kind.num_fields)}
+    return (_is_binary(fields["bytes"]) or pa.types.is_null(fields["bytes"])) and (
+        "path" not in fields or _is_text(fields["path"]) or pa.types.is_null(fields["path"])
+    )
+
+
+def _is_binary(kind: pa.DataType) -> bool:
+    return pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
 
 
 def _is_text(kind: pa.DataType) -> bool:
@@ -41,6 +52,9 @@ def _caption_type_ok(kind: pa.DataType) -> bool:
     if _is_text(kind):
         return True
     return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _is_text(kind.value_type)
+
+
+_IMAGE_TYPES = "binary, a {bytes: binary, path: string} struct or a path (string)"
 
 
 def _found(schema: pa.Schema) -> str:
@@ -55,7 +69,7 @@ def resolve_columns(
     cannot hold images / captions is one `ConfigError` naming the columns found in `where`."""
     chosen = []
     for key, named, candidates, type_ok, holds in (
-        ("image_column", image_column, IMAGE_COLUMNS, _image_type_ok, "binary, a {bytes, path} struct or a path"),
+        ("image_column", image_column, IMAGE_COLUMNS, _image_type_ok, _IMAGE_TYPES),
         ("caption_column", caption_column, CAPTION_COLUMNS, _caption_type_ok, "a string or a list of strings"),
     ):
         name = named or next((column for column in candidates if column in schema.names), None)
@@ -90,9 +104,13 @@ def local_table_columns(paths: list[str], image_column: str | None, caption_colu
 
 
 def image_cell(value: object) -> bytes | str:
-    """The image of one cell: its encoded bytes, or the path to read them from."""
+    """The image of one cell: its encoded bytes, or the path to read them from. A cell of
+    another type (a struct's `bytes` holding text, a number) is a `CellError`, never a
+    `bytes(...)` call on it: `bytes(2**40)` would allocate a terabyte of zeros."""
     if isinstance(value, dict):  # datasets.Image: bytes when embedded, else a path
         data, path = value.get("bytes"), value.get("path")
+        if data is not None and not isinstance(data, (bytes, bytearray)):
+            raise CellError(f"the image struct's bytes field holds {type(data).__name__}, not bytes")
         if data:
             return bytes(data)
         value = path
@@ -100,7 +118,9 @@ def image_cell(value: object) -> bytes | str:
         return bytes(value)
     if isinstance(value, str) and value:
         return value
-    raise CellError("the image cell is empty (no bytes and no path)")
+    if value is None or isinstance(value, (str, bytes, bytearray)):
+        raise CellError("the image cell is empty (no bytes and no path)")
+    raise CellError(f"the image cell holds {type(value).__name__}, not bytes or a path")
 
 
 def caption_cell(value: object) -> list[str]:

@@ -6,11 +6,13 @@ rules `prepare t2i` uses) into the node's index cache (`jsonl_cache`: the same f
 lock, checks and in-memory fallback as the JSONL index); every other rank and worker maps it.
 
 Per sample the index keeps where its image, `.txt` and `.json` lie, its key, and for a key
-the rules refuse, the reason and the particulars. Samples are read in *blocks*: the samples
-whose first byte falls in one `BLOCK_BYTES` stretch of the tar, fetched with one ranged read
-(one round trip on an object store for a few dozen samples). A sample's address within its
-tar is `(block, sample within the block)`; the blocks are a function of the index and
-`BLOCK_BYTES`, so the same on every process and every run.
+the rules refuse, the reason and the particulars (a damaged stretch of the tar is such an entry too). Samples
+are read in *blocks*: the samples whose first byte falls in one `BLOCK_BYTES` stretch of the
+tar. A block reads only the members its samples use: their byte ranges, those less than
+`GAP_BYTES` apart merged into one ranged read (one round trip on an object store for a few
+dozen samples), so that a 300 MB `.mp4` between a sample's `.jpg` and `.txt` is never
+fetched. A sample's address within its tar is `(block, sample within the block)`; the
+blocks are a function of the index and `BLOCK_BYTES`, so the same on every process and run.
 """
 
 from __future__ import annotations
@@ -27,8 +29,21 @@ from . import jsonl_cache, storage
 from .tar_members import list_tar
 
 BLOCK_BYTES = 4 << 20
+# Members of a block less than this far apart are fetched in one read: below about a round
+# trip's worth of bytes, reading the gap costs less than another request.
+GAP_BYTES = 1 << 20
 # A sample's `problem` code: 0 for a usable sample, else the rule that refused its key.
-PROBLEMS = (None, SkipReason.MEMBER_TWICE, SkipReason.CAPTION_WITHOUT_IMAGE, SkipReason.IMAGE_MISSING)
+PROBLEMS = (
+    None,
+    SkipReason.MEMBER_TWICE,
+    SkipReason.CAPTION_WITHOUT_IMAGE,
+    SkipReason.IMAGE_MISSING,
+    SkipReason.TAR_DAMAGED,
+    SkipReason.TAR_MEMBER_TOO_LARGE,
+)
+# The listing rules' version, part of the cache key: an index listed by older rules (which
+# stopped at the first damaged header) is never mapped.
+RULES = 2
 PARTS = ("image", "txt", "json")
 SAMPLE = np.dtype(
     [("problem", np.int8)]
@@ -61,12 +76,22 @@ TAR = jsonl_cache.IndexKind("tar", (("samples", SAMPLE), ("text", np.uint8)), _f
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """Samples `[first, stop)` of a tar, whose members lie in bytes `[start, end)`."""
+    """Samples `[first, stop)` of a tar, whose members lie in bytes `[start, end)`, read as
+    the byte ranges `reads` (`(start, end)` each, in order)."""
 
     first: int
     stop: int
     start: int
     end: int
+    reads: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(end - start for start, end in self.reads)
+
+
+# A block's bytes: `(start, data)` per range of `Block.reads`.
+BlockData = tuple[tuple[int, bytes], ...]
 
 
 def _build(path: str, allocate) -> tuple:
@@ -99,7 +124,7 @@ class TarIndex:
     def __init__(self, path: str):
         self.path = path
         (self.samples, self.text), self.folder = jsonl_cache.index_arrays(
-            [path], [BLOCK_BYTES], lambda work, allocate: _build(path, allocate), TAR
+            [path], [BLOCK_BYTES, RULES], lambda work, allocate: _build(path, allocate), TAR
         )
         self.blocks = _blocks(np.asarray(self.samples))
         # Python's own values: a field of a numpy record costs microseconds per read.
@@ -122,22 +147,30 @@ class TarIndex:
         return reason, self._keys[at + key_len : at + text_len].decode("utf-8", "surrogateescape")
 
     @seam("read")
-    def read_block(self, block: int) -> bytes:
-        """The bytes of block `block`: one ranged read."""
-        span = self.blocks[block]
+    def read_block(self, block: int) -> BlockData:
+        """The bytes of block `block`: one ranged read per range of its `reads`."""
+        pieces = []
         with storage.open_input(self.path) as handle:
-            handle.seek(span.start)
-            data = handle.read(span.end - span.start)
-        if len(data) != span.end - span.start:
-            raise OSError(f"{self.path}: read {len(data)} of {span.end - span.start} bytes at {span.start}")
-        return data
+            for start, end in self.blocks[block].reads:
+                handle.seek(start)
+                data = handle.read(end - start)
+                if len(data) != end - start:
+                    raise OSError(f"{self.path}: read {len(data)} of {end - start} bytes at {start}")
+                pieces.append((start, data))
+        return tuple(pieces)
 
-    def parts(self, index: int, block: int, data: bytes) -> tuple[bytes | None, ...]:
+    def parts(self, index: int, block: int, data: BlockData) -> tuple[bytes | None, ...]:
         """(image, .txt, .json) bytes of sample `index`, cut from its block's `data`."""
-        spans, base = self._rows[index][1:7], self.blocks[block].start
-        return tuple(
-            None if at < 0 else data[at - base : at - base + size] for at, size in zip(spans[::2], spans[1::2])
-        )
+        spans = self._rows[index][1:7]
+        return tuple(None if at < 0 else _cut(data, at, size) for at, size in zip(spans[::2], spans[1::2]))
+
+
+def _cut(data: BlockData, at: int, size: int) -> bytes:
+    """Bytes `[at, at + size)` of the tar, from the piece of `data` that holds them."""
+    for start, piece in data:
+        if start <= at and at + size <= start + len(piece):
+            return piece[at - start : at - start + size]
+    raise ValueError(f"bytes {at} to {at + size} are in no range the block read")  # a bug, not bad data
 
 
 def _blocks(samples: np.ndarray) -> list[Block]:
@@ -151,13 +184,37 @@ def _blocks(samples: np.ndarray) -> list[Block]:
     first_byte = np.maximum.accumulate(np.where(usable, first_byte, 0))
     stretch = first_byte // BLOCK_BYTES
     cuts = [0, *(np.flatnonzero(np.diff(stretch)) + 1).tolist(), len(samples)]
-    ends = np.stack([samples[f"{part}_at"] + samples[f"{part}_size"] for part in PARTS]).max(axis=0)
+    number = np.zeros(len(samples), np.int64)
+    number[cuts[1:-1]] = 1
+    reads = _reads(samples, np.cumsum(number), usable)
     blocks = []
-    for first, stop in itertools.pairwise(cuts):
-        good = usable[first:stop]
-        if good.any():
-            start = int(np.where(present[:, first:stop] >= 0, present[:, first:stop], np.iinfo(np.int64).max).min())
-            blocks.append(Block(first, stop, start, int(ends[first:stop][good].max())))
+    for block, (first, stop) in enumerate(itertools.pairwise(cuts)):
+        ranges = reads.get(block, ())
+        if ranges:
+            blocks.append(Block(first, stop, ranges[0][0], ranges[-1][1], ranges))
         else:
             blocks.append(Block(first, stop, 0, 0))
     return blocks
+
+
+def _reads(samples: np.ndarray, block_of: np.ndarray, usable: np.ndarray) -> dict[int, tuple]:
+    """Per block, the byte ranges of its usable samples' members, those at most `GAP_BYTES`
+    apart merged. Each range spans from its first member to the furthest end among its
+    members, so it holds every one of them, however the index lists them."""
+    starts = np.concatenate([samples[f"{part}_at"][usable] for part in PARTS])
+    ends = np.concatenate([(samples[f"{part}_at"] + samples[f"{part}_size"])[usable] for part in PARTS])
+    blocks = np.concatenate([block_of[usable]] * len(PARTS))
+    keep = starts >= 0
+    starts, ends, blocks = starts[keep], ends[keep], blocks[keep]
+    order = np.lexsort((starts, blocks))
+    starts, ends, blocks = starts[order], ends[order], blocks[order]
+    if not len(starts):
+        return {}
+    new = np.ones(len(starts), bool)
+    new[1:] = (blocks[1:] != blocks[:-1]) | (starts[1:] - ends[:-1] > GAP_BYTES)
+    heads = np.flatnonzero(new)
+    range_ends = np.maximum.reduceat(ends, heads)
+    found: dict[int, list] = {}
+    for head, end in zip(heads.tolist(), range_ends.tolist()):
+        found.setdefault(int(blocks[head]), []).append((int(starts[head]), int(end)))
+    return {block: tuple(ranges) for block, ranges in found.items()}

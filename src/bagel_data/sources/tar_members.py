@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from ..errors import RowDropped, SkipReason
+from ..errors import ConfigError, RowDropped, SkipReason
+from ..media.safe_read import MAX_MEDIA_BYTES
 from . import storage
 from .captions import sidecar_captions
+from .tar_walk import Damaged, Entry, walk
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 # Bytes fetched per read while listing a tar that is not on local disk: a tar's headers
 # lie between its members, and one read per header would be one round trip per member.
 LISTING_WINDOW = 8 << 20
+# The most bytes one member a sample uses may hold: the cap on media files read anywhere.
+MAX_MEMBER_BYTES = MAX_MEDIA_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +56,41 @@ class TarSample:
 Keyed = list[tuple[str, "TarSample | RowDropped"]]
 
 
+# Compressed tars are refused by name (`refuse_compressed`): a gzip / bzip2 / xz / zstd
+# stream has no random access, so every ranged read of a block would decompress the tar
+# from its start; decompressing once (`gunzip -k`) gives a tar that reads in place.
+COMPRESSED_TARS = (".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".tzst", ".tar.lz4")
+
+
+def is_tar(name: str) -> bool:
+    """A plain tar shard: `.tar` in any case (`.TAR` from some tools)."""
+    return name.lower().endswith(".tar")
+
+
+def refuse_compressed(key: str, where: str, names: Iterable[str]) -> None:
+    """A `ConfigError` naming the compressed tars among `names`, with the fix; else nothing."""
+    packed = [name for name in names if name.lower().endswith(COMPRESSED_TARS)]
+    if packed:
+        shown = ", ".join(packed[:3]) + (f" and {len(packed) - 3} more" if len(packed) > 3 else "")
+        raise ConfigError(
+            key,
+            where,
+            f"holds compressed tar shards ({shown}): a compressed tar has no random access, so it is not read "
+            "(it would be decompressed from its start for every block). Decompress each once beside it "
+            "(`gunzip -k NAME.tar.gz`, `xz -dk`, `zstd -d`: a .tar shard), then read the .tar files in place or "
+            "with `bagel-data prepare t2i`",
+        )
+
+
 def tar_files(source: Path) -> list[Path]:
-    """`source` itself if it is a `.tar`, else the `.tar` files at the top of a folder."""
+    """`source` itself if it is a `.tar`, else the `.tar` files at the top of a folder
+    (`.TAR` too); a compressed tar is a `ConfigError` naming it (`refuse_compressed`)."""
     if source.is_file():
-        return [source] if source.suffix.lower() == ".tar" else []
-    return sorted(path for path in source.glob("*.tar") if path.is_file())
+        refuse_compressed("source", str(source), [source.name])
+        return [source] if is_tar(source.name) else []
+    files = sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else []
+    refuse_compressed("source", str(source), [path.name for path in files])
+    return [path for path in files if is_tar(path.name)]
 
 
 def member_role(ext: str) -> str:
@@ -68,23 +100,52 @@ def member_role(ext: str) -> str:
     return ext if ext in ("txt", "json") else "other"
 
 
-def group_members(tar: str, entries: Iterable[tuple[str, int, int]]) -> Keyed:
+def group_members(tar: str, entries: Iterable[Entry]) -> Keyed:
     """`(key, TarSample or RowDropped)` per key of `entries` (`(name, data offset, size)` of
-    each file member, in tar order), keys in the order they first appear."""
+    each file member, in tar order, and the `Damaged` stretches between them), keys in the
+    order they first appear; a damaged stretch is an entry of its own, labelled by its bytes."""
+    order: list[str | Damaged] = []
     samples: dict[str, dict[str, TarMember]] = {}
     twice: dict[str, list[str]] = {}  # key -> members that repeat a part (which one is meant?)
-    for name, offset, size in entries:
+    seen: dict[str, int] = {}  # key -> the number of damaged stretches before its first member
+    split: dict[str, Damaged] = {}  # key -> a damaged stretch between its members
+    damages: list[Damaged] = []
+    for entry in entries:
+        if isinstance(entry, Damaged):
+            order.append(entry)
+            damages.append(entry)
+            continue
+        name, offset, size = entry
         folder, _, base = name.rpartition("/")
         stem, dot, ext = base.partition(".")
         if not dot:
             continue
         key = f"{folder}/{stem}" if folder else stem
+        if key not in samples:
+            order.append(key)
+            seen[key] = len(damages)
+        elif seen[key] < len(damages):
+            split.setdefault(key, damages[-1])
         member = TarMember(tar, name, offset, size)
         role = member_role(ext.lower())
         first = samples.setdefault(key, {}).setdefault(role, member)
         if first is not member and role != "other":
             twice.setdefault(key, [first.name]).append(member.name)
-    return [(key, _twice(twice[key]) if key in twice else _sample(members)) for key, members in samples.items()]
+    return [_entry(item, samples, twice, split) for item in order]
+
+
+def _entry(item, samples, twice, split) -> tuple[str, TarSample | RowDropped]:
+    if isinstance(item, Damaged):
+        detail = (
+            f"bytes {item.start} to {item.end} of the tar are no tar header and no member's data (damaged or "
+            "zeroed); the members there are lost, the walk went on at the next valid header"
+        )
+        return item.label(), RowDropped(SkipReason.TAR_DAMAGED, detail)
+    if item in split:
+        where = split[item]
+        detail = f"its members lie on both sides of damaged bytes {where.start} to {where.end}: one may be lost there"
+        return item, RowDropped(SkipReason.TAR_DAMAGED, detail)
+    return item, _twice(twice[item]) if item in twice else _sample(samples[item])
 
 
 def _twice(names: list[str]) -> RowDropped:
@@ -94,6 +155,12 @@ def _twice(names: list[str]) -> RowDropped:
 
 
 def _sample(members: dict[str, TarMember]) -> TarSample | RowDropped:
+    large = [m for role, m in members.items() if role != "other" and m.size > MAX_MEMBER_BYTES]
+    if large:
+        return RowDropped(
+            SkipReason.TAR_MEMBER_TOO_LARGE,
+            f"{large[0].name} holds {large[0].size} bytes, over the {MAX_MEMBER_BYTES}-byte limit on media",
+        )
     if "image" in members:
         return TarSample(members["image"], members.get("txt"), members.get("json"))
     if "txt" in members or "json" in members:
@@ -102,24 +169,13 @@ def _sample(members: dict[str, TarMember]) -> TarSample | RowDropped:
 
 
 def list_tar(path: str) -> Keyed:
-    """The samples of the tar at `path` (local or a URI), from its headers alone. Raises
-    OSError or `tarfile.TarError` when the tar cannot be read to its end (a truncated one)."""
+    """The samples of the tar at `path` (local or a URI), from its headers alone, damaged
+    stretches counted (`tar_walk.walk`). Raises OSError or `tarfile.TarError` when the tar
+    cannot be read to its end (a truncated one)."""
     with storage.open_input(path) as handle:
         readable = handle if isinstance(handle, io.BufferedReader) else _Window(handle)  # local: the OS reads ahead
-        return group_members(path, _file_members(readable))
-
-
-def _file_members(handle: Any) -> Iterator[tuple[str, int, int]]:
-    size = handle.seek(0, 2)
-    handle.seek(0)
-    with tarfile.open(fileobj=handle, mode="r:") as archive:
-        for info in archive:
-            if info.isfile():
-                yield info.name, info.offset_data, info.size
-        # tarfile ends quietly where a header is cut short: a tar that is not whole 512-byte
-        # blocks, or that lacks the end-of-archive block after its last member, was cut.
-        if size % tarfile.BLOCKSIZE or archive.offset + tarfile.BLOCKSIZE > size:
-            raise tarfile.ReadError(f"unexpected end of data: the tar ends after {size} bytes, mid-header")
+        size = readable.seek(0, 2)
+        return group_members(path, walk(readable, size))
 
 
 def sample_captions(txt: bytes | None, js: bytes | None) -> tuple[list[str], str]:
