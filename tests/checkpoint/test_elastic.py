@@ -432,7 +432,7 @@ def test_an_elastic_restart_across_a_change_point_packs_every_waiting_sample_onc
     monkeypatch.setitem(PACKING, "mix_by", "tokens")
     monkeypatch.setitem(PACKING, "pack_strategy", "best_fit")
     states, packed_before = run_old(data, tokenizer, special_tokens, 2, 2, packed_rows)
-    assert any(state["backlog"] for state in states), "no old worker held a backlog at the restart"
+    assert any(state["stages"]["pace"]["backlog"] for state in states), "no old worker held a backlog at the restart"
     expected = collections.Counter()
     for state in states:
         expected += leftover_rows(data, tokenizer, special_tokens, state)

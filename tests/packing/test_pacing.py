@@ -81,6 +81,11 @@ def _tokens(batch) -> collections.Counter:
     return tokens
 
 
+def _backlog(state: dict) -> int:
+    """The pacer's backlog in a checkpoint (its own state, under `stages.pace`)."""
+    return state["stages"]["pace"]["backlog"]
+
+
 def _rows(batch) -> list[tuple[str, int]]:
     return [(where["dataset_name"], where["data_indexes"]) for where in batch["batch_data_indexes"]]
 
@@ -117,21 +122,21 @@ def test_every_buffered_sample_is_packed_once_at_its_groups_pace(strategy):
         with as_worker(worker, WORKERS):
             for n, batch in enumerate(itertools.islice(iter(dataset), 60)):
                 packed.update(_rows(batch))
-                draining = at_switch is not None and state["backlog"] > 0  # before this pack
+                draining = at_switch is not None and _backlog(state) > 0  # before this pack
                 state = dataset.state_dict()
-                assert len(state["buffer"]) - state["backlog"] <= cfg.max_buffer_size
+                assert len(state["buffer"]) - _backlog(state) <= cfg.max_buffer_size
                 if at_switch is None and worker + WORKERS * (n + 1) >= SWITCH:  # the next pack opens Stage 2
                     at_switch = {(raw["group"], raw["cursor"][0]) for raw in state["buffer"]}
                     at_switch |= {(state["carry"]["group"], state["carry"]["cursor"][0])} if state["carry"] else set()
-                    state["backlog"] = len(state["buffer"])
+                    state["stages"]["pace"]["backlog"] = len(state["buffer"])
                     continue
                 phase_tokens += _tokens(batch) if at_switch is not None else collections.Counter()
-                if draining and state["backlog"] > 0:  # the whole pack made while VLM samples waited
+                if draining and _backlog(state) > 0:  # the whole pack made while VLM samples waited
                     # a VLM sample goes in only while VLM stays within its pace (this pack
                     # counted at max_num_tokens): at most one sample over its target share
                     pace = TARGETS["vlm"] * (sum(phase_tokens.values()) - sum(_tokens(batch).values()) + 400)
                     assert phase_tokens["vlm"] <= pace + 60, (n, phase_tokens)
-        assert at_switch is not None and state["backlog"] == 0, "the backlog did not drain"
+        assert at_switch is not None and _backlog(state) == 0, "the backlog did not drain"
         assert all(packed[row] == 1 for row in at_switch), "a sample waiting at the switch was lost or packed twice"
         waited.append(len(at_switch))
         waiting = collections.Counter((raw["group"], raw["cursor"][0]) for raw in state["buffer"])
@@ -157,7 +162,7 @@ def test_resume_around_the_switch_gives_the_uninterrupted_stream(strategy, cut):
         resumed, _ = _dataset(strategy, 1, 1)
         resumed.load_state_dict(state)
         tail = [_rows(b) for b in itertools.islice(iter(resumed), 30 - cut)]
-    assert (state["backlog"] > 0) == (cut > SWITCH // WORKERS)
+    assert (_backlog(state) > 0) == (cut > SWITCH // WORKERS)
     assert head + tail == full
 
 
@@ -167,11 +172,11 @@ def test_a_checkpoint_of_version_3_loads_with_no_backlog():
         head = [_rows(b) for b in itertools.islice(iter(first), 3)]
         state = first.state_dict()
         state.update(version=3)
-        del state["backlog"], state["packed_tokens"]
+        del state["stages"]
         resumed, _ = _dataset("best_fit", 0, 0)
         resumed.load_state_dict(state)
         assert len(head) == 3 and len(list(itertools.islice(iter(resumed), 3))) == 3
-        assert resumed.state_dict()["version"] == 4
+        assert resumed.state_dict()["version"] == 5
 
 
 def test_a_group_whose_weight_drops_to_0_still_drains_at_the_floor():

@@ -268,7 +268,7 @@ def test_the_token_counts_that_steer_mixing_are_those_of_the_samples_drawn():
     list(itertools.islice(iter(dataset), 5))
     lengths = {name: _lengths(k, *SHARE_GROUPS[name]) for k, name in enumerate(SHARE_GROUPS)}
     drawn = {name: sum(lengths[name](i) for i in group.drawn) for name, group in groups.items()}
-    assert dataset.state_dict()["group_tokens"] == drawn
+    assert dataset.state_dict()["stages"]["choose"]["group_tokens"] == drawn
 
 
 def test_best_fit_packs_the_oldest_sample_beside_the_mandatory_ones_when_it_just_fits():
@@ -282,7 +282,7 @@ def test_best_fit_skips_an_oldest_sample_with_no_room_only_after_it_waited_and_t
     """One token too many beside the mandatory sample: the oldest buffered sample waits a
     buffer's worth of packs (a later pack's mandatory samples might leave room), then it is
     skipped, counted by its reason, and the token counts that steer mixing leave it out."""
-    cfg = _config(pack_strategy="best_fit")
+    cfg = _config(pack_strategy="best_fit", mix_by="tokens")
     length = cfg.max_num_tokens - 100 + 1
     waited, groups, batches = _run(cfg, lambda i: length, cfg.max_buffer_size, mandatory_length=100)
     assert waited.stats["skips"]["g"] == {}  # a buffer's worth of packs: all still waiting
@@ -290,7 +290,7 @@ def test_best_fit_skips_an_oldest_sample_with_no_room_only_after_it_waited_and_t
     assert [[d["dataset_name"] for d in b["batch_data_indexes"]] for b in batches] == [["m"]] * len(batches)
     skipped = cfg.max_buffer_size  # the whole first buffer, after waiting
     assert dataset.stats["skips"]["g"] == {SkipReason.NO_ROOM_BESIDE_MANDATORY.value: skipped}
-    assert dataset.state_dict()["group_tokens"]["g"] == length * (len(groups["g"].drawn) - skipped)
+    assert dataset.state_dict()["stages"]["choose"]["group_tokens"]["g"] == length * (len(groups["g"].drawn) - skipped)
 
 
 def test_best_fit_keeps_a_sample_that_fits_beside_a_later_smaller_mandatory_sample():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pickle
@@ -125,21 +126,23 @@ def test_the_lock_is_let_go_before_the_index_is_mapped(tmp_path, cache, monkeypa
     while holding the lock: every mapping happens with the lock free."""
     path = lines_file(tmp_path)
     held: list[bool] = []
-    real_open = jsonl_cache.checked_arrays
+    holding = [False]
+    real_open, real_locked = jsonl_cache.checked_arrays, node_cache.locked
+
+    @contextlib.contextmanager
+    def watched_lock(lock: str):
+        with real_locked(lock):
+            holding[0] = True
+            try:
+                yield
+            finally:
+                holding[0] = False
 
     def probing_open(folder: str, sizes, *kind):
-        if not os.path.exists(folder + ".lock"):  # the first look, before any lock exists
-            return real_open(folder, sizes, *kind)
-        with open(folder + ".lock", "a+") as probe:  # a second open file: a held lock blocks it
-            try:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                held.append(True)
-            else:
-                fcntl.flock(probe, fcntl.LOCK_UN)
-                held.append(False)
+        held.append(holding[0])
         return real_open(folder, sizes, *kind)
 
+    monkeypatch.setattr(node_cache, "locked", watched_lock)
     monkeypatch.setattr(jsonl_cache, "checked_arrays", probing_open)
     assert len(JsonlIndex([path], ["d"], [40])) == 40  # built, then mapped
     assert len(JsonlIndex([path], ["d"], [40])) == 40  # mapped

@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 import pytest
 
-from bagel_data.errors import IndexCacheWarning, StorageSpaceError
-from bagel_data.sources import jsonl_cache, node_cache
+from bagel_data.errors import IndexCacheWarning
+from bagel_data.sources import jsonl, jsonl_cache, jsonl_sort, node_cache
 from bagel_data.sources.jsonl import JsonlIndex
 
 
@@ -180,12 +180,57 @@ def test_a_full_cache_disk_builds_in_memory_with_one_warning_and_no_lock_left(tm
     assert list(cache.iterdir()) == []  # no lock, no half-built folder
 
 
-def test_no_room_even_in_memory_is_a_clear_error(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("code", "what"),
+    [
+        (errno.ENOSPC, "No space left on device"),
+        (errno.EDQUOT, "Disk quota exceeded"),
+        (errno.EFBIG, "File too large"),  # `ulimit -f`
+        (errno.EROFS, "Read-only file system"),
+        (errno.EACCES, "Permission denied"),
+    ],
+)
+def test_a_work_folder_it_cannot_write_sorts_in_memory_with_one_warning(tmp_path, monkeypatch, code, what):
+    """The in-memory build spills its sort's runs to a temporary folder: where that cannot be
+    written, whatever the reason, the lines are sorted without spilling, with one warning."""
+    monkeypatch.setenv(jsonl_cache.ENV, "off")
+    monkeypatch.setattr(node_cache, "_warned", set())
+    monkeypatch.setattr(jsonl, "_RUN_FLOOR", 64)  # spill after a few lines
+    path = lines_file(tmp_path, count=300)
+    real_open = open
+
+    def refusing(name, mode="r", *args, **kwargs):
+        if str(name).endswith((".data", ".len")) and "w" in mode:  # a run's files
+            raise OSError(code, what, name)
+        return real_open(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(jsonl_sort, "open", refusing, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        indexes = [JsonlIndex([path], ["d"], [300]) for _ in range(2)]
+    assert [w.category for w in caught] == [IndexCacheWarning]
+    assert what in str(caught[0].message) and "TMPDIR" in str(caught[0].message)
+    assert all(texts(index) == expected(path, 300) for index in indexes)
+
+
+def test_an_error_that_is_not_about_writing_still_raises(tmp_path, monkeypatch):
     monkeypatch.setenv(jsonl_cache.ENV, "off")
     path = lines_file(tmp_path)
-    monkeypatch.setattr(jsonl_cache.tempfile, "TemporaryDirectory", no_room)
-    with pytest.raises(StorageSpaceError, match="no room to sort the JSONL index .*TMPDIR"):
+    monkeypatch.setattr(jsonl, "build_arrays", lambda *a: (_ for _ in ()).throw(OSError(errno.EBADF, "bad file")))
+    with pytest.raises(OSError, match="bad file"):
         JsonlIndex([path], ["d"], [40])
+
+
+@pytest.mark.parametrize("code", [errno.EFBIG, errno.EDQUOT, errno.EROFS])
+def test_a_cache_it_cannot_write_builds_in_memory_with_one_warning(tmp_path, cache, monkeypatch, code):
+    path = lines_file(tmp_path)
+    monkeypatch.setattr(jsonl_cache, "open_memmap", lambda *a, **k: (_ for _ in ()).throw(OSError(code, "no")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        indexes = [JsonlIndex([path], ["d"], [40]) for _ in range(2)]
+    assert [w.category for w in caught] == [IndexCacheWarning]
+    assert all(index._mapped is None and texts(index) == expected(path, 40) for index in indexes)
+    assert list(cache.iterdir()) == []  # no lock, no half-built folder
 
 
 @pytest.mark.parametrize("value", ["off", "Off", "OFF", " oFf "])
@@ -209,13 +254,25 @@ def test_a_waiter_whose_lock_file_was_removed_takes_a_new_one(tmp_path, cache):
     cache.mkdir(mode=0o700)
     lock_path = cache / f"{key}.lock"
     built: list = []
-    with open(lock_path, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        waiter = threading.Thread(target=lambda: built.append(JsonlIndex([path], ["d"], [40])))
-        waiter.start()
-        time.sleep(0.5)
-        lock_path.unlink()  # as a failed builder leaves it
-        fcntl.flock(lock, fcntl.LOCK_UN)
-    waiter.join(timeout=60)
+    findable: list[bool] = []  # whether the lock file the builder held was the one at its path
+    real_publish = node_cache._publish
+
+    def watched_publish(final, write):
+        findable.append(lock_path.exists())
+        real_publish(final, write)
+
+    node_cache._publish = watched_publish
+    try:
+        with open(lock_path, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            waiter = threading.Thread(target=lambda: built.append(JsonlIndex([path], ["d"], [40])))
+            waiter.start()
+            time.sleep(0.5)
+            lock_path.unlink()  # as a failed builder leaves it
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        waiter.join(timeout=60)
+    finally:
+        node_cache._publish = real_publish
     assert texts(built[0]) == expected(path, 40)
-    assert lock_path.exists()  # the waiter built under a lock file others can find
+    assert findable == [True]  # the waiter built under a lock file others can find
+    assert not lock_path.exists()  # and removed it once the index was published

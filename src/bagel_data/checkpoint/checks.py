@@ -29,10 +29,9 @@ def _bad(field: str, value: Any, want: str) -> ResumeError:
     return ResumeError(f"checkpoint field {field} = {shown(value, 80)}: {want}")
 
 
-def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
-    """The checkpoint's fields have the types `PackState.restore` reads (before any use).
-    The buffer holds at most `max_buffer` fresh entries beside a backlog of at most as many
-    (a schedule's change point, packing/pacing.py)."""
+def check_shape(saved: Any, group_names: list[str]) -> None:
+    """The checkpoint's fields have the types `PackState.restore` reads (before any use);
+    each stage checks its own part (`stages.<key>`) as it loads it."""
     if not isinstance(saved, Mapping):
         raise _bad("(root)", saved, "a checkpoint is a dict (PackedDataset.state_dict())")
     for key in (*_INT_FIELDS, *_MAPPING_FIELDS, "buffer"):
@@ -56,11 +55,6 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
     buffer = saved["buffer"]
     if not isinstance(buffer, list):
         raise _bad("buffer", buffer, "a list of [group, cursor] entries")
-    backlog = saved.get("backlog", 0)
-    if not _is_int(backlog) or not 0 <= backlog <= min(len(buffer), max_buffer):
-        raise _bad("backlog", backlog, f"an int from 0 to the buffer's length, at most max_buffer_size={max_buffer}")
-    if len(buffer) - backlog > max_buffer:
-        raise _bad("buffer", f"{len(buffer)} entries", f"at most max_buffer_size={max_buffer} beside the backlog")
     seen: set[tuple] = set()
     for index, entry in enumerate(buffer):
         row = _entry(f"buffer[{index}]", entry, group_names)
@@ -75,13 +69,28 @@ def check_shape(saved: Any, group_names: list[str], max_buffer: int) -> None:
     for name, counts in saved["skips"].items():
         if not isinstance(counts, Mapping) or not all(_is_int(v) and v >= 0 for v in counts.values()):
             raise _bad(f"skips.{name}", counts, "a mapping of reasons to non-negative counts")
-    for key in ("samples", "group_tokens", "packed_tokens"):
-        values = saved.get(key) or {}
-        if not isinstance(values, Mapping) or not all(_is_int(v) and v >= 0 for v in values.values()):
-            raise _bad(key, values, "a mapping of groups to non-negative ints")
+    values = saved["samples"]
+    if not all(_is_int(v) and v >= 0 for v in values.values()):
+        raise _bad("samples", values, "a mapping of groups to non-negative ints")
+    stages = saved.get("stages") or {}
+    if not isinstance(stages, Mapping) or not all(isinstance(part, Mapping) for part in stages.values()):
+        raise _bad("stages", stages, "a mapping of stage names to mappings")
     for key in ("restart", "history", "inputs"):
         if saved.get(key) is not None and not isinstance(saved[key], Mapping):
             raise _bad(key, saved[key], "null or a mapping")
+    check_totals(saved, group_names)
+
+
+def check_totals(saved: Mapping, group_names: list[str]) -> None:
+    """The counters agree with each other (each was checked alone before): every pack and
+    every packed sample holds at least one token. (A stage checks its own counters against
+    these as it loads them: the pacer's phase tokens, `packing/pacing.PaceState`.)"""
+    tokens, packs = saved["tokens"], saved["packs"]
+    if packs > tokens:
+        raise _bad("packs", packs, f"at most the checkpoint's tokens ({tokens}): every pack holds a token")
+    samples = sum(saved["samples"].values())
+    if samples > tokens:
+        raise _bad("samples", f"{samples} in all", f"at most the checkpoint's tokens ({tokens})")
 
 
 _ENTRY_KEYS = {"v", "group", "cursor", "rng_state", "waited"}

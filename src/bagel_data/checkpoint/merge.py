@@ -26,7 +26,14 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:  # packed: a
     for saved in worker_states:
         if is_elastic(saved):
             raise ResumeError("merge the checkpoints taken by the workers, not an elastic checkpoint")
-        check_compatible(saved, packed.data_seed, packed.group_names, packed.group_unit_counts(), packed.group_inputs())
+        check_compatible(
+            saved,
+            packed.data_seed,
+            packed.group_names,
+            packed.group_unit_counts(),
+            packed.group_inputs(),
+            packed.tokenizer,
+        )
     try:
         world_size, num_workers = check_complete([saved["topology"] for saved in worker_states])
     except ValueError as exc:  # a plain ValueError from older code paths
@@ -46,6 +53,7 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:  # packed: a
         "data_seed": packed.data_seed,
         "units": ordered[0]["units"],
         "inputs": ordered[0].get("inputs"),
+        "tokenizer": ordered[0].get("tokenizer"),
         "from_topology": {"world_size": world_size, "num_workers": num_workers},
         "restart": {"generation": generations.pop() + 1, "groups": groups},
         "history": _totals(ordered),
@@ -81,7 +89,8 @@ def _totals(states: list[dict]) -> dict:
 
 
 def apply_restart(packed, restart: dict | None) -> None:
-    """Give every group's dataset its restart plan, or none. The plan's unit ids fit the data
-    because `check_compatible` compared the unit counts first."""
-    for name, dataset in zip(packed.group_names, packed.grouped_datasets):
-        dataset.restart_plan = None if restart is None else GroupRestart.from_dict(restart["groups"][name])
+    """Give every group its restart plan, or none, through the group's own interface
+    (`GroupSource.set_restart_plan`). The plan's unit ids fit the data because
+    `check_compatible` compared the unit counts first."""
+    for group in packed.groups:
+        group.set_restart_plan(None if restart is None else GroupRestart.from_dict(restart["groups"][group.name]))

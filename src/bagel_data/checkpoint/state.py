@@ -11,28 +11,44 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from ..compat.streams import RandomSource
 from ..errors import ResumeError, SkipLog, shown
 from ..sample import Draw
 from ..sharding import WorkerTopology
 from .inputs import check_inputs
+from .tokens import check_tokenizer
 
 # 2: in-process topology has num_workers=0; elastic-restart plans (restart.py).
 # 3: buffer and carry entries are `BufferEntry` dicts; version 2 checkpoints still load.
 # 4: `backlog` and `packed_tokens` (a schedule's change point, packing/pacing.py); older
 #    checkpoints load with no backlog.
-STATE_VERSION = 4
-READABLE_VERSIONS = (2, 3, 4)
+# 5: each stage's own state nested under `stages.<key>` (`Stage`): the group choice's
+#    `group_tokens` under `choose`, the pacer's `backlog` and `packed_tokens` under `pace`;
+#    `upgrade` moves an older checkpoint's fields there.
+STATE_VERSION = 5
+READABLE_VERSIONS = (2, 3, 4, 5)
+# Version 4's top-level fields that a stage owns from version 5 on: (stage, field).
+_MOVED = {
+    "group_tokens": ("choose", "group_tokens"),
+    "backlog": ("pace", "backlog"),
+    "packed_tokens": ("pace", "packed_tokens"),
+}
 ENTRY_VERSION = 1
 
 
 def check_compatible(
-    saved: dict, data_seed: int, group_names: list[str], units: list[int], inputs: list[dict | None] | None = None
+    saved: dict,
+    data_seed: int,
+    group_names: list[str],
+    units: list[int],
+    inputs: list[dict | None] | None = None,
+    tokenizer: dict | None = None,
 ) -> None:
-    """Raise ResumeError unless `saved` was made by this library for the same data and groups
-    (`units`: how many units each group has now; `inputs`: each group's `input_record`)."""
+    """Raise ResumeError unless `saved` was made by this library for the same data, groups
+    and tokenizer (`units`: how many units each group has now; `inputs`: each group's
+    `input_record`; `tokenizer`: this pipeline's fingerprint, `checkpoint/tokens.py`)."""
     if saved.get("version") not in READABLE_VERSIONS:
         raise ResumeError(
             f"checkpoint format version {saved.get('version')!r} is not this library's ({STATE_VERSION}; NeMo "
@@ -53,6 +69,7 @@ def check_compatible(
             )
     for name, record in zip(group_names, inputs or ()):
         check_inputs(name, (saved.get("inputs") or {}).get(name), record)
+    check_tokenizer(saved.get("tokenizer"), tokenizer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +112,30 @@ class BufferEntry:
         return Draw(group_names.index(self.group), self.cursor, None, self.rng_state, waited=self.waited)
 
 
+class Stage(Protocol):
+    """A packing stage's own state, nested under its key in the worker's checkpoint (as
+    torchdata's nodes nest theirs): what it saves, and loading it back, checked against
+    the rest of the checkpoint (`worker`: the whole saved dict, read-only)."""
+
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, saved: Mapping, worker: Mapping) -> None: ...
+
+
+def upgrade(saved: Mapping) -> dict:
+    """A checkpoint of version 2 to 4 in this version's layout (a newer one as it is): the
+    fields a stage owns now move under `stages` (absent ones stay absent: the stage's
+    defaults, no backlog)."""
+    saved = dict(saved)
+    if saved.get("version") not in READABLE_VERSIONS or saved["version"] >= 5:
+        return saved
+    stages: dict[str, dict] = {}
+    for field, (stage, name) in _MOVED.items():
+        if field in saved:
+            stages.setdefault(stage, {})[name] = saved.pop(field)
+    saved["stages"], saved["version"] = stages, STATE_VERSION
+    return saved
+
+
 @dataclasses.dataclass
 class PackState:
     """Everything a packing worker needs to continue exactly where it stopped."""
@@ -110,19 +151,13 @@ class PackState:
     restart: dict | None = None  # the elastic-restart plan this stream runs under (restart.py)
     history: dict | None = None  # totals of the topology before the last elastic restart
     inputs: list[dict | None] | None = None  # each group's input files and sizes (inputs.py)
+    tokenizer: dict | None = None  # the tokenizer's fingerprint (tokens.py)
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    group_tokens: list[int] = dataclasses.field(default_factory=list)  # drawn and not skipped, per group
-    packed_tokens: list[int] = dataclasses.field(default_factory=list)  # packed in this phase, per group
-    backlog: int = 0  # the oldest buffer entries, waiting from an earlier phase (packing/pacing.py)
-    empty_run: int = 0  # samples in a row that added nothing to a pack (packing/placer.py); not saved
-
-    def __post_init__(self) -> None:
-        if not self.group_tokens:
-            self.group_tokens = [0] * len(self.units)
-        if not self.packed_tokens:
-            self.packed_tokens = [0] * len(self.units)
+    # The packing stages' own states by key (the group choice's, the pacer's): each saves and
+    # loads itself (`Stage`); the packer makes them (`StreamSetup.new_stages`).
+    stages: dict[str, Stage] = dataclasses.field(default_factory=dict)
 
     @property
     def step_base(self) -> int:
@@ -143,18 +178,18 @@ class PackState:
             "packs": self.packs,
             "tokens": self.tokens,
             "samples": dict(self.samples),
-            "group_tokens": dict(zip(group_names, self.group_tokens)),
-            "packed_tokens": dict(zip(group_names, self.packed_tokens)),
-            "backlog": self.backlog,
+            "stages": {key: stage.state_dict() for key, stage in self.stages.items()},
             "skips": {name: log.as_dict() for name, log in zip(group_names, self.logs)},
             "restart": self.restart,
             "history": self.history,
             "inputs": None if self.inputs is None else dict(zip(group_names, self.inputs)),
+            "tokenizer": self.tokenizer,
         }
 
     def restore(self, saved: dict, group_names: list[str]) -> None:
-        """Load a checkpoint made by `to_dict` (`checkpoint/stream.py` checked that it belongs
-        to this pipeline and has the shape read here)."""
+        """Load a checkpoint made by `to_dict` (`checkpoint/stream.py` upgraded it to this
+        version and checked that it belongs to this pipeline and has the shape read here);
+        each stage loads its own part, checking it."""
         saved_topology = WorkerTopology(**saved["topology"])
         if saved_topology != self.topology:
             raise ResumeError(
@@ -170,13 +205,17 @@ class PackState:
         self.carry = None if carry is None else BufferEntry.read(carry).draw(group_names)
         self.packs, self.tokens = saved["packs"], saved["tokens"]
         self.samples = collections.Counter(saved["samples"])
-        saved_tokens = saved.get("group_tokens", {})
-        self.group_tokens = [int(saved_tokens.get(name, 0)) for name in group_names]
-        # Before version 4 there was no backlog: the counts it paces by are not read until
-        # the next change point, which restarts them.
-        packed = saved.get("packed_tokens", {})
-        self.packed_tokens = [int(packed.get(name, 0)) for name in group_names]
-        self.backlog = int(saved.get("backlog", 0))
+        # A stage the checkpoint has no state for keeps its fresh one (before version 4 there
+        # was no backlog: the counts it paces by are not read until the next change point,
+        # which restarts them).
+        stages = saved.get("stages") or {}
+        unknown = sorted(set(stages) - set(self.stages))
+        if unknown:
+            raise ResumeError(
+                f"checkpoint field stages names unknown stage(s) {unknown}; this packer has {sorted(self.stages)}"
+            )
+        for key, stage in self.stages.items():
+            stage.load_state_dict(stages.get(key) or {}, saved)
         for name, log in zip(group_names, self.logs):
             log.counts = collections.Counter(saved["skips"].get(name, {}))
 

@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..compat import CompatPolicy
+from ..compat.streams import seed_tail
 from ..errors import SkipLog, shown
 from ..sharding import WorkerTopology
 from .checks import check_cursor_ranges, check_shape, check_waiting_drawn
 from .foreign import check_reference_positions, is_nemo_state, load_nemo_state
 from .merge import apply_restart, is_elastic
-from .state import READABLE_VERSIONS, PackState, ResumeError, check_compatible
+from .state import READABLE_VERSIONS, PackState, ResumeError, Stage, check_compatible, upgrade
 
 _GLOBAL_SEED_TAG = 0x6105
 _PACKER_STREAM = 0x9ACC
@@ -43,6 +44,7 @@ class StreamGroup(Protocol):
     def unit_count(self) -> int: ...
     def cursor_problem(self, cursor: tuple) -> str | None: ...
     def reference_mismatch(self) -> str | None: ...
+    def set_restart_plan(self, plan: Any) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +57,8 @@ class StreamSetup:
     data_seed: int
     global_seed: int | None
     policy: CompatPolicy
-    max_buffer_size: int
+    tokenizer: dict | None = None  # the fingerprint a checkpoint records and is checked against (tokens.py)
+    new_stages: Callable[[], dict[str, Stage]] = dict  # the packing stages' fresh states, by key
 
     @property
     def group_names(self) -> list[str]:
@@ -95,11 +98,14 @@ def fresh_state(setup: StreamSetup, generation: int = 0) -> PackState:
     key += [generation] if generation else []  # each elastic restart draws afresh
     if setup.global_seed is not None:  # a distinct tail: cannot collide with a generation
         key += [_GLOBAL_SEED_TAG, setup.global_seed, setup.global_seed >> 32]
+    key += seed_tail(setup.data_seed)  # a seed beyond 32 bits: its higher words (none for others)
     rng = setup.policy.packer_random(setup.data_seed, key)
     cursors = [group.resume_cursor(topology.worker_id) for group in setup.groups]
     logs = [group.new_log() for group in setup.groups]
     state = PackState(topology, setup.data_seed, setup.group_unit_counts(), rng, cursors, collections.deque(), logs)
     state.inputs = setup.group_inputs()
+    state.tokenizer = setup.tokenizer
+    state.stages = setup.new_stages()
     return state
 
 
@@ -141,7 +147,9 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
         raise ResumeError(f"a checkpoint is a dict (PackedDataset.state_dict()), not {shown(saved, 80)}")
     saved = dict(saved)
     if is_elastic(saved):
-        check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs())
+        check_compatible(
+            saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs(), setup.tokenizer
+        )
         restart = saved["restart"]
 
         def inherit(state: PackState) -> None:
@@ -149,9 +157,10 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
             state.restart, state.history = restart, saved["history"]
 
         return Start(restart, restart["generation"], inherit)
+    saved = upgrade(saved)  # an older version's fields where this one keeps them
     if saved.get("version") in READABLE_VERSIONS:  # any other version gets its own message
-        check_shape(saved, names, max(setup.max_buffer_size, 1))
-    check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs())
+        check_shape(saved, names)
+    check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs(), setup.tokenizer)
     return Start(saved.get("restart"), 0, lambda state: state.restore(saved, names))
 
 

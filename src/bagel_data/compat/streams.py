@@ -45,6 +45,22 @@ class RandomSource(Protocol):
 
 _WORD = 0xFFFFFFFF
 _PCG64_LIMIT = 1 << 128
+_SEED_TAIL_TAG = 0x5EED0032
+
+
+def seed_tail(seed: int) -> list[int]:
+    """What a generator's key appends for a seed beyond 32 bits (its keys hold the seed's low
+    word): a tag, the sign and the higher words, so that seeds equal in their low 32 bits
+    (5 and 5 + 2**32, -1 and 2**32 - 1) give different streams. Nothing for a seed from 0 to
+    2**32 - 1: the streams of such seeds stay what they always were."""
+    seed = int(seed)
+    if 0 <= seed <= _WORD:
+        return []
+    words, rest = [], abs(seed) >> 32
+    while rest:
+        words.append(rest & _WORD)
+        rest >>= 32
+    return [_SEED_TAIL_TAG, int(seed < 0), *words]
 
 
 class SeededRandom(np.random.Generator):

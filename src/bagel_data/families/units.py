@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..compat import CompatPolicy
+from ..compat.streams import seed_tail
 from ..errors import ConfigError, SkipLog
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
 from ..sources import storage
@@ -231,6 +232,7 @@ class UnitDataset(torch.utils.data.IterableDataset):
         if self.policy.reference:
             return self.policy.stream.live()
         key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.dataset_name), int(unit_id), *position]
+        key += seed_tail(self.epoch_seed)  # a seed beyond 32 bits: its higher words (none for others)
         return np.random.default_rng(np.random.SeedSequence(key))
 
     def new_skip_log(self) -> SkipLog:

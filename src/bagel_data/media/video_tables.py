@@ -2,8 +2,8 @@
 
 Matroska and WebM carry no per-packet index: counting their frames means demuxing every
 packet, and on an object store that fetches the whole file. The first process on a node
-that needs a remote file's table demuxes it while holding a lock file and writes the table
-beside the JSONL indexes (`$BAGEL_DATA_INDEX_CACHE`, sources/node_cache.py); the node's
+that needs a remote file's table demuxes it (one build under the node's lock,
+`node_cache.build_shared`) and writes the table beside the JSONL indexes (`$BAGEL_DATA_INDEX_CACHE`, sources/node_cache.py); the node's
 other processes, and later runs, read it there and fetch only what they decode.
 
 The Cues and the track's DefaultDuration would give a count without the demux, but not an
@@ -19,12 +19,10 @@ any remux rewrites). A table file that does not read back whole is built again.
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import io
 import json
 import os
-import tempfile
 import threading
 import zipfile
 from collections.abc import Callable
@@ -59,26 +57,33 @@ def _count(key: str) -> None:
 
 def shared_table(path: str, handle: BinaryIO, demux: Callable[[], FrameTable]) -> FrameTable:
     """The table of the remote video `path` (open as `handle`) from the node's cache, or
-    `demux()`-ed and stored there by the one process of the node that gets the lock."""
+    `demux()`-ed and stored there by the one process of the node that gets the lock
+    (`node_cache.build_shared`). Where the cache cannot be used or written (off, unsafe, a
+    full disk), the table is demuxed and kept in this process only, with one warning."""
     folder = node_cache.shared_folder(FOLDER)
     if folder is None:
         _count("unshared")
         return demux()
     file = os.path.join(folder, table_key(path, handle) + ".npz")
-    table = read_table(file)
-    if table is not None:
-        return table
-    lock = file + ".lock"
-    with node_cache.locked(lock):
-        table = read_table(file)  # another process may have built it while this one waited
-        if table is None:
-            table = demux()
-            _count("demuxed")
-            write_table(file, table)
-        # Removed while held: a waiter on this lock file sees that it is gone and takes a
-        # new one (node_cache.locked), then finds the table; no lock file is left behind.
-        with contextlib.suppress(OSError):
-            os.unlink(lock)
+    demuxed: list[FrameTable] = []
+
+    def write(work: str) -> None:
+        demuxed.append(demux())
+        _count("demuxed")
+        write_table(work, demuxed[0])
+
+    try:
+        table = node_cache.build_shared(file, read_table, write)
+    except OSError as error:
+        node_cache.warn_once(
+            folder,
+            f"the video frame tables' cache {folder} is not used: it cannot be written "
+            f"({error.strerror or error}); set {node_cache.ENV} to a folder with room. The tables are kept in memory.",
+        )
+        _count("unshared")
+        return demuxed[0] if demuxed else demux()
+    if not demuxed:
+        _count("shared")
     return table
 
 
@@ -108,20 +113,13 @@ def _modified_ns(path: str) -> int | None:
 
 
 def write_table(file: str, table: FrameTable) -> None:
-    """Store `table` at `file`, whole or not at all (written aside, then renamed)."""
+    """Store `table` at `file` (`build_shared` writes it aside and publishes it whole)."""
     pts = table.frame_pts
     # Steps rather than timestamps: a constant-rate stream's steps compress to almost nothing.
     steps = np.diff(pts, prepend=np.int64(0)) if pts is not None else np.zeros(0, np.int64)
     header = np.asarray([_FORMAT, table.count, pts is not None], np.int64)
-    handle, work = tempfile.mkstemp(prefix=os.path.basename(file), suffix=".tmp", dir=os.path.dirname(file))
-    try:
-        with os.fdopen(handle, "wb") as out:
-            np.savez_compressed(out, header=header, rate=np.asarray([table.rate]), steps=steps, seek=table.seek_pts)
-        os.replace(work, file)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(work)
-        raise
+    with open(file, "wb") as out:
+        np.savez_compressed(out, header=header, rate=np.asarray([table.rate]), steps=steps, seek=table.seek_pts)
 
 
 def read_table(file: str) -> FrameTable | None:
@@ -138,8 +136,6 @@ def read_table(file: str) -> FrameTable | None:
     table = _checked(**arrays)
     if table is None:
         _count("damaged")
-    else:
-        _count("shared")
     return table
 
 

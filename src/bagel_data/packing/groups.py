@@ -9,7 +9,8 @@ defaults. Which one a group is, is decided once, when the packer is built.
 
 `Drawer` is an iteration's draw path: `draw(group)` takes the group's next sample, skips
 (counted) one with no items, records the cursor, decides its CFG dropout (default mode)
-and counts its tokens for `mix_by="tokens"`; what comes out is a typed `Draw`.
+and tells the group choice its tokens (`choosers.GroupChoice.drawn`); what comes out is a
+typed `Draw`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from collections.abc import Iterator
 
 from ..checkpoint.state import PackState
 from ..compat import CompatPolicy, RandomSource, SeededRandom
+from ..compat.streams import seed_tail
 from ..errors import SkipLog, SkipReason
 from ..families.base import DistributedIterableDataset
 from ..families.positions import cursor_problem, reference_mismatch
 from ..sample import Draw, Dropout
 from ..sharding import stable_hash
+from .choosers import GroupChoice
 from .config import PackingConfig
 from .dropout import CFG_STREAM, any_dropout, decide_dropout
 
@@ -57,7 +60,7 @@ class GroupSource:
 
     def dropout_rng(self, data_seed: int, cursor: tuple, row_key: tuple | None) -> RandomSource:
         """The sample's own dropout generator, keyed by the group, the seed and its cursor."""
-        return SeededRandom.from_key([data_seed, stable_hash(self.name), *cursor, CFG_STREAM])
+        return SeededRandom.from_key([data_seed, stable_hash(self.name), *cursor, CFG_STREAM, *seed_tail(data_seed)])
 
     # -- what a checkpoint records and a start needs ----------------------------------------
     def new_log(self) -> SkipLog:
@@ -81,6 +84,7 @@ class GroupSource:
         return None
 
     def set_restart_plan(self, plan) -> None:
+        """Run under an elastic restart's plan for this group (`checkpoint/restart.py`), or none."""
         self.dataset.restart_plan = plan
 
     def set_epoch(self, seed: int) -> None:
@@ -152,10 +156,16 @@ class Drawer:
     """An iteration's `draw(group)` (see the module's docstring)."""
 
     def __init__(
-        self, groups: list[GroupSource], state: PackState, config: PackingConfig, policy: CompatPolicy, data_seed: int
+        self,
+        groups: list[GroupSource],
+        state: PackState,
+        config: PackingConfig,
+        policy: CompatPolicy,
+        data_seed: int,
+        choice: GroupChoice,
     ):
         self.groups, self.state, self.config, self.data_seed = groups, state, config, data_seed
-        self.policy = policy
+        self.policy, self.choice = policy, choice
         self.streams = [
             group.samples(cursor, log, config.stream_read_ahead(group.reads_remote))
             for group, cursor, log in zip(groups, state.cursors, state.logs)
@@ -172,7 +182,7 @@ class Drawer:
         state.cursors[group] = cursor
         draw = Draw(group, cursor, sample, sample.get("compat_rng_state"))
         self.decide(draw)
-        state.group_tokens[group] += draw.length
+        self.choice.drawn(group, draw.length)
         return draw
 
     def decide(self, draw: Draw) -> None:

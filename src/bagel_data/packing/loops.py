@@ -28,7 +28,7 @@ def greedy_packs(placer: Placer) -> Iterator[dict]:
             continue
         draw, from_buffer = taken
         if pack.curr + draw.length > cfg.max_num_tokens:
-            if placer.overflow.has_room() and not from_buffer:
+            if placer.has_room() and not from_buffer:
                 placer.overflow.hold(draw)
             else:
                 batch = placer.emit(pack)

@@ -1,7 +1,8 @@
 """The samples waiting outside the open pack: the overflow buffer and the carried sample.
 
-Both live in the worker's `PackState` (a checkpoint saves them by reference: group and
-cursor). This is their one home: holding and taking them, and, after a resume, fetching
+Both live in the worker's `PackState`, beside the cursors: where the stream is (a checkpoint
+saves them by reference: group and cursor; which of them are a phase's backlog is the
+pacer's state, `packing/pacing.py`). This is their one home: holding and taking them, and, after a resume, fetching
 their rows at once through each family's read-ahead (`prefetch`) and rebuilding them
 (`materialize`), ahead on a few threads where the family allows it (`packing/rebuild.py`).
 A restored draw is rebuilt before any other use; its dropout is decided again, from its own
@@ -17,7 +18,6 @@ from ..compat import CompatPolicy
 from ..sample import Draw
 from .config import PackingConfig
 from .groups import GroupSource
-from .pacing import leave_backlog
 from .rebuild import rebuild_ahead, rebuild_threads, take_rebuilt
 
 
@@ -36,11 +36,6 @@ class Overflow:
         self.decide = decide  # the draw path's dropout decision (`Drawer.decide`)
 
     # -- the buffer and the carry -----------------------------------------------------------
-    def has_room(self) -> bool:
-        """Room in the look-ahead: a backlog from an earlier phase waits beside it
-        (`packing/pacing.py`)."""
-        return len(self.state.buffer) - self.state.backlog < self.config.max_buffer_size
-
     def hold(self, draw: Draw) -> None:
         self.state.buffer.append(draw)
 
@@ -53,19 +48,15 @@ class Overflow:
         draw, self.state.carry = self.state.carry, None
         return draw if draw is not None and self.materialize(draw) else None
 
-    def take(self, index: int) -> Draw | None:
-        """The buffered sample at `index` (0: the oldest), rebuilt; None when it became a
-        counted skip."""
-        state = self.state
-        from_backlog = index < state.backlog
+    def remove(self, index: int) -> Draw:
+        """The buffered sample at `index` (0: the oldest), out of the buffer as it is (the
+        pacer takes it: `StagePacer.take`)."""
+        buffer = self.state.buffer
         if index == 0:
-            draw = state.buffer.popleft()
-        else:
-            draw = state.buffer[index]
-            del state.buffer[index]
-        if from_backlog:  # rebuilt already: its pace was checked on its length
-            leave_backlog(state, draw)
-        return draw if self.materialize(draw) else None
+            return buffer.popleft()
+        draw = buffer[index]
+        del buffer[index]
+        return draw
 
     # -- after a resume ---------------------------------------------------------------------
     def prefetch(self) -> Callable[[], None]:

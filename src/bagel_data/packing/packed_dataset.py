@@ -26,25 +26,28 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import torch
 
 from ..checkpoint.merge import merge_worker_states
 from ..checkpoint.state import PackState, ResumeError
 from ..checkpoint.stream import StreamSetup, save_state, start_state
+from ..checkpoint.tokens import tokenizer_fingerprint
 from ..compat import CompatPolicy
 from ..schema.settings import SETTING_NAMES
 from ..sources import storage
 from .buffers import PadBufferPool
+from .choosers import GROUP_CHOICES, GroupChoice
 from .config import PackingConfig, SpecialTokens
 from .groups import Drawer, GroupSource
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .loops import PACK_LOOPS
+from .pacing import PaceState
 from .pack import PackBuilder
 from .parts import Assembled
 from .placer import Placer
 from .schedule import StepClock, as_schedule
-from .strategies import group_chooser
 from .torch_support import check_torch
 
 
@@ -136,8 +139,12 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.is_mandatory = [bool(parts.mandatory[name]) for name in self.group_names]
         self.local_rank, self.world_size, self.num_workers = parts.local_rank, parts.world_size, num_workers
         self.data_seed = parts.config.data_seed
+        # The group-choice rule, looked up here, in the process that builds the dataset: a
+        # rule registered there travels to spawned workers with it (`choosers.py`).
+        self.group_choice_rule = GROUP_CHOICES[parts.config.mix_by]
         self.global_seed = _check_global_seed(global_seed)
         self.tokenizer = tokenizer
+        self._tokenizer_fingerprint: dict | None = None  # made at the first checkpoint or start
         self.storage_options = storage.registered()  # travels to spawned workers with the dataset
         self._live: PackState | None = None  # the state of the running iteration
         self._resume: dict | None = None  # a checkpoint to continue from on the next iter()
@@ -186,6 +193,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         clock = StepClock(self.weight_schedules, state.topology.worker_id, state.topology.num_workers, state.step_base)
         weights = clock.weights(clock.step(state.packs))  # updated in place as each pack opens
         pad_pool = self.pad_pool_factory()  # this iteration's padded_images buffers, reused once freed
+        choice = cast(GroupChoice, state.stages[CHOOSE])
 
         def new_pack() -> PackBuilder:
             return PackBuilder(
@@ -198,8 +206,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
             config=cfg,
             policy=self.policy,
             state=state,
-            draw=Drawer(self.groups, state, cfg, self.policy, self.data_seed),
-            choose=group_chooser(cfg.mix_by, weights, state.group_tokens, state.rng),
+            draw=Drawer(self.groups, state, cfg, self.policy, self.data_seed, choice),
+            choice=choice,
+            pace=cast(PaceState, state.stages[PACE]),
             clock=clock,
             weights=weights,
             new_pack=new_pack,
@@ -214,8 +223,29 @@ class PackedDataset(torch.utils.data.IterableDataset):
             self.data_seed,
             self.global_seed,
             self.policy,
-            self.config.max_buffer_size,
+            self._fingerprint(),
+            self._new_stages,
         )
+
+    def _new_stages(self) -> dict:
+        """The fresh states of the stages that keep one, by their checkpoint keys: the group
+        choice's (`stages.choose`) and the pacer's (`stages.pace`)."""
+        return {
+            CHOOSE: self.group_choice_rule(self.group_names),
+            PACE: PaceState(self.group_names, self.config.max_buffer_size),
+        }
+
+    def _fingerprint(self) -> dict | None:
+        """The tokenizer's fingerprint a checkpoint records: the packer's tokenizer, else the
+        first group's (a packer built from groups gets none of its own)."""
+        if self._tokenizer_fingerprint is None:
+            tokenizer = self.tokenizer
+            for dataset in self.grouped_datasets if tokenizer is None else ():
+                tokenizer = getattr(dataset, "tokenizer", None)
+                if tokenizer is not None:
+                    break
+            self._tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, dataclasses.asdict(self.special_tokens))
+        return self._tokenizer_fingerprint
 
     def state_dict(self) -> dict:
         """Checkpoint of this worker's stream."""
@@ -268,6 +298,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
             "history": state.history,  # totals before the last elastic restart, if any
             "read_ahead": {name: stats for name, stats in read_ahead.items() if stats is not None},
         }
+
+
+CHOOSE, PACE = "choose", "pace"  # the stages' keys in a worker's checkpoint (`stages.<key>`)
 
 
 def _check_global_seed(global_seed):

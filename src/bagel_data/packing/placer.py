@@ -3,8 +3,10 @@ pack (mandatory and carried samples), kept in the overflow buffer, carried into 
 pack, chosen best-fit, or skipped with a named, counted reason; and what an emitted pack
 adds to the worker's counts.
 
-A `Placer` is composed of what it uses (the groups, the draw path, the overflow, the
-state); the loops of `packing/loops.py` decide when each step is called.
+A `Placer` is composed of what it uses (the groups, the draw path, the group choice, the
+overflow, the pacer, the state); the loops of `packing/loops.py` decide when each step is
+called. The group choice and the pacer keep states of their own (`choosers.py`,
+`pacing.PaceState`), saved under their keys of the worker's checkpoint.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from ..checkpoint.state import PackState
 from ..compat import CompatPolicy
 from ..errors import EmptyWorkerError, SkipReason
 from ..sample import Draw
+from .choosers import GroupChoice
 from .config import PackingConfig
 from .groups import Drawer, GroupSource
 from .overflow import Overflow
-from .pacing import StagePacer, leave_backlog
+from .pacing import PaceState, StagePacer
 from .pack import PackBuilder
 from .schedule import StepClock
 from .strategies import best_subset
@@ -41,18 +44,31 @@ class Placer:
         policy: CompatPolicy,
         state: PackState,
         draw: Drawer,
-        choose: Callable[[], int],
+        choice: GroupChoice,
+        pace: PaceState,
         clock: StepClock,
         weights: list[float],
         new_pack: Callable[[], PackBuilder],
     ):
         self.groups, self.mandatory, self.config, self.policy = groups, mandatory, config, policy
-        self.state, self.draw, self.choose, self.clock, self.weights = state, draw, choose, clock, weights
+        self.state, self.draw, self.choice, self.clock, self.weights = state, draw, choice, clock, weights
         self.new_pack = new_pack
-        self.overflow = Overflow(state, groups, config, policy, draw.decide)
+        self.overflow = overflow = Overflow(state, groups, config, policy, draw.decide)
         paces = policy.paces_stage_backlog and config.mix_by == "tokens"
-        self.pacer = StagePacer(state, config, weights, paces, self.overflow.materialize)
+        self.pacer = StagePacer(
+            pace, lambda: state.buffer, config, weights, paces, choice, overflow.materialize, overflow.remove
+        )
         self.phase_started: int | None = None  # the pack count a phase began at (an empty pack reopens)
+        self.empty_run = 0  # samples in a row that added nothing to a pack
+
+    def choose(self) -> int:
+        """The group of the next draw, by the group choice, at the current weights."""
+        return self.choice.choose(self.weights, self.state.rng)
+
+    def has_room(self) -> bool:
+        """Room in the look-ahead: a backlog from an earlier phase waits beside it
+        (`packing/pacing.py`)."""
+        return self.pacer.fresh() < self.config.max_buffer_size
 
     # -- opening and closing a pack ---------------------------------------------------------
     def enter_step(self) -> None:
@@ -101,7 +117,7 @@ class Placer:
         if pack.curr < cfg.prefer_buffer_before and self.state.buffer:
             first = self.pacer.first_eligible(pack.curr)  # the oldest, unless a backlog waits its pace
             if first is not None:
-                oldest = self.overflow.take(first)
+                oldest = self.pacer.take(first)
                 return None if oldest is None else (oldest, True)
         draw = self.draw(self.choose())
         if draw.full_length > cfg.max_num_tokens_per_sample:
@@ -143,13 +159,13 @@ class Placer:
         # pack's (smaller) ones: it keeps its place and is skipped, counted, only after it
         # waited a buffer's worth of packs.
         kept: collections.deque = collections.deque()
-        backlog = state.backlog
+        backlog = self.pacer.pace.backlog
         for index, draw in enumerate(state.buffer):
             if pack.curr + draw.length > cfg.max_num_tokens:
                 draw.waited += 1
                 if draw.waited > max(cfg.max_buffer_size, 1):
                     if index < backlog:
-                        leave_backlog(state, draw)  # the skip takes its tokens off its group
+                        self.pacer.release(draw)  # counted now, and off again as a skip
                     self.skip(draw, SkipReason.NO_ROOM_BESIDE_MANDATORY)
                     continue
             kept.append(draw)
@@ -187,16 +203,19 @@ class Placer:
         as an empty worker does, instead of drawing forever without a pack going out."""
         state = self.state
         assert draw.sample is not None  # rebuilt before any use
+        before = pack.curr
         if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):
-            state.empty_run = 0
-            state.packed_tokens[draw.group] += draw.length
+            self.empty_run = 0
+            # What went in (compat="bagel" drops items only now): the phase's tokens stay
+            # part of the stream's, as a checkpoint's check expects (pacing.PaceState).
+            self.pacer.packed(draw.group, pack.curr - before)
             return
         state.logs[draw.group].counts[SkipReason.CFG_DROPPED_ALL.value] += 1
-        state.empty_run += 1
-        if state.empty_run > MAX_EMPTY_RUN:
+        self.empty_run += 1
+        if self.empty_run > MAX_EMPTY_RUN:
             cfg = self.config
             raise EmptyWorkerError(
-                f"{self.groups[draw.group].name}: the last {state.empty_run} samples lost every item to CFG "
+                f"{self.groups[draw.group].name}: the last {self.empty_run} samples lost every item to CFG "
                 f"dropout (text/vit/vae_cond_dropout_prob = {cfg.text_cond_dropout_prob}/"
                 f"{cfg.vit_cond_dropout_prob}/{cfg.vae_cond_dropout_prob}), so no pack can go "
                 "out: lower the dropout, or mark some items enable_cfg=false (an interleaved segment's cfg: false)"
@@ -204,7 +223,7 @@ class Placer:
 
     def skip(self, draw: Draw, reason: SkipReason) -> None:
         cfg = self.config
-        self.state.group_tokens[draw.group] -= draw.length
+        self.choice.dropped(draw.group, draw.length)
         budgets = {
             SkipReason.OVER_SAMPLE_BUDGET: f"max_num_tokens_per_sample={cfg.max_num_tokens_per_sample}",
             SkipReason.DROPPED_AT_EMIT: (

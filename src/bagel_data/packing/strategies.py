@@ -18,7 +18,7 @@ than in greedy mode, and nothing is lost or duplicated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..compat import RandomSource
 from ..schema.settings import MIX_BY, PACK_STRATEGIES  # noqa: F401  (the modes, named once)
@@ -60,24 +60,6 @@ def choose_by_deficit(weights: Sequence[float], tokens: Sequence[int], rng: Rand
     if len(tied) == 1:
         return tied[0]
     return tied[choose_by_weight(cumulative_shares([weights[g] for g in tied]), rng.random())]
-
-
-def group_chooser(mix_by: str, weights: Sequence[float], tokens: list[int], rng: RandomSource) -> Callable[[], int]:
-    """A function drawing the next group. `weights` (the current weights: a mixture
-    schedule changes them in place) and `tokens` (the live per-group count of packed
-    tokens) are read, never written, here."""
-    if mix_by == "tokens":
-        return lambda: choose_by_deficit(weights, tokens, rng)
-    cached: dict[tuple, list[float]] = {}
-
-    def choose() -> int:
-        key = tuple(weights)
-        if key not in cached:
-            cached.clear()
-            cached[key] = cumulative_shares(key)
-        return choose_by_weight(cached[key], rng.random())
-
-    return choose
 
 
 def best_subset(lengths: Sequence[int], room: int) -> list[int]:

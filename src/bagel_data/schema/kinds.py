@@ -114,7 +114,7 @@ class Number:
 class Str:
     """A non-empty string, one of `choices` when given."""
 
-    choices: tuple[str, ...] | None = None
+    choices: Sequence[str] | None = None  # read at each check: a registered `mix_by` rule joins it
     path: bool = False  # a file path or URI; os.PathLike is accepted too
 
     def check(self, key: str, value: object) -> object:

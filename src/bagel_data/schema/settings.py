@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from .kinds import Bool, Field, Int, Number, Str, check_section
 
 COMPAT_MODES = ("bagel",)  # besides None, the default mode (compat.py holds the policy)
-MIX_BY = ("samples", "tokens")  # packing/strategies.py
+MIX_BY = ["samples", "tokens"]  # packing/choosers.py (`register_group_choice` adds a rule)
 PACK_STRATEGIES = ("greedy", "best_fit")
 PIXEL_FORMATS = ("float32", "uint8")  # media/pixels.py
 ROLES = ("budget", "seed", "data_config", "option")
@@ -53,8 +53,9 @@ READ_AHEAD_BYTES = 32 << 20  # a flex pack's arrays have max_num_tokens entries:
 
 def _check_seeds(compat: str | None, data_seed: int, compat_seed: int | None) -> None:
     """compat="bagel" seeds numpy's RandomState (and the reference's `set_epoch`) with the
-    seeds, which takes 0 to 2**32 - 1. The default mode mixes data_seed's low 32 bits into its
-    own generators' keys: any integer, negative ones included, runs (and resumes)."""
+    seeds, which takes 0 to 2**32 - 1. The default mode keys its own generators by the whole
+    of data_seed (`compat.streams.seed_tail`): any integer, negative ones included, runs (and
+    resumes), and two seeds give two streams."""
     if compat_seed is not None and not 0 <= compat_seed <= SEED_LIMIT:
         raise ConfigError(
             "compat_seed",

@@ -156,7 +156,7 @@ def _size(path: str) -> int:
     return int(filesystem.get_file_info(inner).size or 0)
 
 
-def build_arrays(files: list[tuple[str, str, Any]], shuffle: bool, seed: int, work: str, allocate) -> tuple:
+def build_arrays(files: list[tuple[str, str, Any]], shuffle: bool, seed: int, work: str | None, allocate) -> tuple:
     """(offsets, line numbers, file ids) of the kept lines of `files` ((path, folder, count)
     each) in canonical order, in arrays from `allocate(n)`; runs spill under `work`."""
     ranks = {folder: number for number, folder in enumerate(sorted({folder for _, folder, _ in files}))}
@@ -232,7 +232,7 @@ class JsonlIndex(Sequence):
             shuffle_seed,
         ]
 
-        def build(work: str, allocate) -> tuple:
+        def build(work: str | None, allocate) -> tuple:
             return build_arrays(files, shuffle_lines, shuffle_seed, work, allocate)
 
         # The folder of the mapped arrays (pickles carry it, not the arrays), or None.

@@ -24,9 +24,7 @@ at the end): point the root at a local disk, not a memory-backed `tmpfs`.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import functools
-import glob
 import hashlib
 import json
 import os
@@ -37,9 +35,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.lib.format import open_memmap
 
-from ..errors import StorageSpaceError
 from . import content_stamp, node_cache, storage
-from .node_cache import ENV, cache_root, locked  # ENV: also the name the callers set
+from .node_cache import ENV, cache_root  # ENV: also the name the callers set
 
 _FORMAT = 2  # part of every key: raise it when the arrays' layout or meaning changes
 ARRAYS = (("offsets", np.int64), ("line_numbers", np.int32), ("file_ids", np.int32))
@@ -47,7 +44,7 @@ _CHECKED_ENTRIES = 1024  # entries of each folder checked against the inputs bef
 
 # `allocate(*lengths)`: the kind's arrays, one length each (one length: the same for all).
 Allocate = Callable[..., tuple]
-Build = Callable[[str, Allocate], tuple]
+Build = Callable[[str | None, Allocate], tuple]  # (where runs spill, None: nowhere; allocate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,21 +125,25 @@ JSONL = IndexKind("jsonl", ARRAYS, _jsonl_fits)
 
 
 def in_memory(work_parent: str | None, build: Build, kind: IndexKind | None = None) -> tuple:
-    """The arrays built in this process's memory (runs spilled to a temporary folder)."""
+    """The arrays built in this process's memory, the sort's runs spilled to a temporary
+    folder; where that folder cannot be written (full, over a quota or a file-size limit,
+    read-only), sorted in memory without spilling, with one warning."""
+    allocate = functools.partial(_empty, (kind or JSONL).arrays)
+    folder = work_parent or tempfile.gettempdir()
     try:
         if work_parent:
             os.makedirs(work_parent, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="bagel-jsonl-", dir=work_parent) as work:
-            return build(work, functools.partial(_empty, (kind or JSONL).arrays))
+            return build(work, allocate)
     except OSError as error:
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            folder = work_parent or tempfile.gettempdir()
-            raise StorageSpaceError(
-                error.errno,
-                f"no room to sort the JSONL index in {folder} ({error.strerror}); it needs about "
-                "the inputs' size while it is built: free space there, or point TMPDIR at a disk with room",
-            ) from error
-        raise
+        if not node_cache.cannot_write(error):
+            raise
+        node_cache.warn_once(
+            f"spill:{folder}",
+            f"the JSONL index's sort cannot spill to {folder} ({error.strerror or error}): it is sorted in "
+            "memory instead, which holds every kept line's key at once; point TMPDIR at a disk with room",
+        )
+    return build(None, allocate)
 
 
 def _empty(arrays: tuple, *lengths: int) -> tuple:
@@ -177,55 +178,31 @@ def index_arrays(
 
 
 def mapped(root: str, key: str, build: Build, sizes: Sequence[int], kind: IndexKind | None = None) -> tuple[tuple, str]:
-    """The arrays of `key` mapped read-only from `root` (built first by one process per node),
-    and their folder. `sizes`: each input's bytes, to check a finished folder against."""
+    """The arrays of `key` mapped read-only from `root` (built first by one process per node,
+    `node_cache.build_shared`), and their folder. `sizes`: each input's bytes, to check a
+    finished folder against."""
     kind = kind or JSONL
     final = os.path.join(root, key)
-    damaged = False
-    if os.path.isdir(final):  # built before: the folder appears complete or not at all
-        arrays = checked_arrays(final, sizes, kind)
-        if arrays is not None:
-            return arrays, final
-        damaged = True
-    with locked(final + ".lock"):
-        # Mapped after the lock is let go: the waiters, woken one at a time, each hold
-        # it only to see that the folder is there, not while they map it.
-        if damaged and os.path.isdir(final) and checked_arrays(final, sizes, kind) is None:
-            _discard(final)  # built again (unless another process has done so meanwhile)
-        if not os.path.isdir(final):
-            _build_into(final, build, kind)
-    arrays = checked_arrays(final, sizes, kind)
-    if arrays is None:
-        raise OSError(errno.EIO, f"the index just built in {final} does not read back")
-    return arrays, final
+
+    def read(folder: str) -> tuple | None:
+        return checked_arrays(folder, sizes, kind) if os.path.isdir(folder) else None
+
+    return node_cache.build_shared(final, read, lambda work: _build_into(work, build, kind)), final
 
 
-def _discard(folder: str) -> None:
-    aside = f"{folder}.damaged-{os.getpid()}"
-    os.rename(folder, aside)  # processes mapping it keep their mapping
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-def _build_into(final: str, build: Build, kind: IndexKind) -> None:
-    for stale in glob.glob(glob.escape(final) + ".tmp-*"):  # left by a builder that died
-        shutil.rmtree(stale, ignore_errors=True)
-    work = f"{final}.tmp-{os.getpid()}"
+def _build_into(work: str, build: Build, kind: IndexKind) -> None:
+    """The index's arrays written into the folder `work`, the sort's runs spilled beside them."""
     os.makedirs(work)
-    try:
 
-        def allocate(*lengths: int) -> tuple:
-            return tuple(
-                open_memmap(os.path.join(work, f"{name}.npy"), mode="w+", dtype=dtype, shape=(n,))
-                for (name, dtype), n in zip(kind.arrays, _lengths(kind.arrays, lengths))
-            )
+    def allocate(*lengths: int) -> tuple:
+        return tuple(
+            open_memmap(os.path.join(work, f"{name}.npy"), mode="w+", dtype=dtype, shape=(n,))
+            for (name, dtype), n in zip(kind.arrays, _lengths(kind.arrays, lengths))
+        )
 
-        arrays = build(os.path.join(work, "runs"), allocate)
-        for array in arrays:
-            if isinstance(array, np.memmap):
-                array.flush()
-        del arrays
-        shutil.rmtree(os.path.join(work, "runs"), ignore_errors=True)
-        os.rename(work, final)  # atomic: readers see the whole folder or none
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    arrays = build(os.path.join(work, "runs"), allocate)
+    for array in arrays:
+        if isinstance(array, np.memmap):
+            array.flush()
+    del arrays
+    shutil.rmtree(os.path.join(work, "runs"), ignore_errors=True)

@@ -126,10 +126,11 @@ class RunSorter:
 
     `budget`: bytes of memory one run may hold (texts plus `_PER_LINE` per line); the caller
     may raise it while adding (`jsonl.build_arrays` sizes it from the expected index size).
-    `release`: gives freed heap back to the system (`jsonl.release_free_heap`).
+    `release`: gives freed heap back to the system (`jsonl.release_free_heap`). `folder`
+    None: nothing is spilled (where no folder can be written; `jsonl_cache.in_memory`).
     """
 
-    def __init__(self, folder: str, budget: int, release: Callable[[], None] = lambda: None):
+    def __init__(self, folder: str | None, budget: int, release: Callable[[], None] = lambda: None):
         self.folder, self.budget, self.release = folder, budget, release
         self.runs: list[_Run] = []
         self.count = 0
@@ -148,7 +149,7 @@ class RunSorter:
             keys, meta = [key for key, kept in zip(keys, keep.tolist()) if kept], meta[keep]
         self._values += _encode(keys, meta)
         self._held += sum(map(len, keys)) + _PER_LINE * len(keys)
-        if self._held >= self.budget:
+        if self._held >= self.budget and self.folder is not None:  # None: no folder to spill to
             self._spill()
 
     def _spill(self) -> None:
@@ -158,6 +159,7 @@ class RunSorter:
             self.runs.append(self._write_run(_chunks(values)))
 
     def _write_run(self, chunks: Iterable[list]) -> _Run:
+        assert self.folder is not None  # only spilled where there is a folder
         os.makedirs(self.folder, exist_ok=True)
         number, self._numbered = self._numbered, self._numbered + 1
         run = _Run(os.path.join(self.folder, f"{number}.data"), os.path.join(self.folder, f"{number}.len"))

@@ -3,7 +3,13 @@
 The JSONL and tar indexes (`jsonl_cache`, `tar_index`) and the remote video tables
 (`media/video_tables`) keep their files here, so that one process per node builds what the
 others then read. The root is `$BAGEL_DATA_INDEX_CACHE`, by default
-`bagel-data-index-cache-<uid>` in the system's temporary folder. It must be a folder of
+`bagel-data-index-cache-<uid>` in the system's temporary folder.
+
+`build_shared` is the one build-under-lock of the node's files (read / lock / re-read /
+build / atomic publish); the lock files are `locked`'s, used nowhere else. An error that
+says the cache cannot be written (`cannot_write`: a full disk, a quota, a file-size limit, a
+read-only or forbidden folder) never ends a run: the callers build in memory instead, with
+one warning per root. It must be a folder of
 this user's that no one else can write, since others could plant files there. A default root
 that is not is moved aside (this user's) or left alone (another user's); a root set in the
 environment is never moved. `BAGEL_DATA_INDEX_CACHE=off` (any case) turns the cache off.
@@ -12,19 +18,45 @@ environment is never moved. `BAGEL_DATA_INDEX_CACHE=off` (any case) turns the ca
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import glob
 import os
+import shutil
 import stat
 import tempfile
+import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from ..errors import IndexCacheWarning
 
 ENV = "BAGEL_DATA_INDEX_CACHE"
 
 _warned: set[str] = set()  # roots already warned about in this process
+
+# The errors that say a file cannot be written here (as opposed to a bug or a bad input).
+CANNOT_WRITE = frozenset(
+    code
+    for code in (
+        errno.ENOSPC,  # the disk is full
+        errno.EDQUOT,  # the user's quota is spent
+        errno.EFBIG,  # over a file-size limit (`ulimit -f`)
+        errno.EROFS,  # a read-only file system
+        errno.EACCES,  # forbidden
+        errno.EPERM,
+        errno.EMLINK,
+        errno.ENAMETOOLONG,
+    )
+)
+T = TypeVar("T")
+
+
+def cannot_write(error: OSError) -> bool:
+    """Whether `error` says that the cache (or a work folder) cannot be written."""
+    return error.errno in CANNOT_WRITE
 
 
 def default_root() -> str:
@@ -115,3 +147,56 @@ def locked(path: str) -> Iterator[None]:
     finally:
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
+
+
+def build_shared(final: str, read: Callable[[str], T | None], write: Callable[[str], None]) -> T:
+    """What `read(final)` gives, built first by one process of the node: read; else take the
+    lock, build with `write(work)` into a work path beside `final` and publish it there with
+    one rename (readers see the whole file or folder, or none), and read it after the lock is
+    let go (the woken waiters do not each read while holding it). A `final` that does not
+    read back (`read` gives None: a crash, a full disk or a hand damaged it) is built again.
+    An OSError goes to the caller, who builds in memory instead (see `cannot_write`)."""
+    found = read(final)
+    if found is not None:
+        return found
+    damaged = os.path.lexists(final)
+    lock = final + ".lock"
+    with locked(lock):
+        if damaged and os.path.lexists(final) and read(final) is None:
+            _discard(final)  # built again (unless another process has done so meanwhile)
+        if not os.path.lexists(final):
+            _publish(final, write)
+        # Removed while held: a waiter on this lock file sees that it is gone and takes a new
+        # one (`locked`), then finds `final`; no lock file is left behind.
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+    found = read(final)
+    if found is None:
+        raise OSError(errno.EIO, f"{final} was just built and does not read back")
+    return found
+
+
+def _publish(final: str, write: Callable[[str], None]) -> None:
+    for stale in glob.glob(glob.escape(final) + ".tmp-*"):  # left by a builder that died
+        _remove(stale)
+    work = f"{final}.tmp-{os.getpid()}-{threading.get_ident()}"
+    try:
+        write(work)
+        os.replace(work, final)  # atomic: readers see the whole of it or none
+    except BaseException:
+        _remove(work)
+        raise
+
+
+def _discard(path: str) -> None:
+    aside = f"{path}.damaged-{os.getpid()}-{threading.get_ident()}"
+    os.rename(path, aside)  # processes reading it keep what they opened
+    _remove(aside)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
