@@ -11,7 +11,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from bagel_bench.slow_reads import DelayedFile, delayed_storage
+from bagel_bench.slow_reads import DelayedFile, OpenCounter, delayed_storage
 from bagel_data.errors import SkipReason
 from bagel_data.sources import jsonl_cache, tar_index, tar_members
 from bagel_data.sources.tar_index import TarIndex
@@ -129,3 +129,54 @@ def test_listing_through_a_store_costs_a_read_per_window_not_per_member(tmp_path
         keyed = tar_members.list_tar(str(tar))
     assert len(keyed) == 400
     assert len(reads) <= tar.stat().st_size // (256 << 10) + 2, len(reads)
+
+
+def test_blocks_reuse_one_open_handle(tmp_path, cache, monkeypatch):
+    """Reading every block of a tar opens it once (a store's HEAD and connection, not one per
+    block); a read that fails drops its handle, and the next block opens a fresh one."""
+    monkeypatch.setattr(tar_index, "BLOCK_BYTES", 1 << 12)
+    tar = str(t2i_tar(tmp_path / "a.tar", 9))
+    index = TarIndex(tar)
+    assert len(index.blocks) > 2
+    opens = OpenCounter()
+    with delayed_storage(opens=opens):
+        for block in range(len(index.blocks)):
+            index.read_block(block)
+    assert sum(opens.counts.values()) == 1
+    lost = index.blocks[1]
+    with delayed_storage(fail={tar: (lost.start, lost.start + 1)}, opens=opens):
+        fresh = TarIndex(tar)
+        fresh.read_block(0)
+        with pytest.raises(OSError, match="injected"):
+            fresh.read_block(1)
+        fresh.read_block(2)
+    assert sum(opens.counts.values()) == 1 + 2  # the failed handle was not put back
+
+
+def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_path, cache):
+    """The index cache tells a remote tar current by its size and the store's modification
+    time: from its folder's listing, no request; without one, a HEAD. Its content is not
+    digested (a HEAD and about 18 ranged reads per tar before)."""
+    pytest.importorskip("moto.server")
+    from bagel_bench.moto_store import moto_store
+    from bagel_data.sources import storage
+
+    folder = tmp_path / "tars"
+    folder.mkdir()
+    t2i_tar(folder / "a.tar", 400)  # over the digest's whole-file limit
+    with moto_store() as store:
+        store.upload(folder, "s3://wds-id/tars")
+        store.register("s3://wds-id")
+        uri = "s3://wds-id/tars/a.tar"
+        [(_, size, mtime)] = storage.list_entries("s3://wds-id/tars")
+        built = TarIndex(uri, (size, mtime))
+        store.proxy.counter.reset()
+        warm = TarIndex(uri, (size, mtime))
+        listed = store.proxy.counter.reset()
+        headed = TarIndex(uri)
+        head = store.proxy.counter.reset()
+        with pytest.raises(FileNotFoundError):
+            TarIndex("s3://wds-id/tars/missing.tar")
+    assert warm.folder == built.folder == headed.folder is not None
+    assert listed == {} and head == {"HEAD object": 1}, (listed, head)
+    assert len(warm) == 401

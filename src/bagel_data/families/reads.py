@@ -210,14 +210,22 @@ class FamilyReads:
 
     def kept(self, key: Hashable, make: Callable[[], Any], limit: int = 8) -> Any:
         """`make()`, kept in this process for the next calls with `key` (the last `limit`
-        keys): what a family opens once per file and reads often, as a tar's index."""
-        held = self._here().setdefault("kept", collections.OrderedDict())
-        if key in held:
+        keys): what a family opens once per file and reads often, as a tar's index. Safe
+        from the read-ahead's threads: `make` runs outside the lock (two threads may both
+        make a value; the first kept wins)."""
+        here = self._here()
+        held = here.setdefault("kept", collections.OrderedDict())
+        lock = here.setdefault("kept_lock", threading.Lock())
+        with lock:
+            if key in held:
+                held.move_to_end(key)
+                return held[key]
+        value = make()
+        with lock:
+            value = held.setdefault(key, value)
             held.move_to_end(key)
-            return held[key]
-        value = held[key] = make()
-        while len(held) > limit:
-            held.popitem(last=False)
+            while len(held) > limit:
+                held.popitem(last=False)
         return value
 
     def rebuilding(self) -> bool:

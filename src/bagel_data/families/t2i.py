@@ -23,7 +23,15 @@ from ..sources.table_cells import CellError, caption_cell, image_cell, local_tab
 from .base import DistributedIterableDataset
 from .parquet_units import ParquetListing, footer_rows
 from .reads import ParquetSource
-from .t2i_tars import TAR_POSITION_SALT, TarSource, check_no_columns, t2i_shard_files, tar_extent, tar_rows
+from .t2i_tars import (
+    TAR_POSITION_SALT,
+    TarSource,
+    check_no_columns,
+    kept_index,
+    t2i_shard_files,
+    tar_extent,
+    tar_rows,
+)
 from .worst_case import measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -118,8 +126,12 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     def read_source(self):
         if self.tars:
-            return TarSource(self.epoch_units.__getitem__)
+            return TarSource(self.epoch_units.__getitem__, self._tar_index)
         return ParquetSource(self.parquet_span, self.parquet_columns)
+
+    def _tar_index(self, path: str):
+        """Tar `path`'s index, kept by this process; known current by its listing (no request)."""
+        return kept_index(self.reads, path, self.listed_files.get(path))
 
     @property
     def position_salt(self) -> int:
@@ -130,7 +142,8 @@ class T2IIterableDataset(DistributedIterableDataset):
         """A file's row groups (`row` ()), or the rows of row group `row[0]`; a tar's blocks,
         or the samples of block `row[0]` (from its member index, listed once per node)."""
         if self.tars:
-            return tar_extent(self.__dict__.setdefault("_tar_indexes", {}), self.epoch_units[unit_id], row)
+            path = self.epoch_units[unit_id]
+            return tar_extent(self.__dict__.setdefault("_tar_indexes", {}), path, row, self.listed_files.get(path))
         path = self.epoch_units[unit_id]
         counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
         if counts is None:
@@ -149,7 +162,7 @@ class T2IIterableDataset(DistributedIterableDataset):
         """(row group or block, row, cells, location) of a unit's rows from `start` on."""
         group_start, row_start = start or (0, 0)
         if self.tars:
-            yield from tar_rows(self.reads, path, group_start, row_start, log, single)
+            yield from tar_rows(self.reads, path, group_start, row_start, log, single, self.listed_files.get(path))
             return
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
             location = f"{path}, row group {row_group}, row {row}"
