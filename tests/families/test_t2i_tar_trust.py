@@ -104,8 +104,15 @@ def test_compressed_shards_are_refused_by_name_with_the_fix(tmp_path, tokenizer)
     (only / "00001.tar.gz").write_bytes(gzip.compress((tmp_path / "plain.tar").read_bytes()))
     with pytest.raises(ConfigError, match=r"compressed tar shards \(00001\.tar\.gz\)"):
         _dataset(only, tokenizer)
-    with pytest.raises(ConfigError, match="compressed tar shards"):
-        prepare_sharded("t2i", only / "00001.tar.gz", tmp_path / "out")
+    for source in (only, only / "00001.tar.gz"):
+        with pytest.raises(ConfigError, match=r"compressed tar shards \(00001\.tar\.gz\)"):
+            prepare_sharded("t2i", source, tmp_path / "out")
+    # Beside parquet tables, an archive is no shard: the tables are read as before.
+    tables = tmp_path / "tables"
+    prepare_sharded("t2i", folder / "00000.tar", tables)
+    (tables / "backup.tar.gz").write_bytes(b"not read")
+    assert len(_captions(_dataset(tables, tokenizer), tokenizer)) == 3
+    assert prepare_sharded("t2i", tables, tmp_path / "again").rows_written == 3
 
 
 def test_an_upper_case_tar_is_read_beside_the_others(tmp_path, tokenizer):
@@ -200,3 +207,18 @@ def test_the_data_status_of_the_prepared_copy_is_refused_for_the_tars(tmp_path, 
     tagged = [*position, 12345]  # a tag, but not of these tars' list
     with pytest.raises(ResumeError, match="another file list"):
         next(iter(_dataset(path.parent, tokenizer, data_status=[tagged])))
+
+
+def test_validate_names_the_compressed_shards_instead_of_saying_ok(tmp_path, tokenizer):
+    from bagel_data.tools.run import RunConfig
+    from bagel_data.tools.validate import validate_config
+    from helpers.builders import SMALL_VAE
+
+    folder = tmp_path / "tars"
+    _tar(folder / "00000.tar", 3)
+    (folder / "00001.tgz").write_bytes(gzip.compress((folder / "00000.tar").read_bytes()))
+    group = {"dataset_names": ["wds"], "image_transform_args": SMALL_VAE, "num_used_data": [1], "weight": 1}
+    info = {"t2i_pretrain": {"wds": {"data_dir": str(folder)}}}
+    budgets = {"expected_num_tokens": 4096, "max_num_tokens": 8192, "max_num_tokens_per_sample": 4096}
+    report = validate_config(RunConfig({"t2i_pretrain": group}, info, budgets), num_workers=1, tokenizer=tokenizer)
+    assert not report.ok and "compressed tar shards (00001.tgz)" in " ".join(report.errors)

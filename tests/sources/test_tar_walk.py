@@ -119,7 +119,7 @@ def test_a_forged_extended_header_size_is_damage_not_a_huge_read(tmp_path, monke
 
     def counted(self, size=-1):
         data = real(self, size)
-        reads.append(len(data))
+        reads.append(size)  # asked for, and granted
         return data
 
     monkeypatch.setattr(tar_walk._Capped, "read", counted)
@@ -140,11 +140,34 @@ def test_a_member_over_the_size_limit_refuses_its_key(tmp_path, monkeypatch):
     assert all(isinstance(v, TarSample) for _, v in list_tar(str(path)))
 
 
-@pytest.mark.parametrize("cut", [100, 512])
-def test_a_cut_tar_is_still_unreadable_as_a_whole(tmp_path, cut):
+def test_a_large_member_no_sample_uses_refuses_nothing(tmp_path, monkeypatch):
+    path = tmp_path / "a.tar"
+    with tarfile.open(path, "w") as archive:
+        for name, size in (("0.jpg", 100), ("0.mp4", 5000), ("0.txt", 100)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            archive.addfile(info, io.BytesIO(bytes(size)))
+    monkeypatch.setattr(tar_members, "MAX_MEMBER_BYTES", 1000)
+    assert _outcomes(path) == {"0": "ok"}
+
+
+@pytest.mark.parametrize(
+    "cut, says",
+    [(100, "mid-header"), (512 + 512, "member '0003.jpg' runs to byte"), (0, "no end-of-archive block")],
+    ids=["mid-header", "mid-member", "at-a-header"],
+)
+def test_a_cut_tar_is_still_unreadable_as_a_whole(tmp_path, cut, says):
     path = tmp_path / "a.tar"
     headers = dict(_tar(path, count=4))
     data = path.read_bytes()
-    path.write_bytes(data[: headers["0003.jpg"] + cut])  # mid-header, or mid-member
-    with pytest.raises(tarfile.ReadError, match="unexpected end of data"):
+    path.write_bytes(data[: headers["0003.jpg"] + cut])
+    with pytest.raises(tarfile.ReadError, match=f"unexpected end of data: .*{says}"):
         list_tar(str(path))
+
+
+def test_a_few_stray_bytes_in_the_end_of_archive_block_are_damage(tmp_path):
+    path = tmp_path / "a.tar"
+    headers = _tar(path, count=2)
+    end = headers[-1][1] + 512 + 1024  # the last member's header and data
+    _overwrite(path, end + 3, b"\x01")
+    assert _outcomes(path) == {"0000": "ok", "0001": "ok", f"<damaged bytes {end}-{end + 512}>": "tar_damaged"}

@@ -45,8 +45,10 @@ def t2i_shard_files(
     listed = {}
     for folder in data_dir_list:
         entries = list_parquet_entries(folder, file_order, ("",))  # every file: `.TAR`, `.tar.gz` too
-        refuse_compressed("data_dir", folder, [path.rsplit("/", 1)[-1] for path, _ in entries])
-        listed[folder] = _shards([(path, stat) for path, stat in entries if is_tar(path) or path.endswith(".parquet")])
+        kept = _shards([(path, stat) for path, stat in entries if is_tar(path) or path.endswith(".parquet")])
+        if not kept or any(is_tar(path) for path, _ in kept):  # a parquet folder may keep an archive beside
+            refuse_compressed("data_dir", folder, [path.rsplit("/", 1)[-1] for path, _ in entries])
+        listed[folder] = kept
     tars = [path for entries in listed.values() for path, _ in entries if is_tar(path)]
     tables = [path for entries in listed.values() for path, _ in entries if not is_tar(path)]
     if tars and tables:

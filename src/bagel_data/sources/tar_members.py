@@ -84,13 +84,16 @@ def refuse_compressed(key: str, where: str, names: Iterable[str]) -> None:
 
 def tar_files(source: Path) -> list[Path]:
     """`source` itself if it is a `.tar`, else the `.tar` files at the top of a folder
-    (`.TAR` too); a compressed tar is a `ConfigError` naming it (`refuse_compressed`)."""
+    (`.TAR` too). A compressed tar is a `ConfigError` naming it (`refuse_compressed`), beside
+    tars or alone; beside parquet tables it is no shard of theirs, and left alone."""
     if source.is_file():
         refuse_compressed("source", str(source), [source.name])
         return [source] if is_tar(source.name) else []
     files = sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else []
-    refuse_compressed("source", str(source), [path.name for path in files])
-    return [path for path in files if is_tar(path.name)]
+    tars = [path for path in files if is_tar(path.name)]
+    if tars or not any(path.suffix == ".parquet" for path in files):  # tables may keep an archive beside
+        refuse_compressed("source", str(source), [path.name for path in files])
+    return tars
 
 
 def member_role(ext: str) -> str:

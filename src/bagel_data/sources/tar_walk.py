@@ -82,7 +82,7 @@ def walk(handle: Any, size: int) -> Iterator[Entry]:
     while at + BLOCK <= size:
         handle.seek(at)
         try:
-            info = tarfile.TarInfo.fromtarfile(reader)
+            info = tarfile.TarInfo.fromtarfile(reader)  # type: ignore[arg-type]  # what it uses of a TarFile
         except (tarfile.HeaderError, UnicodeError, ValueError, OverflowError):
             at += BLOCK  # not a header (garbage, zeros, a forged extended header): try the next block
             continue
