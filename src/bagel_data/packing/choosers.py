@@ -128,5 +128,6 @@ def register_group_choice(name: str, rule: Callable[[Sequence[str]], GroupChoice
         MIX_BY.append(name)
 
 
-def group_choice(mix_by: str, group_names: Sequence[str]) -> GroupChoice:
-    return GROUP_CHOICES[mix_by](group_names)
+def group_choice_rule(mix_by: str) -> Callable[[Sequence[str]], GroupChoice]:
+    """The rule `mix_by` names, as registered now."""
+    return GROUP_CHOICES[mix_by]

@@ -166,6 +166,8 @@ class Drawer:
     ):
         self.groups, self.state, self.config, self.data_seed = groups, state, config, data_seed
         self.policy, self.choice = policy, choice
+        # Told of each draw only when the rule counts draws (`mix_by: samples` does not).
+        self.drawn = None if type(choice).drawn is GroupChoice.drawn else choice.drawn
         self.streams = [
             group.samples(cursor, log, config.stream_read_ahead(group.reads_remote))
             for group, cursor, log in zip(groups, state.cursors, state.logs)
@@ -182,7 +184,8 @@ class Drawer:
         state.cursors[group] = cursor
         draw = Draw(group, cursor, sample, sample.get("compat_rng_state"))
         self.decide(draw)
-        self.choice.drawn(group, draw.length)
+        if self.drawn is not None:
+            self.drawn(group, draw.length)
         return draw
 
     def decide(self, draw: Draw) -> None:

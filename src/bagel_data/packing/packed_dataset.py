@@ -38,7 +38,7 @@ from ..compat import CompatPolicy
 from ..schema.settings import SETTING_NAMES
 from ..sources import storage
 from .buffers import PadBufferPool
-from .choosers import GROUP_CHOICES, GroupChoice
+from .choosers import GroupChoice, group_choice_rule
 from .config import PackingConfig, SpecialTokens
 from .groups import Drawer, GroupSource
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
@@ -141,7 +141,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.data_seed = parts.config.data_seed
         # The group-choice rule, looked up here, in the process that builds the dataset: a
         # rule registered there travels to spawned workers with it (`choosers.py`).
-        self.group_choice_rule = GROUP_CHOICES[parts.config.mix_by]
+        self.group_choice_rule = group_choice_rule(parts.config.mix_by)
         self.global_seed = _check_global_seed(global_seed)
         self.tokenizer = tokenizer
         self._tokenizer_fingerprint: dict | None = None  # made at the first checkpoint or start

@@ -12,6 +12,7 @@ called. The group choice and the pacer keep states of their own (`choosers.py`,
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Callable, Sequence
 
 from ..checkpoint.state import PackState
@@ -60,15 +61,15 @@ class Placer:
         )
         self.phase_started: int | None = None  # the pack count a phase began at (an empty pack reopens)
         self.empty_run = 0  # samples in a row that added nothing to a pack
-
-    def choose(self) -> int:
-        """The group of the next draw, by the group choice, at the current weights."""
-        return self.choice.choose(self.weights, self.state.rng)
+        self.pace = pace
+        # The group of the next draw, by the group choice at the current weights (`weights` is
+        # changed in place as each pack opens). Bound once: it is called for every draw.
+        self.choose: Callable[[], int] = functools.partial(choice.choose, weights, state.rng)
 
     def has_room(self) -> bool:
         """Room in the look-ahead: a backlog from an earlier phase waits beside it
         (`packing/pacing.py`)."""
-        return self.pacer.fresh() < self.config.max_buffer_size
+        return len(self.state.buffer) - self.pace.backlog < self.config.max_buffer_size
 
     # -- opening and closing a pack ---------------------------------------------------------
     def enter_step(self) -> None:
