@@ -22,10 +22,8 @@ What stays true with it on:
   for each task the stream takes. A worker's first pack reads about what it would read
   inline, rather than every worker and group filling its budget at once and competing with
   the reads that pack waits for (a store's request rate, a node's bandwidth);
-* its depth follows the store: at most `THREADS` fetches run at once until the round trip
-  and the stream's work per task are measured, then their ratio (`read_depth.Depth`: the
-  bandwidth-delay product in tasks, up to `MAX_THREADS`), so that +100 ms per request is
-  hidden as +20 ms is, within the same budget;
+* its depth follows the store: `THREADS` fetches at once until the round trip and the
+  stream's work per task are measured, then their ratio (`read_depth`, up to `MAX_THREADS`);
 * a plan may start a later task early (`Early`, with up to half the window): a next file's
   footer while the plan waits on this file's, so that the read-ahead reaches across files
   as fast as across row groups; the task joins the queue when the plan yields it.
@@ -43,20 +41,12 @@ import collections
 import dataclasses
 import math
 import threading
-import time
 from collections.abc import Callable, Generator, Hashable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
-from .read_depth import Depth
+from .read_depth import MAX_THREADS, POOL_NAME, THREADS, DepthPool, nbytes_of
 
-# Enough threads to keep several round trips in flight per worker (each waits on the
-# network, not the CPU); few enough that 8 workers x 8 ranks stay a few hundred threads.
-THREADS = 8
-# The most fetches in flight when the measured round trip asks for more (`read_depth`): a
-# pool's threads start only when that many are wanted, so a local disk keeps few.
-MAX_THREADS = 32
-POOL_NAME = "bagel-read-ahead"  # its threads' name prefix (seen in a stack dump, py-spy)
 # Most tasks queued ahead, whatever their size: bounds the plan's walk for tiny tasks.
 MAX_AHEAD = 64
 # Tasks ahead of a stream that has taken none yet; each take allows one more (to MAX_AHEAD).
@@ -100,29 +90,12 @@ def _kind(task: Task) -> Hashable:  # the first item of its key (`"rg"`, `"meta"
     return task.key[0] if isinstance(task.key, tuple) and task.key else task.key
 
 
-def nbytes_of(value: Any) -> int:
-    """The bytes a fetched value holds: Arrow tables and numpy arrays say so; bytes by length."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    size = getattr(value, "nbytes", None)
-    if isinstance(size, int):
-        return size
-    if isinstance(value, (tuple, list)):
-        return sum(nbytes_of(item) for item in value)
-    if isinstance(value, dict):
-        return sum(nbytes_of(item) for item in value.values())
-    return 0
-
-
 class ReadAhead:
     """Fetch a plan's tasks ahead of the stream, within `budget_bytes`; see the module docs."""
 
     def __init__(self, budget_bytes: int, threads: int = THREADS, ramp_start: int = RAMP_START):
         self.budget = int(budget_bytes)
         self.threads = int(threads)
-        self.depth = Depth(self.threads, max(self.threads, MAX_THREADS))
-        self._waiting: collections.deque[Task] = collections.deque()  # submitted, no thread yet
-        self._running = 0
         self._lock = threading.RLock()
         self._queue: collections.deque[Task] = collections.deque()  # in the stream's order
         self._early: list[Task] = []  # started by a hint, not yet yielded by the plan
@@ -132,7 +105,8 @@ class ReadAhead:
         self.following: Iterator | None = None  # the plan last given to `follow`, even once run out
         self._next: Task | None = None  # pulled from the plan, waiting for room
         self._planning = False
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool = DepthPool(self.threads, max(self.threads, MAX_THREADS), POOL_NAME)
+        self.depth = self._pool.depth
         self._on_close: list[Callable[[], None]] = []
         self.closed = False
         self.held = self.peak = self.fetched = self.hits = self.misses = 0
@@ -254,47 +228,15 @@ class ReadAhead:
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _submit(self, task: Task) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.depth.ceiling, thread_name_prefix=POOL_NAME)
         task.charged = self._charge(task)
         task.unsized = _kind(task) not in self._expansion and task.estimate > 0
         self._unsized[_kind(task)] += task.unsized
         self.held += task.charged
         self.peak = max(self.peak, self.held)
-        task.future = Future()
-        self._waiting.append(task)
-        self._dispatch()
+        task.future = self._pool.start(task.fetch)
         # Added once started: a fetch done already (a quick one, run as its thread started) is
         # counted here, before this call returns, as a pool's own future would be.
         task.future.add_done_callback(lambda _: self._done(task))
-
-    def _dispatch(self) -> None:
-        """Start waiting tasks, in order, while fewer than the depth asks for are running."""
-        while self._waiting and self._pool is not None and self._running < self.depth.threads():
-            task = self._waiting.popleft()
-            assert task.future is not None
-            if task.future.set_running_or_notify_cancel():  # False: dropped before it started
-                self._running += 1
-                self._pool.submit(self._run, task)
-
-    def _run(self, task: Task) -> None:
-        """A task's fetch on a pool thread, timed for the depth; its value or error to its future."""
-        assert task.future is not None
-        start = time.perf_counter()
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            value = task.fetch()
-        except BaseException as exc:  # handed to the take, which re-raises it where inline would
-            error = exc
-        self.depth.fetched(time.perf_counter() - start)
-        if error is not None:
-            task.future.set_exception(error)
-        else:
-            task.future.set_result(value)
-        with self._lock:
-            self._running -= 1
-            self._dispatch()
 
     def _done(self, task: Task) -> None:
         with self._lock:
@@ -350,18 +292,10 @@ class ReadAhead:
             self.closed = True
             self._plan = self._next = None
             self._drop_queue()
-            while self._waiting:  # never started: their takes (none now) would fall back
-                waiting = self._waiting.popleft()
-                assert waiting.future is not None
-                waiting.future.cancel()
             for task, _, _ in self._pinned.values():
                 self._release(task)
             self._pinned.clear()
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            # Closed from one of its own threads (a stream collected there): it cannot wait for itself.
-            own = threading.current_thread().name.startswith(POOL_NAME)
-            pool.shutdown(wait=not own)
+        self._pool.close()  # outside the lock: a fetch finishing meanwhile takes it
         for callback in self._on_close:
             callback()
         self._on_close.clear()
