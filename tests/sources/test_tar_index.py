@@ -180,3 +180,15 @@ def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_p
     assert warm.folder == built.folder == headed.folder is not None
     assert listed == {} and head == {"HEAD object": 1}, (listed, head)
     assert len(warm) == 401
+
+
+def test_a_remote_tar_is_known_by_path_size_and_store_time_a_local_one_is_not():
+    """A rewrite on a store changes the size or the store-set time: either one is a new key.
+    A local tar gets no listed identity (local times can be set back: it is digested)."""
+    known = tar_index.listed_identity("s3://b/t/a.tar", (10, 5))
+    assert known == ["s3://b/t/a.tar", 10, 5, "listed"]
+    assert tar_index.listed_identity("s3://b/t/a.tar", (10, 6)) != known
+    assert tar_index.listed_identity("s3://b/t/a.tar", (11, 5)) != known
+    assert tar_index.listed_identity("s3://b/t/b.tar", (10, 5)) != known
+    assert tar_index.listed_identity("/data/a.tar", (10, 5)) is None
+    assert tar_index.listed_identity("file:///data/a.tar", (10, 5)) is None
