@@ -89,7 +89,7 @@ def prepared_copy(tars: Path, out: Path) -> Path:
     return out
 
 
-def dataset(data_dir: Path | str, units: int, size: int, read_ahead: int):
+def dataset(data_dir: Path | str, units: int, size: int, read_ahead: int, workers: int = 1):
     grouped = {"t2i_pretrain": {
         "dataset_names": ["t2i"], "num_used_data": [units], "weight": 1.0,
         "image_transform_args": {"image_stride": 16, "max_image_size": size, "min_image_size": size // 2},
@@ -97,13 +97,18 @@ def dataset(data_dir: Path | str, units: int, size: int, read_ahead: int):
     info = {"t2i_pretrain": {"t2i": {"data_dir": str(data_dir)}}}
     config = Settings(**PACKING, read_ahead_bytes=read_ahead)
     return build_packed_dataset(
-        QwenTokenizer(), SPECIAL, grouped, info, config, local_rank=0, world_size=1, num_workers=1
+        QwenTokenizer(), SPECIAL, grouped, info, config, local_rank=0, world_size=1, num_workers=workers
     )
 
 
-def steady(data_dir: Path | str, units: int, size: int, delay: float, warmup: int, packs: int) -> dict:
+def steady(
+    data_dir: Path | str, units: int, size: int, delay: float, warmup: int, packs: int, workers: int = 1
+) -> dict:
     """Packs per second after `warmup` packs, with the read-ahead a remote store gets by
-    default (the delayed storage stands in for one, on local paths)."""
+    default (the delayed storage stands in for one, on local paths). `workers` > 1: through
+    a DataLoader of that many workers (CPU seconds are then this process's alone)."""
+    if workers > 1:
+        return _steady_workers(data_dir, units, size, delay, warmup, packs, workers)
     with delayed_storage(delay):
         packed = dataset(data_dir, units, size, READ_AHEAD_BYTES)
         stream = iter(packed)
@@ -116,6 +121,23 @@ def steady(data_dir: Path | str, units: int, size: int, delay: float, warmup: in
         stats = packed.stats["read_ahead"].get("t2i_pretrain")
         stream.close()
     return {"packs_per_second": packs / seconds, "packs_per_cpu_second": packs / cpu_seconds, "read_ahead": stats}
+
+
+def _steady_workers(data_dir, units: int, size: int, delay: float, warmup: int, packs: int, workers: int) -> dict:
+    from bagel_data.loader import build_dataloader
+
+    with delayed_storage(delay):
+        loader = build_dataloader(dataset(data_dir, units, size, READ_AHEAD_BYTES, workers), num_workers=workers)
+        batches = iter(loader)
+        for _ in range(warmup):
+            next(batches)
+        start, cpu = time.perf_counter(), time.process_time()
+        for _ in range(packs):
+            next(batches)
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+        del batches  # its workers stop
+    return {"packs_per_second": packs / seconds, "packs_per_cpu_second": packs / max(cpu_seconds, 1e-9),
+            "read_ahead": None, "workers": workers}  # fmt: skip
 
 
 def read_path(data_dir: Path | str, units: int, delay: float) -> dict:
@@ -199,12 +221,14 @@ def run(
     warmup: int,
     packs: int,
     use_store: bool = False,
+    workers: int = 1,
 ) -> dict:
     tar_dir = write_tars(root / "tars", tars, per_tar, side)
     copy = prepared_copy(tar_dir, root / "prepared")
     results: dict = {"config": {"tars": tars, "per_tar": per_tar, "photo_side": side, "max_image_size": size,
                                 "delay_seconds": delay, "rounds": rounds, "warmup_packs": warmup, "packs": packs,
-                                "prepared_files": len(list(copy.glob("*.parquet"))), "store": use_store}}  # fmt: skip
+                                "prepared_files": len(list(copy.glob("*.parquet"))), "store": use_store,
+                                "workers": workers}}  # fmt: skip
     results["index_build"] = {"local": index_build(tar_dir, 0.0), f"+{delay * 1000:.0f}ms": index_build(tar_dir, delay)}
     cases = CASES + ((STORE_CASE,) if use_store else ())
     with contextlib.ExitStack() as stack:
@@ -215,7 +239,7 @@ def run(
             store.upload(tar_dir, f"{BUCKET}/tars")
             storage.register_options(BUCKET, store.proxy.storage_options())
             results["index_build"][f"store +{delay * 1000:.0f}ms"] = index_build(f"{BUCKET}/tars", 0.0, store)
-        runs = _rounds(cases, tar_dir, copy, tars, size, delay, rounds, warmup, packs, store)
+        runs = _rounds(cases, tar_dir, copy, tars, size, delay, rounds, warmup, packs, store, workers)
     for figure in (
         "packs_per_second",
         "packs_per_cpu_second",
@@ -234,7 +258,7 @@ def run(
     return results
 
 
-def _rounds(cases, tar_dir, copy, tars, size, delay, rounds, warmup, packs, store) -> dict[str, list[dict]]:
+def _rounds(cases, tar_dir, copy, tars, size, delay, rounds, warmup, packs, store, workers) -> dict[str, list[dict]]:
     """Each case once per round, in a fresh index cache built before the rounds' first use."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in a DataLoader worker
@@ -246,11 +270,11 @@ def _rounds(cases, tar_dir, copy, tars, size, delay, rounds, warmup, packs, stor
                     folder: Path | str = (copy, tar_dir, tar_dir, f"{BUCKET}/tars")[
                         ("prepared", "tars", "tars+delay", STORE_CASE).index(case)
                     ]
-                    units = 1 if case == "prepared" else tars
+                    units = workers if case == "prepared" else tars  # the one file repeats to feed each worker
                     wait = delay if case == "tars+delay" else 0.0
                     if store is not None:
                         store.proxy.counter.reset()
-                    got = steady(folder, units, size, wait, warmup, packs)
+                    got = steady(folder, units, size, wait, warmup, packs, workers)
                     if store is not None and case == STORE_CASE:
                         got["requests"] = store.proxy.counter.reset()
                     got["reads"] = read_path(folder, units, wait)
@@ -279,10 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--packs", type=int, default=8)
     parser.add_argument("--store", action="store_true", help="add the tars in an S3 server (moto) at --delay")
+    parser.add_argument("--workers", type=int, default=1, help="DataLoader workers for the packs (1: in process)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     results = run(args.root, args.tars, args.per_tar, args.photo_side, args.max_image_size, args.delay,
-                  args.rounds, args.warmup, args.packs, args.store)  # fmt: skip
+                  args.rounds, args.warmup, args.packs, args.store, args.workers)  # fmt: skip
     print(json.dumps({key: value for key, value in results.items() if key != "rounds"}, indent=1))
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
