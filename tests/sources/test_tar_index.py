@@ -192,3 +192,18 @@ def test_a_remote_tar_is_known_by_path_size_and_store_time_a_local_one_is_not():
     assert tar_index.listed_identity("s3://b/t/b.tar", (10, 5)) != known
     assert tar_index.listed_identity("/data/a.tar", (10, 5)) is None
     assert tar_index.listed_identity("file:///data/a.tar", (10, 5)) is None
+
+
+def test_kept_handles_are_closed_before_the_process_forks(tmp_path, cache):
+    """A DataLoader's workers fork from this process: a store's client and its connections
+    must not be shared with them, so the handles kept for the next blocks close first."""
+    tar = str(t2i_tar(tmp_path / "a.tar", 9))
+    index = TarIndex(tar)
+    index.read_block(0)
+    assert len(index._idle) == 1
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if not index._idle else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and index._idle == []
+    assert index.read_block(0) and len(index._idle) == 1  # opened again when next read

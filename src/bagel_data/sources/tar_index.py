@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import os
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -195,6 +197,7 @@ class TarIndex:
         with self._handles_lock:
             handle = self._idle.pop() if self._idle else None
         if handle is None:
+            _close_before_fork(self)
             handle = storage.open_input(self.path)
         try:
             yield handle
@@ -220,6 +223,25 @@ class TarIndex:
         """(image, .txt, .json) bytes of sample `index`, cut from its block's `data`."""
         spans = self._rows[index][1:7]
         return tuple(None if at < 0 else _cut(data, at, size) for at, size in zip(spans[::2], spans[1::2]))
+
+
+# Indexes holding open handles. They are closed before this process forks (a DataLoader's
+# workers): a store's client and its kept-alive connections must not be shared with a child,
+# where both ends would read each other's answers.
+_HOLDERS: weakref.WeakSet = weakref.WeakSet()
+_fork_hook: list[bool] = []
+
+
+def _close_before_fork(index: TarIndex) -> None:
+    _HOLDERS.add(index)
+    if not _fork_hook:  # registered on first use, not at import
+        _fork_hook.append(True)
+        os.register_at_fork(before=_close_all)
+
+
+def _close_all() -> None:
+    for index in list(_HOLDERS):
+        index.close()
 
 
 def _cut(data: BlockData, at: int, size: int) -> bytes:
