@@ -30,9 +30,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The dev tools: pytest, hypothesis, ruff, mypy, the object-store fakes, ... (pyproject.toml),
-# and the benchmark package, whose tests are part of the suite.
+# the benchmark package, whose tests are part of the suite, and the `compat` extra (decord),
+# so that the conformance cases made with the reference's video reader run.
 $(DEV_STAMP): $(STAMP) pyproject.toml benchmarks/pyproject.toml
-	$(BIN)/pip install --progress-bar on -e '.[dev]' -e ./benchmarks
+	$(BIN)/pip install --progress-bar on -e '.[dev,compat]' -e ./benchmarks
 	touch $(DEV_STAMP)
 
 install: $(STAMP)

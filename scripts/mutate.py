@@ -8,6 +8,13 @@ module, and counts the mutant as *killed* when they fail (or time out). Survivor
 printed with their line, so each one can be read and either killed by a new test or
 explained as equivalent (docs/testing.md keeps the last run's list).
 
+Beside those generated mutants, each module may have hand-written ones
+(`scripts/written_mutants.py`): bugs that look like real ones (a limit off by one, a
+condition dropped, two arguments swapped, a state field not restored), which the generated
+operators do not make. They run with the generated ones and are scored apart;
+`--written` runs them alone. A written mutant whose code is gone is an error naming it, so
+the list is kept in step with the code.
+
     python scripts/mutate.py                       # every module but cli/, synthetic/ (slow: many hours on 2 cores)
     python scripts/mutate.py --list                # which modules, with the tests run for each
     python scripts/mutate.py packing/pack.py       # one module
@@ -73,13 +80,8 @@ CORE: dict[str, list[str]] = {
         "tests/conformance",
         "tests/test_no_hang.py",
     ],
-    "families/units.py": [  # incl. the bound on consecutive failures it defaults
-        "tests/test_sharding.py",
-        "tests/checkpoint",
-        "tests/families",
-        "tests/conformance",
-        "tests/test_bad_data.py",
-    ],
+    "families/unit_plan.py": ["tests/test_sharding.py", "tests/checkpoint", "tests/families", "tests/conformance"],
+    "families/unit_kinds.py": ["tests/families", "tests/checkpoint", "tests/conformance"],
     "checkpoint/state.py": ["tests/checkpoint", "tests/packing/test_pack.py", "tests/packing/test_strategies.py"],
     "checkpoint/restart.py": ["tests/checkpoint"],
     "checkpoint/merge.py": ["tests/checkpoint"],
@@ -288,11 +290,12 @@ _SWAPS: dict[type, type] = {
 @dataclasses.dataclass(frozen=True)
 class Mutant:
     module: str
-    index: int  # the index-th mutable site of the module, in `ast.walk` order
+    index: int  # the index-th mutable site of the module, in `ast.walk` order (written: in its list)
     line: int
     end_line: int
     before: str
     after: str
+    kind: str = "generated"  # or "written" (scripts/written_mutants.py)
 
 
 def _docstring_nodes(tree: ast.AST) -> set[int]:
@@ -393,6 +396,33 @@ def mutants_of(module: str) -> list[Mutant]:
         line, end_line = min(line, first), max(end_line, last)
         found.append(Mutant(module, index, line, end_line, before.strip()[:80], after.strip()[:80]))
     return found
+
+
+def written_mutants_of(module: str) -> list[Mutant]:
+    """The module's hand-written mutants; one whose text is not in the module exactly once is
+    an error naming it (the code moved on: write it again against today's)."""
+    from written_mutants import WRITTEN
+
+    source = (PACKAGE / module).read_text()
+    found = []
+    for index, (find, replace, why) in enumerate(WRITTEN.get(module, ())):
+        if source.count(find) != 1:
+            raise SystemExit(f"{module}: written mutant {index} ({why}) matches {source.count(find)} places, not one")
+        line = source[: source.index(find)].count("\n") + 1
+        found.append(
+            Mutant(module, index, line, line + find.count("\n"), find.strip()[:80], replace.strip()[:80], "written")
+        )
+    return found
+
+
+def mutant_source(mutant: Mutant) -> str:
+    """The module's source with `mutant` applied."""
+    if mutant.kind == "written":
+        from written_mutants import WRITTEN
+
+        find, replace, _ = WRITTEN[mutant.module][mutant.index]
+        return (PACKAGE / mutant.module).read_text().replace(find, replace, 1)
+    return mutated_source(mutant.module, mutant.index)
 
 
 def mutated_source(module: str, index: int) -> str:
@@ -521,9 +551,14 @@ def _try(
     with tempfile.TemporaryDirectory(prefix="bagel-mutant-") as tmp:
         src = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        (src / "bagel_data" / mutant.module).write_text(mutated_source(mutant.module, mutant.index))
+        (src / "bagel_data" / mutant.module).write_text(mutant_source(mutant))
         selected, confirm = coverage.tests_for(mutant)
-        if selected and not confirm_survivors:
+        if mutant.kind == "written":
+            # Few, and each a bug someone could write: a survivor of the tests that ran its
+            # lines is confirmed by the module's whole set, since a cached function
+            # (lru_cache) runs its lines only for the first test that calls it.
+            confirm = None
+        elif selected and not confirm_survivors:
             confirm = []
         for chosen in (selected, tests if confirm is None else confirm):
             if chosen and not run_tests(chosen, src, timeout)[0]:
@@ -533,14 +568,15 @@ def _try(
 
 def _earlier_survivors(module: str, earlier: dict, mutants: list[Mutant]) -> list[Mutant]:
     """The mutants an earlier run left alive, checked to be the same changes of the same code."""
-    by_index = {m.index: m for m in mutants}
+    by_index = {(m.kind, m.index): m for m in mutants}
     again = []
     for saved in earlier["survivors"]:
-        mutant = by_index.get(saved["index"])
+        mutant = by_index.get((saved.get("kind", "generated"), saved["index"]))
         if mutant is None or (mutant.before, mutant.after) != (saved["before"], saved["after"]):
             raise SystemExit(f"{module} changed since the earlier run: run it whole again")
         again.append(mutant)
-    if len(mutants) != earlier.get("sites", earlier["mutants"]):  # a sampled run records its module's sites
+    generated = sum(m.kind == "generated" for m in mutants)
+    if generated != earlier.get("sites", earlier["mutants"]):  # a sampled run records its module's sites
         raise SystemExit(f"{module} changed since the earlier run: run it whole again")
     return again
 
@@ -564,6 +600,9 @@ def main() -> int:
         metavar="RESULTS",
         help="run again only the survivors listed in an earlier --out file (after new tests); the module "
         "must be unchanged since, and the score counts its earlier kills",
+    )
+    parser.add_argument(
+        "--written", action="store_true", help="only the hand-written mutants (scripts/written_mutants.py)"
     )
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument(
@@ -592,13 +631,16 @@ def main() -> int:
         if not passed:
             print(f"{module}: the tests fail without any mutation; fix them first", file=sys.stderr)
             return 2
-        mutants = mutants_of(module)
-        total = sites = len(mutants)
+        generated = [] if args.written else mutants_of(module)
+        written = written_mutants_of(module)
+        sites = len(generated)
         if earlier:
-            mutants = _earlier_survivors(module, earlier[module], mutants)
+            mutants = _earlier_survivors(module, earlier[module], generated + written)
             total = earlier[module]["mutants"]
-        elif args.sample and len(mutants) > args.sample:
-            mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: m.index)
+        else:
+            if args.sample and len(generated) > args.sample:
+                generated = sorted(random.Random(args.seed).sample(generated, args.sample), key=lambda m: m.index)
+            mutants = generated + written
             total = len(mutants)
         # Generous by default: a loaded machine must not kill mutants.
         timeout = args.timeout if args.timeout is not None else max(120.0, 4 * baseline)
@@ -612,12 +654,20 @@ def main() -> int:
                     print(f"  survived {module}:{mutant.line}  {mutant.before!r} -> {mutant.after!r}", flush=True)
         killed = total - len(survivors)
         score = killed / total if total else 1.0
-        print(f"{module}: {killed}/{total} killed ({score:.0%}); tests {baseline:.0f} s", flush=True)
+        written_total = earlier[module].get("written", 0) if earlier else len(written)
+        written_killed = written_total - sum(m.kind == "written" for m in survivors)
+        print(
+            f"{module}: {killed}/{total} killed ({score:.0%}; written {written_killed}/{written_total}); "
+            f"tests {baseline:.0f} s",
+            flush=True,
+        )
         results[module] = {
             "sites": sites,
             "mutants": total,
             "killed": killed,
             "score": round(score, 3),
+            "written": written_total,
+            "written_killed": written_killed,
             "survivors": [dataclasses.asdict(m) for m in survivors],
         }
         Path(args.out).write_text(json.dumps(results, indent=1))

@@ -179,11 +179,15 @@ def test_empty_jsonl_says_it_is_empty(tmp_path, tokenizer):
 
 def test_a_file_level_skip_counts_the_rows_of_the_file(tmp_path, tokenizer):
     """Drawn rows = samples + skipped rows, when the footer says how many rows a file holds."""
-    from helpers.builders import write_parquet
+    from helpers.builders import write_parquet, write_t2i
 
-    write_parquet(tmp_path / "part-0.parquet", [[{"image": GOOD["image"]}] * 2, [{"image": GOOD["image"]}]], {})
-    samples, log = one_pass(t2i(tmp_path, tokenizer))
-    assert samples == [] and log.as_dict() == {"row_schema_invalid": 3}
+    # The first file is BAGEL's (a first file without its columns is refused at construction,
+    # naming image_column / caption_column); the second lacks the captions column.
+    write_t2i(tmp_path, [[[GOOD]]], names=["part-0.parquet"])
+    write_parquet(tmp_path / "part-1.parquet", [[{"image": GOOD["image"]}] * 2, [{"image": GOOD["image"]}]], {})
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [2], num_workers=1)
+    samples, log = one_pass(dataset)
+    assert len(samples) == 1 and log.as_dict() == {"row_schema_invalid": 3}
 
 
 def test_config_error_keeps_its_fields_through_pickle():

@@ -20,6 +20,7 @@ from PIL import Image
 
 from bagel_data import ImageTransform, T2IIterableDataset
 from bagel_data.errors import SkipLog, SkipReason
+from bagel_data.families.samples import guarded
 from helpers.builders import write_t2i
 
 EXAMPLES = int(os.environ.get("BAGEL_FUZZ_EXAMPLES", "25"))
@@ -73,7 +74,7 @@ def test_mutated_images_give_a_sample_or_one_named_skip(dataset, fmt):
         log = SkipLog("fuzz")
         where = f"{fmt} mutant {example}"
         cells = {"image": data, "captions": '{"c": "x"}'}
-        builder = dataset._guarded(log, where, dataset.build_sample, cells, np.random.default_rng(0), where, log)
+        builder = guarded(log, where, dataset.build_sample, cells, np.random.default_rng(0), where, log)
         if builder is None:
             assert log.total() == 1 and set(log.counts) <= IMAGE_REASONS, (where, log.examples)
         else:

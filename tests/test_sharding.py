@@ -214,17 +214,12 @@ def test_repeated_set_epoch_shuffles_once(tmp_path, monkeypatch):
 
 def test_a_numpy_units_order_equals_the_list_shuffle():
     """VLM units are a numpy arange, shuffled through a memoryview: the list's permutation."""
-    from bagel_data.families.units import UnitDataset
+    from bagel_data.families.base import DistributedIterableDataset
+    from bagel_data.families.unit_kinds import JsonlLines
 
-    class Lines(UnitDataset):
-        def sorted_units(self):
-            return np.arange(len(self.data_paths), dtype=np.int64)
-
-        def __iter__(self):
-            return iter(())
-
-    dataset = Lines("lines", num_workers=1)
+    dataset = DistributedIterableDataset("lines", num_workers=1)
     dataset.data_paths = list(range(1000))
+    dataset.units.kind = JsonlLines(dataset.data_paths)  # an arange over the lines
     dataset.set_epoch(9)
     expected = list(range(1000))
     random.Random(9).shuffle(expected)

@@ -80,7 +80,7 @@ def read_path(t2i_dir: str, delay: float, read_ahead: int, row_groups: int) -> d
         units = itertools.cycle([family.epoch_units[int(unit)] for unit in shard.unit_ids])
         done, start = 0, time.perf_counter()
         while done < row_groups:
-            with family.open_parquet(next(units)) as reader:
+            with family.reads.open_parquet(next(units)) as reader:
                 for group in range(reader.num_row_groups):
                     reader.read_row_group(group, COLUMNS)
                     done += 1

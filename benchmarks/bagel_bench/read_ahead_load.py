@@ -165,7 +165,7 @@ def reads_only(dirs: list[Path], side: int, delay: float, read_ahead: int, row_g
         items = (item for phase in walk(shard, None, 0, None) for item in phase.items)
         done, start = 0, time.perf_counter()
         while done < row_groups:
-            with family.open_parquet(family.epoch_units[next(items).unit_id]) as reader:
+            with family.reads.open_parquet(family.epoch_units[next(items).unit_id]) as reader:
                 for group in range(reader.num_row_groups):
                     reader.read_row_group(group, COLUMNS)
                     done += 1

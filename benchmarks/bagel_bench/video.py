@@ -1,7 +1,9 @@
 """`bagel-data bench video [--quick] [--out FILE]`: what one video sample costs.
 
 For a short and a long video, in mp4 and in Matroska (640x360, 30 fps, a keyframe every
-2 s, H.264 where this PyAV has libx264), it measures the CPU seconds (process time, all
+2 s, H.264 where this PyAV has libx264), and a 20 s and a 3-minute mp4 in open GOPs as
+encoders write them by default (x265: CRA frames every 250 frames; x264 with open-gop=1,
+where this PyAV has them), it measures the CPU seconds (process time, all
 threads) of `FrameSampler(max_num_frames=8, min_num_frames=8, sample="middle")`, with the
 sampler's table cache emptied before each round so every round demuxes the file as a first
 read does; the same frames through decord, the reference's reader, when it is installed
@@ -35,6 +37,13 @@ from .slow_reads import DelayedFile, Tally
 
 WIDTH, HEIGHT, RATE, GOP = 640, 360, 30, 60
 FULL_SECONDS, QUICK_SECONDS = (20, 240), (5, 60)
+OPEN_GOP_SECONDS, QUICK_OPEN_GOP_SECONDS = (20, 180), (5, 60)
+# Open GOPs with each encoder's default keyframe distance (250 frames) and no scene cuts in
+# the test picture: keyframes every 8.3 s, each with leading pictures.
+OPEN_GOPS = {
+    "hevc": ("libx265", "x265-params", "open-gop=1:log-level=error", "ultrafast"),
+    "h264-open": ("libx264", "x264-params", "open-gop=1", "veryfast"),
+}
 SAMPLER = video.FrameSampler(max_num_frames=8, min_num_frames=8, sample="middle")
 _SCHEME = "benchstore://"
 
@@ -43,15 +52,20 @@ def _codec() -> str:
     return "libx264" if "libx264" in av.codecs_available else "mpeg4"
 
 
-def encode(path: Path, seconds: int) -> None:
-    """A moving test picture, so that frames differ and P/B-frames carry real work."""
+def encode(path: Path, seconds: int, open_gop: str | None = None) -> None:
+    """A moving test picture, so that frames differ and P/B-frames carry real work;
+    `open_gop`: a key of OPEN_GOPS."""
     rows, cols = np.mgrid[0:HEIGHT, 0:WIDTH]
     base = ((cols + rows) % 256).astype(np.uint8)
     with av.open(str(path), "w") as container:
-        stream = container.add_stream(_codec(), rate=RATE)
+        codec = OPEN_GOPS[open_gop][0] if open_gop else _codec()
+        stream = container.add_stream(codec, rate=RATE)
         assert isinstance(stream, av.VideoStream)
         stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        if _codec() == "libx264":
+        if open_gop:
+            _, key, params, preset = OPEN_GOPS[open_gop]
+            stream.options = {"preset": preset, key: params}
+        elif _codec() == "libx264":
             stream.options = {"preset": "veryfast", "x264-params": f"keyint={GOP}:min-keyint={GOP}:scenecut=0"}
         else:
             stream.codec_context.gop_size = GOP
@@ -84,6 +98,20 @@ def make_videos(folder: Path, durations: tuple[int, ...]) -> dict[str, Path]:
         if not mkv.exists():
             remux(mp4, mkv)
         videos[mp4.name], videos[mkv.name] = mp4, mkv
+    return videos
+
+
+def make_open_gop_videos(folder: Path, durations: tuple[int, ...]) -> dict[str, Path]:
+    """`<seconds>s-<kind>.mp4` for each open-GOP kind this PyAV can encode."""
+    videos = {}
+    for kind, (codec, *_) in OPEN_GOPS.items():
+        if codec not in av.codecs_available:
+            continue
+        for seconds in durations:
+            path = folder / f"{seconds}s-{kind}.mp4"
+            if not path.exists():
+                encode(path, seconds, kind)
+            videos[path.name] = path
     return videos
 
 
@@ -189,6 +217,30 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 4)
 
 
+def measure_open_gops(videos: dict[str, Path], rounds: int) -> dict:
+    """Ours and decord's CPU seconds on the open-GOP videos, and the long over the short."""
+    results: dict = {"videos": {}}
+    for name, path in videos.items():
+        before = decode_counts()
+        row: dict = {"ours_cpu_s": _median(cpu_seconds(ours(path), rounds))}
+        after = decode_counts()
+        row["frames_decoded_per_sample"] = (after["frames_decoded"] - before.get("frames_decoded", 0)) // rounds
+        row["from_start_per_sample"] = {
+            key: (after[key] - before.get(key, 0)) // rounds for key in after if key.startswith("from_start:")
+        }
+        reference = decord_reader(path)
+        if reference is not None:
+            row["decord_cpu_s"] = _median(cpu_seconds(reference, rounds))
+            row["ours_over_decord"] = round(row["ours_cpu_s"] / row["decord_cpu_s"], 3)
+        results["videos"][name] = row
+    for kind in OPEN_GOPS:
+        names = sorted((n for n in videos if n.endswith(f"-{kind}.mp4")), key=lambda n: int(n.split("s-")[0]))
+        if len(names) > 1:
+            short, long = results["videos"][names[0]], results["videos"][names[-1]]
+            results[f"long_over_short_{kind}"] = round(long["ours_cpu_s"] / short["ours_cpu_s"], 3)
+    return results
+
+
 def measure(videos: dict[str, Path], rounds: int, delay: float, long_seconds: int) -> dict:
     results: dict = {"codec": _codec(), "size": f"{WIDTH}x{HEIGHT}", "fps": RATE, "gop": GOP, "videos": {}}
     for name, path in videos.items():
@@ -226,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(args.video_dir or stack.enter_context(tempfile.TemporaryDirectory()))
         folder.mkdir(parents=True, exist_ok=True)
         results = measure(make_videos(folder, durations), args.rounds, args.delay, max(durations))
+        open_gop_seconds = QUICK_OPEN_GOP_SECONDS if args.quick else OPEN_GOP_SECONDS
+        results["open_gops"] = measure_open_gops(make_open_gop_videos(folder, open_gop_seconds), args.rounds)
     results["command"] = "bagel-data bench video" + (" --quick" if args.quick else "")
     print(json.dumps(results, indent=2))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -14,8 +14,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError
-from .families.group_args import FAMILY_ENTRY_KEYS, GroupArgs, path_exists
-from .families.registry import DATASET_REGISTRY, allowed_group_keys, resolve_family
+from .families.group_args import GroupArgs, path_exists
+from .families.registry import (
+    DATASET_REGISTRY,
+    allowed_group_keys,
+    entry_fields,
+    group_fields,
+    own_entry_keys,
+    registered_entry_keys,
+    resolve_family,
+)
+from .media.safe_read import check_image_formats
 from .schema import (
     check_dataset_entry,
     check_dataset_info_group,
@@ -87,24 +96,27 @@ def _register_storage_options(entry: dict, group: str, name: str) -> None:
             ) from None
 
 
-def _dataset_entries(dataset_info: Mapping, group: str, names: list[str]) -> dict[str, dict]:
-    """The checked dataset_info entries of the datasets a group uses."""
+def _dataset_entries(dataset_info: Mapping, group: str, names: list[str], family: type) -> dict[str, dict]:
+    """The checked dataset_info entries of the datasets a group uses: every entry's keys and
+    its family's own, checked by type; another family's key passes here to be named below."""
     entries = check_dataset_info_group(group, dataset_info.get(group, {}))
     for dataset in names:
         if dataset not in entries:
             raise ConfigError(
                 f"{group}.dataset_names", dataset, f"not in dataset_info[{group!r}] (known: {sorted(entries)})"
             )
-    return {dataset: check_dataset_entry(group, dataset, entries[dataset]) for dataset in names}
+    fields = entry_fields(family)
+    allowed = {*fields, *own_entry_keys(family), *registered_entry_keys()}
+    return {dataset: check_dataset_entry(group, dataset, entries[dataset], fields, allowed) for dataset in names}
 
 
 def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | None) -> GroupSpec:
     """Check one group's config and gather what its family's constructor needs: the
     arguments every family takes here, the rest from the family (`family.group_kwargs`)."""
     family = resolve_family(name, args)
-    args = check_group_args(name, args, allowed_group_keys(family))
+    args = check_group_args(name, args, allowed_group_keys(family), group_fields(family))
     names = list(args["dataset_names"])
-    entries = _dataset_entries(dataset_info, name, names)
+    entries = _dataset_entries(dataset_info, name, names, family)
     _check_unused_entry_keys(family, name, names, entries)
     for dataset in names:
         _register_storage_options(entries[dataset], name, dataset)
@@ -119,9 +131,8 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
     }
     if "file_order" in args:
         kwargs["file_order"] = args["file_order"]
-    for key in ("image_column", "caption_column"):  # a T2I group's own table (families/t2i.py)
-        if key in args:
-            kwargs[key] = args[key]
+    if "image_formats" in args:  # the default mode's allowlist, widened (media/safe_read.py)
+        kwargs["image_formats"] = check_image_formats(f"{name}.image_formats", args["image_formats"])
     if args.get("allow_outside_root") or any(entries[d].get("allow_outside_root") for d in names):
         kwargs["allow_outside_root"] = True  # the opt-in past the roots (media/safe_read.py)
     kwargs.update(family.group_kwargs(group))
@@ -138,7 +149,7 @@ def parse_group(name: str, args: Mapping, dataset_info: dict, info_base: str | N
 def _check_unused_entry_keys(family, name: str, names: list[str], entries: dict) -> None:
     """A dataset_info key the group's family never reads is a mistake (a T2I group given a
     `jsonl_path` would silently read its parquet shards instead)."""
-    unused = FAMILY_ENTRY_KEYS - family.DATASET_INFO_KEYS
+    unused = registered_entry_keys() - own_entry_keys(family)
     for dataset in names:
         given = sorted(unused & set(entries[dataset] or ()))
         if given:

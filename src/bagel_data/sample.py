@@ -12,6 +12,7 @@ from typing import Any, Literal, TypedDict
 
 from .instruments import seam
 from .media.convert import materialize
+from .media.images import image_tokens
 
 ItemType = Literal["text", "vit_image", "vae_image"]
 
@@ -55,7 +56,7 @@ class SampleBuilder:
         """`tensor`: a float `(C, H, W)` tensor or a `PendingImage` (converted when packed)."""
         self.sequence_plan.append(plan_item(kind, enable_cfg=enable_cfg, loss=loss))
         self.image_tensor_list.append(tensor)
-        self.num_tokens += tensor.shape[1] * tensor.shape[2] // stride**2
+        self.num_tokens += image_tokens(tensor.shape[1], tensor.shape[2], stride)
 
     def has_loss(self) -> bool:
         return any(item["loss"] for item in self.sequence_plan)

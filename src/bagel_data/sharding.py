@@ -9,7 +9,7 @@ of dropping it; when it divides, the slices are the reference's.
 
 Iteration goes by *phases* of a work list: full passes over the worker's units, preceded
 after an elastic restart by the inherited samples and the old workers' remainder
-(`checkpoint/restart.py`). The family base classes that use this are `families/units.py`
+(`checkpoint/restart.py`). The family part that uses this is `families/unit_plan.py`
 (which worker reads which units) and `families/base.py` (walking the phases); this module
 is the unit arithmetic alone.
 """

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import tiktoken
 
+from .errors import ConfigError
 from .instruments import seam
 
 QWEN2_PAT_STR = (
@@ -272,10 +273,23 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Tokeni
     path = Path(name_or_path)
     if path.is_dir() and (path / "tokenizer.json").is_file():
         return HFTokenizerAdapter(path)
-    raise ValueError(
-        f"unknown tokenizer {str(name_or_path)!r}: expected None, 'qwen2', 'qwen2.5', "
-        "or a local folder containing a Hugging Face tokenizer.json"
+    raise ConfigError("tokenizer", str(name_or_path), _tokenizer_fix(path))
+
+
+def _tokenizer_fix(path: Path) -> str:
+    """What is wrong with a tokenizer that names neither the built-in one nor a folder with
+    a `tokenizer.json` (a ConfigError, exit 2 in the CLI: a user's mistake, not a bug)."""
+    wanted = (
+        "give a folder holding a Hugging Face tokenizer.json (a model folder such as BAGEL's Qwen2.5 checkpoint "
+        "has one), or 'qwen2' for the built-in Qwen2.5 tokenizer (the default; --tokenizer in the CLI)"
     )
+    if path.is_dir():
+        names = sorted(entry.name for entry in path.iterdir())
+        shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+        return f"the folder holds no tokenizer.json (it has: {shown or 'nothing'}); {wanted}"
+    if path.is_file():
+        return f"this is a file, not a folder; {wanted}"
+    return f"no such folder; {wanted}"
 
 
 def add_special_tokens(tokenizer: TokenizerLike) -> tuple[TokenizerLike, dict[str, int], int]:

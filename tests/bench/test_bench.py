@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from bagel_bench.main import SECTIONS, default_paths
-from bagel_data.families import edit, t2i, vlm
+from bagel_data.families import media
 from bagel_data.instruments import SEAMS
 from bagel_data.media import images
 from bagel_data.packing import buffers, pack
@@ -22,7 +22,7 @@ def test_quick_benchmark_writes_every_section(tmp_path):
 
     from bagel_data.cli.main import app
 
-    originals = (images.ImageTransform.prepare, images.ImageTransform.to_tensor, t2i.decode_image,
+    originals = (images.ImageTransform.prepare, images.ImageTransform.to_tensor, media.decode_image,
                  pack.PackBuilder.add, pack.pad_images, pack.stack_patches, buffers.in_worker,
                  pack.prepare_attention_mask_per_sample, SampleBuilder.build)  # fmt: skip
     threads = torch.get_num_threads()
@@ -36,10 +36,10 @@ def test_quick_benchmark_writes_every_section(tmp_path):
 
     # the instruments detached, and left the library's functions as they were
     assert all(point.instrument is None for point in SEAMS.values())
-    assert (images.ImageTransform.prepare, images.ImageTransform.to_tensor, t2i.decode_image,
+    assert (images.ImageTransform.prepare, images.ImageTransform.to_tensor, media.decode_image,
             pack.PackBuilder.add, pack.pad_images, pack.stack_patches, buffers.in_worker,
             pack.prepare_attention_mask_per_sample, SampleBuilder.build) == originals  # fmt: skip
-    assert edit.decode_image is vlm.decode_image is images.decode_image
+    assert media.decode_image is images.decode_image  # the one decode of every family
     assert torch.get_num_threads() == threads
 
     pipeline, floor = saved["pipeline"], saved["floor"]

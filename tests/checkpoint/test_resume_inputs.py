@@ -93,6 +93,7 @@ def test_many_files_keep_only_a_digest():
     files = [f"/nonexistent/{i}.parquet" for i in range(MAX_LISTED + 1)]
     record = input_record(files)
     assert "files" not in record and record["count"] == MAX_LISTED + 1
+    assert len(input_record(files[:-1])["files"]) == MAX_LISTED  # up to the limit, listed
     with pytest.raises(ResumeError, match=r"257 files then, 256 now"):
         check_inputs("g", record, input_record(files[:-1]))
 

@@ -30,6 +30,19 @@ def test_demo_prints_the_summary(demo_root):
     assert (root / "run.yaml").exists() and (root / ".complete").exists()
 
 
+def test_demo_prints_its_paths_whole_on_a_narrow_terminal(tmp_path, monkeypatch):
+    import sys
+
+    from rich.console import Console
+
+    monkeypatch.setattr(sys.modules["bagel_data.cli.main"], "console", Console(width=40))  # a narrow terminal
+    root = tmp_path / "my data sets" / "a demo with spaces in its long name"
+    result = runner.invoke(app, ["demo", "--root", str(root), "--batches", "1", "--num-workers", "0"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert f"demo dataset in {root}" in lines and f"run config {root / 'run.yaml'}" in lines
+
+
 def test_run_on_the_demo_config(demo_root):
     root, _ = demo_root
     result = runner.invoke(app, ["run", str(root / "run.yaml"), "--batches", "2", "--workers", "0"])

@@ -21,13 +21,11 @@ from hypothesis import strategies as st
 
 from bagel_data.config import parse_groups
 from bagel_data.errors import ConfigError
-from bagel_data.families.registry import allowed_group_keys, resolve_family
+from bagel_data.families.registry import allowed_group_keys, entry_fields, group_fields, resolve_family
 from bagel_data.packing.config import PackingConfig
 from bagel_data.schema import (
     DATASET_FIELDS,
-    DATASET_INFO_FIELDS,
     FRAME_SAMPLER_FIELDS,
-    GROUP_FIELDS,
     PACKING_FIELDS,
     RUN_FIELDS,
     TOPOLOGY_FIELDS,
@@ -37,6 +35,11 @@ from bagel_data.schema import (
 )
 from bagel_data.schema.kinds import AnyMapping, Bool, Field, GroupWeight, Int, ListOf, Number, OneOf, Str
 from bagel_data.tools.run import load_run_config
+from bagel_data.tools.schema_doc import section_fields
+
+# Every key a group or a dataset_info entry may take: every group's and each family's own.
+GROUP_FIELDS = section_fields("group")
+DATASET_INFO_FIELDS = section_fields("dataset_info")
 
 SCALARS = st.one_of(
     st.none(),
@@ -158,7 +161,8 @@ def group_case(grouped, info, group, key, value):
     grouped[group][key] = value
     known = key in allowed_group_keys(resolve_family(group, {}))  # the group's registered family
     # A dataset_class must name an importable family ("package.module:Class"): no junk does.
-    valid = known and conforms(GROUP_FIELDS[key], value) and (key != "dataset_class" or value is None)
+    field = group_fields(resolve_family(group, {})).get(key, GROUP_FIELDS[key])  # the family's own, where it has one
+    valid = known and conforms(field, value) and (key != "dataset_class" or value is None)
     specs = check(lambda: parse_groups(grouped, info, None), key, valid)
     if specs is None:
         return
@@ -200,7 +204,8 @@ def test_dataset_info_keys(grouped, info, key, value, group):
     info = copy.deepcopy(info)
     name = grouped[group]["dataset_names"][0]
     info[group][name][key] = value
-    check(lambda: parse_groups(grouped, info, None), key, conforms(DATASET_INFO_FIELDS[key], value))
+    field = entry_fields(resolve_family(group, {})).get(key, DATASET_INFO_FIELDS[key])
+    check(lambda: parse_groups(grouped, info, None), key, conforms(field, value))
 
 
 @SETTINGS

@@ -16,7 +16,6 @@ from bagel_data.packing.config import PackingConfig
 from bagel_data.schema import (
     DATASET_FIELDS,
     FRAME_SAMPLER_FIELDS,
-    GROUP_FIELDS,
     PACKING_FIELDS,
     RUN_FIELDS,
     TRANSFORM_FIELDS,
@@ -24,12 +23,12 @@ from bagel_data.schema import (
     check_run_config,
 )
 from bagel_data.schema import sections as schema_sections
-from bagel_data.schema.docs import EXAMPLE_RUN_CONFIG, render_run_config_doc
 from bagel_data.sources.parquet import FILE_ORDERS
 from bagel_data.tools.run import PACKING_KEYS
+from bagel_data.tools.schema_doc import EXAMPLE_RUN_CONFIG, render_run_config_doc, section_fields
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "formats" / "run_config.md"
-REGENERATE = "python -m bagel_data.schema.docs > docs/formats/run_config.md"
+REGENERATE = "python -m bagel_data.tools.schema_doc > docs/formats/run_config.md"
 
 
 def test_committed_page_is_the_generated_one():
@@ -38,7 +37,8 @@ def test_committed_page_is_the_generated_one():
 
 def test_page_lists_every_key_with_type_and_default():
     page = render_run_config_doc()
-    for fields in (PACKING_FIELDS, DATASET_FIELDS, GROUP_FIELDS, TRANSFORM_FIELDS, FRAME_SAMPLER_FIELDS):
+    every_group_key = section_fields("group")
+    for fields in (PACKING_FIELDS, DATASET_FIELDS, every_group_key, TRANSFORM_FIELDS, FRAME_SAMPLER_FIELDS):
         for key, field in fields.items():
             row = next(line for line in page.splitlines() if line.startswith(f"| `{key}` |"))
             assert field.kind.describe().replace("|", "\\|") in row
@@ -78,7 +78,7 @@ def test_transform_and_sampler_defaults_are_the_code_defaults():
 
 def test_every_key_a_family_accepts_is_described():
     for family in DATASET_REGISTRY.values():
-        assert ALLOWED_GROUP_KEYS[family] <= set(GROUP_FIELDS), family.__name__
+        assert ALLOWED_GROUP_KEYS[family] <= set(section_fields("group")), family.__name__
 
 
 def test_example_is_valid_with_the_defaults_it_leaves_out():

@@ -7,7 +7,15 @@ import itertools
 import pytest
 
 from bagel_data.config import load_mapping, parse_group
-from helpers.golden import absolute_dataset_info, as_worker, case_runs, check_tensor, load_case, reference_file_order
+from helpers.golden import (
+    absolute_dataset_info,
+    as_worker,
+    case_runs,
+    check_tensor,
+    load_case,
+    reference_file_order,
+    skip_without_requirement,
+)
 
 
 def build_family(case: dict, tokenizer, compat=None):
@@ -35,6 +43,7 @@ def build_family(case: dict, tokenizer, compat=None):
 @pytest.mark.parametrize(("name", "compat"), case_runs("stream"))
 def test_stream_case(name, compat, tokenizer):
     case, expected, arrays = load_case(name)
+    skip_without_requirement(case)
     assert case.get("compat") == (compat if name.startswith("compat_") else None)
     dataset = build_family(case, tokenizer, compat)
     with as_worker(case["worker_id"], case["num_workers"]):

@@ -39,7 +39,9 @@ def _bases(first: str) -> list[Path]:
         bases.append(PACKAGE)
     if first == "bagel_bench":
         bases.append(REPO / "benchmarks")
-    if (REPO / "tests" / first).is_dir() and first not in ROOT_FOLDERS:
+    # a test folder (`families/test_vlm.py`), not a fixture folder such as tests/data, whose
+    # name is also what users call their own data folders
+    if first not in ROOT_FOLDERS and any((REPO / "tests" / first).glob("*.py")):
         bases.append(REPO / "tests")
     return bases
 

@@ -25,7 +25,7 @@ def test_core_dependencies_hold_no_dev_tool_and_keep_torch_a_floor():
     assert {"torch", "torchdata", "av"} <= core
     torch = next(r for r in project["dependencies"] if r.startswith("torch") and not r.startswith("torchdata"))
     assert torch.startswith("torch>="), "a floor, never a pin: an installed CUDA torch must be kept"
-    assert set(project["optional-dependencies"]) == {"dev", "ray", "plots", "bench"}
+    assert set(project["optional-dependencies"]) == {"dev", "ray", "plots", "bench", "compat"}
     assert {"pytest", "ruff", "mypy", "hypothesis"} <= names(project["optional-dependencies"]["dev"])
 
 
@@ -52,3 +52,5 @@ def test_make_demo_installs_the_core_and_make_test_the_dev_extra():
         r"^lint: \$\(DEV_STAMP\)$", makefile, re.M
     )
     assert "CPU-only build where the index serves one" in makefile
+    # the conformance cases made with the reference's video reader run in CI
+    assert "-e '.[dev,compat]'" in makefile.split("$(DEV_STAMP):", 1)[1].split("\n\n", 1)[0]

@@ -106,6 +106,38 @@ def test_read_frames_decord_clip_is_in_seconds(tmp_path):
     assert grey_levels(frames) == [8, 10, 12, 14]
 
 
+def test_get_frame_indices_without_rng_draws_from_a_fresh_generator_of_its_own():
+    """NeMo's callers pass no rng: each call draws anew (not a fixed seed), one frame inside
+    each segment, and the global `random` / `numpy.random` streams are left as they were."""
+    np.random.seed(5)
+    random.seed(5)
+    numpy_state, python_state = np.random.get_state()[1].copy(), random.getstate()
+    draws = {tuple(get_frame_indices(4, 40, "rand")) for _ in range(20)}
+    assert len(draws) > 1
+    assert all(10 * i <= index < 10 * (i + 1) for draw in draws for i, index in enumerate(draw))
+    assert (np.random.get_state()[1] == numpy_state).all() and random.getstate() == python_state
+
+
+def test_read_frames_decord_past_the_end_is_a_decode_error_naming_the_file(tmp_path):
+    """A clip past the video's end asks for frames it does not have: the file is named."""
+    path = write_video(tmp_path / "clip.mp4", num_frames=12, rate=4)
+    with pytest.raises(VideoDecodeError, match="clip.mp4"):
+        read_frames_decord(path, num_frames=4, min_num_frames=4, sample="middle", clip=(10, 20))
+
+
+def test_read_frames_decord_without_rng_draws_anew_each_call(tmp_path):
+    """No generator passed (as NeMo's callers do): the number of frames kept is drawn afresh
+    each call, not from a fixed seed."""
+    path = write_video(tmp_path / "clip.mp4", num_frames=24, rate=4)
+    counts = {len(read_frames_decord(path, 6, min_num_frames=2, sample="middle")) for _ in range(12)}
+    assert len(counts) > 1, counts
+
+
+def test_read_frames_decord_names_a_missing_file(tmp_path):
+    with pytest.raises(VideoDecodeError, match=r"absent.mp4.*FileNotFoundError"):
+        read_frames_decord(str(tmp_path / "absent.mp4"), num_frames=4)
+
+
 def test_read_frames_decord_names_a_bad_file(tmp_path):
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"not a video")

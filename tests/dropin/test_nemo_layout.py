@@ -22,7 +22,7 @@ NEMO_NAMES = {
         "BagelDatasetConfig", "DATASET_REGISTRY", "DEFAULT_DATASET_INFO", "SftJSONLIterableDataset",
         "T2IIterableDataset", "UnifiedEditIterableDataset", "logger", "make_bagel_multimodal_dataset",
     ],
-    "distributed_iterable": ["DistributedIterableDataset"],
+    "distributed_iterable": ["DistributedIterableDataset", "logger"],
     "interleave": [
         "InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "UnifiedEditIterableDataset", "logger",
     ],
@@ -75,6 +75,15 @@ def test_the_left_out_names_are_absent_and_the_docs_say_so(submodule):
         assert f"`{name}`" in section
         entry = next(item for item in section.split("\n- ") if f"`{name}`" in item)
         assert f"`{submodule}`" in entry, (name, entry)
+
+
+def test_distributed_iterables_logger_is_a_child_of_the_package_logger():
+    import logging
+
+    from bagel_data.nemo import distributed_iterable
+
+    assert isinstance(distributed_iterable.logger, logging.Logger)
+    assert distributed_iterable.logger.name.startswith("bagel_data.")  # the package's level and handlers apply
 
 
 def test_every_submodule_of_the_layout_is_listed():

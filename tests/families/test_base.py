@@ -111,11 +111,11 @@ def test_row_random_hands_back_the_compat_state_before_the_row_and_sets_nothing(
     stream = dataset.policy.start_stream(3)
     stream.integers(1000)  # an earlier row's draw
     attributes = set(vars(dataset))
-    draw = dataset.row_random(0, 0, 0, 1)
+    draw = dataset.units.row_random(0, 0, 0, 1)
     first = [draw.rng.integers(1000) for _ in range(3)]
     assert set(vars(dataset)) == attributes
     with dataset.policy.stream.replaying(draw.state) as replayed:
         assert [replayed.integers(1000) for _ in range(3)] == first
-    assert dataset.row_random(0, 0, 0, 1).state != draw.state  # the stream moved on: a new state
+    assert dataset.units.row_random(0, 0, 0, 1).state != draw.state  # the stream moved on: a new state
     default = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1)
-    assert default.row_random(0, 0, 0, 1).state is None
+    assert default.units.row_random(0, 0, 0, 1).state is None

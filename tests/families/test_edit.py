@@ -9,6 +9,7 @@ import math
 import pytest
 
 import bagel_data.families.edit as edit_module
+import bagel_data.families.media as media_module
 from bagel_data.errors import BadSampleError, ConfigError, SkipReason
 from bagel_data.families import parquet_info
 from bagel_data.families.edit import UnifiedEditIterableDataset
@@ -245,13 +246,13 @@ def test_parquet_info_keys(tmp_path, tokenizer, absolute_keys):
 
 def test_each_image_decoded_once_per_sample(tmp_path, tokenizer, monkeypatch):
     calls: list[bytes] = []
-    real = edit_module.decode_image
+    real = media_module.decode_image
 
     def counting(data, *args, **kwargs):
         calls.append(bytes(data))
         return real(data, *args, **kwargs)
 
-    monkeypatch.setattr(edit_module, "decode_image", counting)
+    monkeypatch.setattr(media_module, "decode_image", counting)
     _, info = write_edit(tmp_path, [[[_chain(4)] * 10]])
     iterator = iter(_dataset(tmp_path, tokenizer, info))
     max_used = 0

@@ -141,3 +141,17 @@ def test_the_new_family_s_path_is_checked_by_its_declaration(tmp_path, monkeypat
     with pytest.raises(ConfigError, match="must be a file, but this is a folder") as caught:
         _text_dataset(config, tokenizer, special_tokens)
     assert caught.value.key == "dataset_info.text.notes.jsonl_path"
+
+
+def test_the_new_family_s_own_dataset_info_key_is_checked_and_read(tmp_path, monkeypatch, tokenizer, special_tokens):
+    """`text_key`, a dataset_info key no other family knows, declared in the family file
+    alone: checked by its Field's kind, and what the family reads each line by."""
+    config = _text_example(tmp_path, monkeypatch, {"text_key": 5})
+    with pytest.raises(ConfigError, match="must be a str") as caught:
+        _text_dataset(config, tokenizer, special_tokens)
+    assert caught.value.key == "dataset_info.text.notes.text_key"
+    (tmp_path / "body").mkdir()
+    config = _text_example(tmp_path / "body", monkeypatch, {"text_key": "body"})
+    family = _text_dataset(config, tokenizer, special_tokens).grouped_datasets[0]
+    log = family.new_skip_log()
+    assert list(family.iter_pass(log)) == [] and log.as_dict() == {"json_invalid": 41}  # no line has a "body"

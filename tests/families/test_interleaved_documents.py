@@ -159,8 +159,9 @@ def test_jsonl_lines_that_are_not_documents_are_counted_skips(tmp_path, tokenize
         "il", ImageTransform(64, 32, 16), tokenizer, ImageTransform(56, 28, 14), [str(tmp_path)], [3],
         num_workers=1, jsonl_path_list=[str(tmp_path / "docs.jsonl")],
     )  # fmt: skip
-    assert family.row_depth() == 0 and list(family.sorted_units()) == [0, 1, 2]
-    assert family.input_paths() == [str(tmp_path / "docs.jsonl")]
+    kind = family.units.kind
+    assert kind.depth == 0 and list(kind.sorted_units(family.data_paths)) == [0, 1, 2]
+    assert kind.input_paths(family.data_paths) == [str(tmp_path / "docs.jsonl")]
     log = family.new_skip_log()
     samples = list(family.iter_pass(log, 0, family.worker_shard()))
     assert len(samples) == 1

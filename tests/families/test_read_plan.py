@@ -14,6 +14,7 @@ import torch
 
 from bagel_bench.slow_reads import OpenCounter, delayed_storage, row_group_bytes
 from bagel_data import ImageTransform, T2IIterableDataset, build_dataloader, make_bagel_multimodal_dataset
+from bagel_data.families.reads import ParquetSource
 from helpers.batches import assert_same_batch
 from helpers.noise_t2i import noise_t2i_packed, write_noise_t2i
 from helpers.three_groups import three_groups_config, three_groups_info
@@ -185,7 +186,7 @@ def test_a_family_that_plans_no_reads_reads_inline(tmp_path, tokenizer, monkeypa
     write_noise_t2i(tmp_path)
     family = T2IIterableDataset("t2i", ImageTransform(64, 32, 16), tokenizer, [str(tmp_path)], [3], num_workers=1)
     inline = [cursor for cursor, _ in itertools.islice(family.iter_samples(), 10)]
-    monkeypatch.setattr(family, "parquet_span", lambda unit_id, row_start: None)
+    monkeypatch.setattr(family, "read_source", lambda: ParquetSource(lambda unit_id, row_start: None, list))
     stream = family.iter_samples(read_ahead=ON)
     assert [cursor for cursor, _ in itertools.islice(stream, 10)] == inline
     stats = family.read_ahead_stats()

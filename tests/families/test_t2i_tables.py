@@ -146,4 +146,7 @@ def test_a_table_whose_image_root_is_remote_reads_ahead(tmp_path, tokenizer):
     remote = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path / "table")], [1], num_workers=1,
                                 image_column="image", caption_column="text", image_roots=["s3://bucket/photos"])  # fmt: skip
     assert (local.reads_remote(), remote.reads_remote()) == (False, True)
-    assert not _dataset_of(tmp_path / "table", tokenizer).media_folders()  # no table: images inside
+    from helpers.builders import png_bytes, write_t2i
+
+    write_t2i(tmp_path / "shards", [[[{"image": png_bytes(16, 16), "captions": {"caption_1": "a"}}]]])
+    assert not _dataset_of(tmp_path / "shards", tokenizer).media_folders()  # BAGEL's shards: images inside

@@ -17,6 +17,7 @@ import pytest
 from bagel_data import DATASET_REGISTRY, ConfigError, build_dataloader, make_bagel_multimodal_dataset
 from bagel_data.checkpoint.collect import worker_dataset_states
 from bagel_data.families.interleaved_base import Row
+from bagel_data.families.parquet_standard import parsed
 from bagel_data.packing.invariants import check_batch
 from helpers.batches import assert_same_batch
 from helpers.builders import png_bytes, write_parquet
@@ -339,5 +340,5 @@ def test_validate_measures_each_row_over_worst_case_draws_draws(tokenizer, speci
     lengths = [length for _, length in rows]
     assert lengths == sorted(set(lengths))  # each row's last (longest) draw, longer row after row
     family.calls = 0
-    first = family._parse(Row({"caption": "x"}, 0), family.sample_rng(0, 0, 0), "here", log)
+    first = parsed(family, Row({"caption": "x"}, 0), family.sample_rng(0, 0, 0), "here", log)
     assert lengths[0] > first.num_tokens + 2 * len(first.sequence_plan)  # longer than one draw gives

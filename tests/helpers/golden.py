@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from torch.utils.data._utils import worker as worker_module
 
@@ -48,6 +49,16 @@ def load_case(name: str) -> tuple[dict, dict, dict | None]:
     expected = json.loads((folder / "expected.json").read_text())
     arrays = np.load(folder / "expected.npz") if (folder / "expected.npz").exists() else None
     return case, expected, arrays
+
+
+def skip_without_requirement(case: dict) -> None:
+    """Skip a case made with a reader the project only uses when installed (`requires`:
+    "decord", the `compat` extra), saying what to install; run it wherever it is."""
+    if case.get("requires") == "decord":
+        from bagel_data.media.video_reference import decord_module
+
+        if decord_module() is None:
+            pytest.skip(f'{case["name"]} needs decord: pip install "bagel-data[compat]" (CI installs it)')
 
 
 def absolute_dataset_info(case: dict) -> dict:

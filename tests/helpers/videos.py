@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fractions
 import os
+import struct
 
 import av
 import numpy as np
@@ -68,3 +69,83 @@ def truncate(path: str, keep_fraction: float) -> str:
     with open(path, "r+b") as handle:
         handle.truncate(int(size * keep_fraction))
     return path
+
+
+def make_video(
+    path: os.PathLike | str,
+    num_frames: int = 48,
+    *,
+    codec: str = "libx264",
+    params: str = "keyint=12:min-keyint=12:scenecut=0:bframes=2",
+    mux_options: dict[str, str] | None = None,
+) -> str:
+    """A 64x64 video at `path` from `codec` with its encoder's `params` (x264 or x265
+    syntax), muxed with `mux_options` (e.g. mp4's movflags for fragments or faststart)."""
+    with av.open(str(path), "w", options=mux_options or {}) as container:
+        stream = container.add_stream(codec, rate=24)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        key = "x265-params" if codec == "libx265" else "x264-params"
+        stream.options = {"preset": "ultrafast" if codec == "libx265" else "veryfast", key: params}
+        if codec == "libx265":
+            stream.options[key] += ":log-level=error"
+        for i in range(num_frames):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(_picture(i)[:64, :64]), format="rgb24")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return str(path)
+
+
+def drop_leading_packets(source: str, target: os.PathLike | str, drop: int) -> str:
+    """`source` remuxed to `target` without its first `drop` packets: a capture that began
+    mid-GOP, whose first packets reference frames it never recorded."""
+    with av.open(source) as reader, av.open(str(target), "w") as writer:
+        stream = reader.streams.video[0]
+        out = writer.add_stream_from_template(stream)
+        kept = 0
+        for packet in reader.demux(stream):
+            if not packet.size:
+                continue
+            kept += 1
+            if kept > drop:
+                packet.stream = out
+                writer.mux(packet)
+    return str(target)
+
+
+_ONE = 1 << 16  # 16.16 fixed point, as an mp4 track header's matrix holds it
+# Clockwise turns a player makes -> the track matrix's (a, b, c, d), as phones write them.
+_MATRICES = {90: (0, _ONE, -_ONE, 0), 180: (-_ONE, 0, 0, -_ONE), 270: (0, -_ONE, _ONE, 0)}
+
+
+def rotate_mp4(path: str, clockwise: int) -> str:
+    """Set the display matrix of the mp4 at `path` (its first track header) so that players
+    turn its frames `clockwise` degrees: a phone's portrait video is stored this way."""
+    with open(path, "rb") as handle:
+        data = bytearray(handle.read())
+    at = data.find(b"tkhd")
+    # size+type, version+flags, 3 or 5 times, reserved, duration, reserved, layer ... volume
+    times = 32 if data[at + 4] == 1 else 20
+    matrix = at + 4 + 4 + times + 8 + 8
+    a, b, c, d = _MATRICES[clockwise]
+    struct.pack_into(">9i", data, matrix, a, b, 0, c, d, 0, 0, 0, 1 << 30)
+    with open(path, "wb") as handle:
+        handle.write(bytes(data))
+    return path
+
+
+def decode_all(path: str) -> list[tuple[int, np.ndarray, float]]:
+    """(pts, RGB pixels, display rotation) of each frame decoding `path` from the start
+    shows, in display order, going on past packets the decoder refuses (a cut tail)."""
+    shown = []
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        for packet in container.demux(stream):
+            try:
+                frames = packet.decode()
+            except av.error.InvalidDataError:
+                continue
+            shown += [(frame.pts, frame.to_ndarray(format="rgb24"), frame.rotation) for frame in frames]
+    return shown

@@ -86,6 +86,21 @@ def test_fast_decode_drafts_a_turned_jpeg_for_its_upright_target():
     assert fast.shape == exact.shape == (3, 160, 80)
 
 
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_fast_decode_drafts_each_orientation_for_its_upright_target_and_turns_it(orientation):
+    """Orientations 5 and 7 (a transpose and a transverse) exchange the sides as 6 and 8 do:
+    the draft scale comes from the upright sides, and the original size is turned with them."""
+    data = oriented_jpeg(marked(320, 640), orientation)
+    transform = ImageTransform(160, 16, 16, fast_decode=True)
+    drafted = decode_image(data, draft_size=transform.draft_size)
+    sideways = orientation >= 5
+    assert drafted.size == ((80, 160) if sideways else (160, 80))  # 1/4 of each side either way
+    assert drafted.info[ORIGINAL_SIZE_KEY] == ((320, 640) if sideways else (640, 320))
+    pixels = np.asarray(drafted)
+    row, col = SEEN_AT[orientation]
+    assert pixels[row, col].min() > 200 and pixels[-1 - row, -1 - col].max() < 50
+
+
 # -- CMYK and YCCK JPEGs ---------------------------------------------------------------------
 @pytest.mark.parametrize("make", [cmyk_jpeg, ycck_jpeg])
 def test_cmyk_and_ycck_jpegs_read_as_their_colour_in_both_modes(make):
@@ -204,6 +219,18 @@ def test_a_profile_is_applied_under_alpha_too():
     image = Image.new("RGBA", (2, 1), (128, 128, 128, 255))
     data = encode(image, "PNG", icc_profile=linear_rgb_profile())
     assert abs(decode_image(data).getpixel((0, 0))[0] - 188) <= 1
+
+
+def test_a_translucent_rgba_photo_with_a_profile_is_put_in_srgb_before_it_meets_the_white():
+    """The profile describes the stored colour, not the white it is shown on: applied first
+    (linear 128 -> sRGB 188), then half over white: (188 + 255) / 2. The other order gives
+    about 226; compat composites the stored 128 as the reference does, about 191."""
+    image = Image.new("RGBA", (2, 1), (128, 128, 128, 128))
+    image.putpixel((1, 0), (0, 0, 0, 0))
+    viewer, reference = both(encode(image, "PNG", icc_profile=linear_rgb_profile()))
+    assert abs(int(viewer[0, 0, 0]) - 221) <= 2, viewer[0, 0]
+    assert abs(int(reference[0, 0, 0]) - 191) <= 1, reference[0, 0]
+    assert viewer[0, 1].tolist() == reference[0, 1].tolist() == [255, 255, 255]  # transparent: white
 
 
 # -- the families decode as their mode says --------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bagel_data.media.video_probe import FrameTable, TableCache, clean_keyframes, probe_stream
+from bagel_data.media.video_probe import FrameTable, TableCache, probe_stream, seek_mask, shown_mask
 from helpers.videos import has_x264, make_h264
 
 needs_x264 = pytest.mark.skipif(not has_x264(), reason="this PyAV wheel has no libx264")
@@ -36,13 +36,14 @@ def test_frame_pts_are_what_decoding_from_the_start_outputs(tmp_path, suffix):
 
 
 @needs_x264
-def test_edit_list_discards_are_no_frames_but_the_header_count_stays(tmp_path):
+def test_edit_list_discards_are_no_frames_and_not_counted(tmp_path):
     path = make_h264(tmp_path / "trim.mp4", 40, first_pts=-20)  # the muxer trims 5 frames
+    with av.open(path) as container:
+        assert container.streams.video[0].frames == 40  # the header counts the hidden ones
     table = _table(path)
-    assert table.count == 40  # the header's count, as the sampler has always used
     assert table.frame_pts is not None
     assert table.frame_pts.tolist() == _decoded_pts(path)
-    assert len(table.frame_pts) == 35
+    assert table.count == len(table.frame_pts) == 35
 
 
 @needs_x264
@@ -55,7 +56,7 @@ def test_matroska_counts_packets(tmp_path):
 
 @needs_x264
 @pytest.mark.parametrize("open_gop", [False, True])
-def test_seek_points_are_keyframes_with_no_leading_pictures(tmp_path, open_gop):
+def test_seek_points_are_every_keyframe_of_a_clean_stream(tmp_path, open_gop):
     path = make_h264(tmp_path / "clip.mkv", 48, gop=12, bframes=2, open_gop=open_gop)
     with av.open(path) as container:
         packets = [p for p in container.demux(video=0) if p.size]
@@ -63,32 +64,41 @@ def test_seek_points_are_keyframes_with_no_leading_pictures(tmp_path, open_gop):
     table = _table(path)
     assert set(table.seek_pts.tolist()) <= set(keyframes)
     assert table.seek_pts[0] == keyframes[0]
-    if not open_gop:
-        assert table.seek_pts.tolist() == sorted(keyframes)
-    else:  # open GOPs: keyframes followed by B-frames that show before them are no seek points
-        order = [p.pts for p in packets]
-        leading = {k for k in keyframes if min(order[order.index(k) + 1 :], default=k) < k}
-        assert leading
-        assert set(table.seek_pts.tolist()) == set(keyframes) - leading
+    # Open-GOP keyframes too: they are a start for every frame shown at or after them.
+    assert table.seek_pts.tolist() == sorted(keyframes)
 
 
-def test_clean_keyframes_by_hand():
-    # decode order: I0 P3 B1 B2 | I6(open: B4 B5 follow it) P9 B7 B8 | I10 P11
-    pts = np.array([0, 3, 1, 2, 6, 4, 5, 9, 7, 8, 10, 11])
-    keyframe = np.array([1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0], bool)
-    assert np.flatnonzero(clean_keyframes(pts, keyframe)).tolist() == [0, 10]
+def test_seek_mask_by_hand():
+    # decode order: I0 P3 B1 B2 | I6(open: B4 B5 follow it) P9 B7 B8 | I10 P11 | I12 that a
+    # frame decoded before it shows after (P13): no start for what shows from 12 on
+    pts = np.array([0, 3, 1, 2, 6, 4, 5, 9, 7, 8, 10, 13, 12, 11])
+    keyframe = np.array([1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0], bool)
+    assert np.flatnonzero(seek_mask(pts, keyframe)).tolist() == [0, 4, 10]
+
+
+def test_shown_mask_by_hand():
+    # decode order: P2 B1 (a capture that began mid-GOP) | I6 B4 B5 (leading) P9 B7 B8 | P12 (cut short)
+    pts = np.array([2, 1, 6, 4, 5, 9, 7, 8, 12])
+    keyframe = np.array([0, 0, 1, 0, 0, 0, 0, 0, 0], bool)
+    discard = np.zeros(9, bool)
+    corrupt = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1], bool)
+    assert pts[shown_mask(pts, keyframe, discard, corrupt)].tolist() == [6, 9, 7, 8]
+    discard[7] = True  # an edit list hides 8
+    assert pts[shown_mask(pts, keyframe, discard, corrupt)].tolist() == [6, 9, 7]
+    # no keyframe flag at all: nothing says which packets decode, so all count
+    assert shown_mask(pts, np.zeros(9, bool), np.zeros(9, bool), np.zeros(9, bool)).all()
 
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), size=st.integers(1, 30))
-def test_clean_keyframes_split_the_stream(data, size):
-    """From a clean keyframe on in decode order come exactly the frames that show from it on."""
+def test_seek_points_start_every_frame_shown_after_them(data, size):
+    """From a seek point on in decode order come all the frames that show from it on."""
     pts = np.array(data.draw(st.permutations(range(size))))
     keyframe = np.array(data.draw(st.lists(st.booleans(), min_size=size, max_size=size)))
-    mask = clean_keyframes(pts, keyframe)
+    mask = seek_mask(pts, keyframe)
     for k in range(size):
-        splits = set(pts[k:].tolist()) == {p for p in pts.tolist() if p >= pts[k]}
-        assert mask[k] == (keyframe[k] and splits)
+        starts = {p for p in pts.tolist() if p >= pts[k]} <= set(pts[k:].tolist())
+        assert mask[k] == (keyframe[k] and starts)
 
 
 def test_seek_point_is_the_last_at_or_before():

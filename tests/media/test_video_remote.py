@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bagel_data.media import video
+from bagel_data.media import video, video_remote
 from bagel_data.media.video_probe import probe_stream
 from bagel_data.media.video_remote import HollowFile, indexed_payload, probe_remote
 from helpers.videos import has_x264, make_h264
@@ -103,3 +103,56 @@ def test_sampler_on_an_object_store_gives_the_local_frames(tmp_path, suffix):
     local = sampler(path, np.random.default_rng(4))
     assert len(remote) == len(local)
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(remote, local))
+
+
+class RequestCountingFile(CountingFile):
+    """CountingFile that also counts its reads: each one a ranged GET on an object store."""
+
+    requests = 0
+
+    def read(self, size=-1):
+        self.requests += 1
+        return super().read(size)
+
+
+@needs_x264
+@pytest.mark.parametrize("whole_below", [4 << 20, 0])
+def test_remote_matroska_first_read_takes_a_handful_of_requests(tmp_path, monkeypatch, whole_below):
+    """Small files are fetched whole, larger ones in sized ranges: never 32 KiB at a time."""
+    monkeypatch.setattr(video_remote, "_WHOLE", whole_below, raising=False)  # 0: take the ranged way
+    path = make_h264(tmp_path / "clip.mkv", 1200, gop=24, bframes=2)
+    raw = Path(path).read_bytes()
+    assert len(raw) > 12 * (32 << 10)  # PyAV's 32 KiB reads would take more than 12 requests
+    source = RequestCountingFile(raw)
+    table = probe_remote(source, path)
+    with av.open(path) as container:
+        local = probe_stream(container, container.streams.video[0])
+    assert table.frame_pts.tolist() == local.frame_pts.tolist() and table.count == local.count == 1200
+    assert source.requests <= 6, source.requests
+    assert source.fetched <= len(raw) + (2 << 20)  # a jump re-fetches at most a small range
+
+
+def test_ranges_are_sized_from_the_round_trip_and_bandwidth():
+    sizer = video_remote.RangeSizer(1 << 30)
+    assert sizer.size_at(0) == 64 << 10  # the head: it times the round trip
+    sizer.seen(64 << 10, 0.0200, 64 << 10)
+    assert sizer.size_at(64 << 10) == 1 << 20  # then 1 MiB: it times the bandwidth
+    sizer.seen(1 << 20, 0.0300, (64 << 10) + (1 << 20))  # 1 MiB in 10 ms beyond the round trip
+    ranged = sizer.size_at((64 << 10) + (1 << 20))
+    assert ranged == int(8 * 0.02 * (1 << 20) / 0.01)  # 8 round trips of transfer: about 16.8 MB
+    assert sizer.size_at(900 << 20) == 64 << 10  # a jump (the index at the end): a small range
+    slow = video_remote.RangeSizer(1 << 30)
+    slow.seen(64 << 10, 0.2, 64 << 10)
+    slow.seen(1 << 20, 10.2, (64 << 10) + (1 << 20))  # 100 KiB/s: ranges stay at 1 MiB
+    assert slow.size_at((64 << 10) + (1 << 20)) == 1 << 20
+    fast = video_remote.RangeSizer(1 << 30)
+    fast.seen(64 << 10, 0.05, 64 << 10)
+    fast.seen(1 << 20, 0.0501, (64 << 10) + (1 << 20))
+    assert fast.size_at((64 << 10) + (1 << 20)) == 32 << 20  # capped: memory a reader holds
+    small = video_remote.RangeSizer(3 << 20)
+    small.seen(64 << 10, 0.02, 64 << 10)
+    assert small.size_at(64 << 10) == (3 << 20) - (64 << 10)  # a small file: the rest, whole
+    end = video_remote.RangeSizer(18 << 20)
+    end.seen(64 << 10, 0.02, 64 << 10)
+    end.seen(1 << 20, 0.03, (64 << 10) + (1 << 20))
+    assert end.size_at((64 << 10) + (1 << 20)) == (18 << 20) - (64 << 10) - (1 << 20)  # no sliver left

@@ -72,7 +72,12 @@ def _put(name: str, local: str) -> str:
     return f"memory://video-tables/{name}"
 
 
-def _table(count=5, rate=24.0, pts=(0, 4, 8, 12, 16), seek=(0, 8)) -> FrameTable:
+F = video_tables._FORMAT
+
+
+def _table(count=5, rate=24.0, pts: object = "steady", seek=(0, 8)) -> FrameTable:
+    """A table of `count` frames, 4 ticks apart unless `pts` says."""
+    pts = range(0, 4 * count, 4) if isinstance(pts, str) else pts
     frame_pts = None if pts is None else np.asarray(pts, np.int64)
     return FrameTable(count, rate, frame_pts, np.asarray(seek, np.int64))
 
@@ -95,7 +100,7 @@ def _same(a: FrameTable, b: FrameTable) -> bool:
 )
 def test_a_written_table_reads_back_the_same(tmp_path_factory, first, steps, seek, count, rate, has_pts):
     pts = np.cumsum([first, *steps]) if has_pts else None
-    table = _table(count, rate, pts, sorted(seek))
+    table = _table(len(pts) if pts is not None else count, rate, pts, sorted(seek))
     file = str(tmp_path_factory.mktemp("tables") / "t.npz")
     video_tables.write_table(file, table)
     assert _same(video_tables.read_table(file), table)
@@ -107,10 +112,13 @@ def test_a_written_table_reads_back_the_same(tmp_path_factory, first, steps, see
         lambda file: Path(file).write_bytes(Path(file).read_bytes()[:-30]),  # cut short
         lambda file: Path(file).write_bytes(b"not a table"),
         lambda file: np.savez(file, header=np.asarray([99, 5, 1]), rate=[24.0], steps=[0, 4], seek=[0]),  # format
-        lambda file: np.savez(file, header=np.asarray([1, 5, 1]), rate=[24.0], steps=[0, 4, -1], seek=[0]),
-        lambda file: np.savez(file, header=np.asarray([1, 5, 1]), rate=[24.0], steps=[0, 4], seek=[8, 0]),
-        lambda file: np.savez(file, header=np.asarray([1, 5, 0]), rate=[24.0], steps=[0, 4], seek=[0]),
-        lambda file: np.savez(file, header=np.asarray([1, 5, 1]), rate=[0.0], steps=[0, 4], seek=[0]),
+        lambda file: np.savez(file, header=np.asarray([F, 3, 1]), rate=[24.0], steps=[0, 4, -1], seek=[0]),
+        lambda file: np.savez(file, header=np.asarray([F, 2, 1]), rate=[24.0], steps=[0, 4], seek=[8, 0]),
+        lambda file: np.savez(file, header=np.asarray([F, 2, 0]), rate=[24.0], steps=[0, 4], seek=[0]),
+        lambda file: np.savez(file, header=np.asarray([F, 2, 1]), rate=[0.0], steps=[0, 4], seek=[0]),
+        # a count that disagrees with the timestamps stored beside it
+        lambda file: np.savez(file, header=np.asarray([F, 10**10, 1]), rate=[24.0], steps=[0, 4], seek=[0]),
+        lambda file: np.savez(file, header=np.asarray([F, 1, 1]), rate=[24.0], steps=[0, 4], seek=[0]),
     ],
 )
 def test_a_damaged_table_is_not_used_and_is_counted(tmp_path, damage):
@@ -202,3 +210,25 @@ def test_a_second_reader_of_a_remote_matroska_fetches_only_what_it_decodes(cache
     local_frames = sampler(local, np.random.default_rng(0))
     for frames in (first, second):
         assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(frames, local_frames))
+
+
+@pytest.mark.parametrize("errno_", [28, 27, 122])  # ENOSPC, EFBIG (ulimit -f), EDQUOT
+def test_a_cache_that_cannot_store_keeps_the_table_in_memory_with_one_warning(cache, monkeypatch, errno_):
+    from bagel_data.errors import IndexCacheWarning
+    from bagel_data.sources import node_cache
+
+    def full(file, table):
+        raise OSError(errno_, os.strerror(errno_))
+
+    monkeypatch.setattr(video_tables, "write_table", full)
+    monkeypatch.setattr(node_cache, "_warned", set())
+    before = video_tables.table_counts().get("unstored", 0)
+    with pytest.warns(IndexCacheWarning, match="cannot be stored") as caught:
+        for count in (3, 4):  # two files: each still gets its table
+            table = video_tables.shared_table(
+                f"memory://x/v{count}.mkv", io.BytesIO(b"v" * count), lambda c=count: _table(count=c)
+            )
+            assert table.count == count
+    assert len([w for w in caught if issubclass(w.category, IndexCacheWarning)]) == 1
+    assert video_tables.table_counts()["unstored"] == before + 2
+    assert not list(cache.glob("*.lock"))  # no lock file left behind

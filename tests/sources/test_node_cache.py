@@ -59,7 +59,7 @@ def test_a_video_table_cache_it_cannot_write_keeps_the_table_in_memory_with_one_
 
     monkeypatch.setattr(video_tables, "write_table", refused)
     demuxed: list[int] = []
-    before = video_tables.table_counts().get("unshared", 0)
+    before = video_tables.table_counts().get("unstored", 0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tables = [
@@ -71,7 +71,7 @@ def test_a_video_table_cache_it_cannot_write_keeps_the_table_in_memory_with_one_
     assert [t.count for t in tables] == [5, 5, 5] and len(demuxed) == 3  # each demuxed once, none a skip
     assert [w.category for w in caught] == [IndexCacheWarning]
     assert os.strerror(code) in str(caught[0].message)
-    assert video_tables.table_counts()["unshared"] == before + 3
+    assert video_tables.table_counts()["unstored"] == before + 3
     assert os.listdir(cache / video_tables.FOLDER) == []  # no lock, no half-written table
 
 

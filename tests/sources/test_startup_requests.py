@@ -128,7 +128,7 @@ def test_the_listed_input_record_is_the_one_each_file_gives(proxied, family, tok
     dataset = build(family, 10, tokenizer, special_tokens)
     group = dataset.grouped_datasets[0]
     listed = group.input_record()
-    asked = input_record(group.input_paths())  # a HEAD per file
+    asked = input_record(group.units.kind.input_paths(group.data_paths))  # a HEAD per file
     assert listed == asked and listed["count"] == 10
     assert all(size > 0 and stamp for _, size, stamp in listed["files"])
 

@@ -96,7 +96,7 @@ def test_blocks_cover_every_sample_in_order_and_cut_its_members(tmp_path, cache,
         for sample in range(block.first, block.stop):
             key = index.key(sample)
             if index.problem(sample) is None:
-                image, txt, js = index.parts(sample, number, data)
+                image, txt, js, _ = index.parts(sample, number, data)
                 assert image == members[f"{key}.jpg"]
                 assert (txt, js) == (members.get(f"{key}.txt"), members.get(f"{key}.json"))
 

@@ -122,9 +122,9 @@ def test_keys_and_reasons_come_back_whole_and_apart(tar):
     assert [index.problem(i) for i in (0, 2, 3)] == [None, None, None]
     assert index.problem(1) == (SkipReason.CAPTION_WITHOUT_IMAGE, "no image file with this key")
     data = index.read_block(0)
-    assert index.parts(0, 0, data) == (b"J0" * 300, b"t0", None)
-    assert index.parts(2, 0, data) == (b"J1" * 300, None, b'{"caption": "j"}')
-    assert index.parts(3, 0, data) == (b"J2", None, None)
+    assert index.parts(0, 0, data) == (b"J0" * 300, b"t0", None, None)  # image, .txt, .json, .cls
+    assert index.parts(2, 0, data) == (b"J1" * 300, None, b'{"caption": "j"}', None)
+    assert index.parts(3, 0, data) == (b"J2", None, None, None)
 
 
 def test_a_block_read_short_of_its_range_is_an_error(tar):

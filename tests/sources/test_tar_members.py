@@ -123,7 +123,7 @@ def test_prepare_and_the_in_place_reader_apply_the_same_member_rules(tmp_path, c
 
 def test_member_roles_and_keys_follow_the_first_dot_of_the_file_name():
     assert [member_role(ext) for ext in ("jpg", "webp", "txt", "json", "cls", "jpg.txt")] == [
-        "image", "image", "txt", "json", "other", "other",
+        "image", "image", "txt", "json", "cls", "other",
     ]  # fmt: skip
     entries = [("set.v1/0001.jpg", 0, 3), ("set.v1/0001.seg.png", 10, 3), ("0002.tar.gz", 20, 1), ("noext", 30, 1)]
     keyed = dict(group_members("t.tar", entries))

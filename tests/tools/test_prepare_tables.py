@@ -68,7 +68,8 @@ def test_a_wrong_column_is_one_error_naming_the_columns_found(tmp_path):
     assert result.exit_code == 2
     assert result.output.count("error") == 1
     assert (
-        "caption_column" in result.output
+        "--caption-column = 'alt'" in result.output  # the option's name, as the user typed it
+        and "caption_column" not in result.output
         and "its columns: image (struct<bytes: binary, path: string>), text (string)" in result.output
     )
     assert not (tmp_path / "out").exists()  # refused before anything is written

@@ -131,7 +131,9 @@ def demo(
             {"grouped_datasets": "grouped_datasets.yaml", "dataset_info": "dataset_info.yaml", "packing": DEMO_PACKING}
         )
     )
-    console.print(f"demo dataset in {paths.root}; run config {run_config_path}")
+    # Whole lines, never wrapped at the terminal's width (a path with a space would be cut there).
+    console.print(f"demo dataset in {paths.root}", soft_wrap=True, highlight=False, markup=False)
+    console.print(f"run config {run_config_path}", soft_wrap=True, highlight=False, markup=False)
     config = load_run_config(str(run_config_path))
     summary = _run_with_progress(config, batches, num_workers=options.workers(num_workers, workers))
     _print_summary(summary)

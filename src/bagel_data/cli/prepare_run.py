@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -62,7 +63,10 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
     for reason, locations in sorted(report.fixed_by_reason.items()):
         table.add_row(f"  fixed: {reason}", str(len(locations)))
     for source, count in sorted(report.sources.items()):
-        table.add_row(f"  captions from {source}", str(count))
+        # An edit step's source says it whole (EDIT_SOURCE in tools/prepare/edit.py, not imported
+        # here: it would load pyarrow for `bagel-data --help`); a caption's source is short.
+        edit = source.startswith("edit steps from columns: ")
+        table.add_row(f"  {source}" if edit else f"  captions from {source}", str(count))
     for path in report.files_written:
         table.add_row("file", str(path))
     print_whole(console, table)
@@ -77,7 +81,7 @@ def _print_report(report: PrepareReport, report_path: Path | None) -> None:
         report_path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         console.print(f"full report: {report_path}")
     for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True, highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True, highlight=False)
     if report.rows_written == 0:
         from ..tools.prepare.report import likely_cause
 

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import ConfigError
 from ..tools.drops import DEFAULT_MAX_DROP_FRACTION
 from .errors import guarded
 from .options import (
@@ -68,7 +69,15 @@ def t2i_command(
         str | None, typer.Option(help="Parquet input: the image column (default: image, img, jpg, png or webp).")
     ] = None,
     caption_column: Annotated[
-        str | None, typer.Option(help="Parquet input: the caption column (default: text, caption, captions, ...).")
+        list[str] | None,
+        typer.Option(
+            help="Table input: the caption column (default: text, caption, captions, ...); repeat it to read "
+            "several columns as one sample's caption choices."
+        ),
+    ] = None,
+    class_names: Annotated[
+        Path | None,
+        typer.Option(help="Tar input labelled by .cls members: a file of class names, one a line, label 0 first."),
     ] = None,
     split: SplitOption = None,
     overwrite: OverwriteOption = False,
@@ -86,27 +95,20 @@ def t2i_command(
     tables (a Hugging Face datasets export: a .parquet file or a folder of them) whose image
     cells are bytes, {bytes, path} structs or paths and caption cells texts or lists of texts.
     """
-    run_prepare(
-        "t2i",
-        source,
-        out_dir,
-        report,
-        max_drop_fraction,
-        allow_drops,
-        rows_per_group=rows_per_group,
-        rows_per_shard=rows_per_shard,
-        reencode=reencode,
-        max_side=max_side,
-        image_root=image_root,
-        image_column=image_column,
-        caption_column=caption_column,
-        split=split,
-        overwrite=overwrite,
-        resume=resume,
-        engine=engine,
-        address=address,
-        num_cpus=num_cpus,
-    )
+    try:
+        _prepare_t2i(source, out_dir, report, max_drop_fraction, allow_drops, rows_per_group=rows_per_group,
+                     rows_per_shard=rows_per_shard, reencode=reencode, max_side=max_side, image_root=image_root,
+                     image_column=image_column, caption_column=caption_column or None, split=split, overwrite=overwrite,
+                     resume=resume, engine=engine, address=address, num_cpus=num_cpus,
+                     class_names=str(class_names) if class_names else None)  # fmt: skip
+    except ConfigError as error:  # said with this command's options, not the config keys
+        from ..sources.hub_tables import in_cli_words
+
+        raise in_cli_words(error) from None
+
+
+def _prepare_t2i(source, out_dir, report, max_drop_fraction, allow_drops, **options) -> None:
+    run_prepare("t2i", source, out_dir, report, max_drop_fraction, allow_drops, **options)
 
 
 @prepare_app.command("edit")
@@ -246,6 +248,10 @@ def interleaved_command(
 def inspect_command(
     config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),
+    html: Annotated[
+        Path | None,
+        typer.Option(help="Also write the packs as one self-contained HTML page (images inline) to this file."),
+    ] = None,
     batches: Annotated[int, typer.Option(min=1, help="Packs to draw.")] = 4,
     dataset_info: DatasetInfoOption = None,
     tokenizer: TokenizerOption = None,
@@ -278,8 +284,9 @@ def inspect_command(
                 world_size=world_size,
                 rank=rank,
                 step=step,
+                html=html,
             )
-    except (ImportError, OSError) as error:  # a missing extra (matplotlib) or an unwritable --out
+    except OSError as error:  # an unwritable --out or --html
         console.print(f"[red]error:[/red] {type(error).__name__}: {error}")
         raise typer.Exit(2) from None
     if report.pack_texts:
@@ -287,8 +294,13 @@ def inspect_command(
     # Plain lines, never wrapped or cut, so the paths can be copied.
     for pack, (strip, attention) in enumerate(zip(report.strip_paths, report.attention_paths)):
         _print_path(f"pack {pack} ({report.fill_ratios[pack]:.1%} full)", strip, attention)
-    _print_path("sample lengths and pack fill", report.histogram_path)
+    if report.histogram_path is not None:
+        _print_path("sample lengths and pack fill", report.histogram_path)
     _print_path("every pack as text", report.text_path)
+    if report.html_path is not None:
+        _print_path("the packs as a page (open it in a browser)", report.html_path)
+    if report.plots_missing:
+        console.print(report.plots_missing, soft_wrap=True, highlight=False, markup=False)
 
 
 def _print_path(label: str, *paths: Path) -> None:

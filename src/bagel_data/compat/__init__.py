@@ -156,6 +156,13 @@ class CompatPolicy:
         (media/photos.py)."""
         return self.reference
 
+    @property
+    def reads_video_as_reference(self) -> bool:
+        """The reference's video reader and order (media/video_reference.py): decord where
+        installed, frames folders decoded whole before the draws; the default mode reads
+        with PyAV, frames exact (media/video.py)."""
+        return self.reference
+
     # -- the random source --------------------------------------------------------------
     def start_stream(self, data_seed: int) -> CompatRandom:
         """The reference streams, started for an iteration (`seed`, else `data_seed`)."""

@@ -104,9 +104,9 @@ def as_random_source(rng: RandomSource | np.random.Generator | None) -> RandomSo
     drawn itself; None: fresh entropy, as `np.random.default_rng()`."""
     if rng is None:
         return SeededRandom(np.random.PCG64())
-    if hasattr(rng, "frame_picks"):  # already one of ours
-        return rng  # type: ignore[return-value]
-    return SeededRandom(rng.bit_generator)
+    if isinstance(rng, np.random.Generator) and not isinstance(rng, SeededRandom):
+        return SeededRandom(rng.bit_generator)  # a caller's own: drawn through its bit generator
+    return rng  # already one of ours (the families hand every row a RandomSource)
 
 
 def check_pcg64_state(state: Any) -> None:

@@ -8,16 +8,22 @@ Position of a sample: `[unit index in this worker's list, row within the group]`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from typing import ClassVar
 
 from ..errors import BagelDataError, ConfigError, RowDropped, SkipReason, counted
 from ..formats import EDIT_COLUMNS
-from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.images import ImageTransform
 from ..sample import SampleBuilder
+from ..schema.kinds import Field
 from ..sources import storage
 from .base import DistributedIterableDataset
+from .group_args import FILE_ORDER, PARQUET_INFO_PATH, VIT_TRANSFORM
+from .media import DECODE_ERRORS, FamilyMedia
 from .parquet_info import check_row_groups, parquet_info_entry, stale_row_groups
-from .parquet_units import RowGroupUnits
+from .samples import guarded
+from .unit_kinds import ParquetRowGroups
 from .worst_case import edit_worst_length, measured
 
 COLUMNS = EDIT_COLUMNS
@@ -64,11 +70,21 @@ def choose_merge(rng, start: int, end: int, num_images: int) -> tuple[int, bool]
     return end, False
 
 
-class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
+def _columns(names) -> tuple[str, ...] | None:
+    """The columns an edit unit reads; None (a counted schema skip) when the file lacks one."""
+    return COLUMNS if all(name in names for name in COLUMNS) else None
+
+
+class UnifiedEditIterableDataset(DistributedIterableDataset):
     """Image-editing dataset: (input, instruction, output) chains over parquet row groups."""
 
-    GROUP_KEYS = frozenset({"vit_image_transform_args", "file_order"})
-    DATASET_INFO_KEYS = frozenset({"parquet_info_path"})
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        "vit_image_transform_args": dataclasses.replace(VIT_TRANSFORM, required=True),
+        "file_order": FILE_ORDER,
+    }
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {
+        "parquet_info_path": dataclasses.replace(PARQUET_INFO_PATH, required=True)
+    }
 
     @classmethod
     def group_kwargs(cls, group):
@@ -101,6 +117,7 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
         super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
         self.vit_transform = vit_transform
+        self.media = FamilyMedia((transform, vit_transform), self.policy, self.image_formats)
         self.tokenizer = tokenizer
         self.data_status = data_status
         self.file_order = self.policy.file_order(file_order)
@@ -115,7 +132,9 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
         self.declared_row_groups: dict[str, int] = {}
         self.footer_unchecked: set[str] = set()
         declared = functools.partial(self._declared_row_groups, parquet_info)
-        return self.row_group_units(data_dir_list, num_used_data, declared)
+        self.units.kind = kind = ParquetRowGroups()
+        units, self.listed_files = kind.list_units(data_dir_list, num_used_data, self.file_order, declared)
+        return units
 
     def _declared_row_groups(self, parquet_info: dict, path: str, data_dir: str) -> int | None:
         """A file's row groups as `parquet_info` declares them; None: left out (compat)."""
@@ -138,36 +157,33 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
             check_row_groups(path, declared)
         return declared
 
-    def parquet_columns(self, names):
-        return COLUMNS if all(name in names for name in COLUMNS) else None
-
-    def describe_row(self, unit, row):
-        return f"{unit[0]}, row group {unit[1]}, row {row[0]}"
+    def read_source(self):
+        return self.units.kind.read_source(self.units.unit, _columns)
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
-        path, row_group = self.epoch_units[unit_id]
+        unit = self.units.unit(unit_id)
         row_start = start[0] if start else 0
         stop_row = row_start + 1 if single else None
-        for row, images, instructions in self._rows(unit_id, row_start, log, stop_row):
-            location = f"{path}, row group {row_group}, row {row}"
-            draw = self.row_random(unit_id, pass_index, row)
-            builder = self._guarded(log, location, self.build_sample, images, instructions, draw.rng, location, log)
+        for row, images, instructions in self._rows(unit, row_start, log, stop_row):
+            location = self.units.kind.location(unit, (row,))
+            draw = self.units.row_random(unit_id, pass_index, row)
+            builder = guarded(log, location, self.build_sample, images, instructions, draw.rng, location, log)
             if builder is not None:
                 yield (row,), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row at its longest stretch and phrasing, every image of its chain decoded."""
-        path, row_group = self.epoch_units[unit_id]
-        for row, images, instructions in self._rows(unit_id, 0, log):
-            location = f"{path}, row group {row_group}, row {row}"
+        unit = self.units.unit(unit_id)
+        for row, images, instructions in self._rows(unit, 0, log):
+            location = self.units.kind.location(unit, (row,))
             problem = check_edit_row(images, instructions)
             if problem is not None:
                 log.skip(problem[0], location, problem[1])
                 continue
             yield from measured([(location, lambda i=images, t=instructions: edit_worst_length(self, i, t))], log)
 
-    def _rows(self, unit_id: int, row_start: int, log, stop_row: int | None = None):
-        path, row_group = self.epoch_units[unit_id]
+    def _rows(self, unit, row_start: int, log, stop_row: int | None = None):
+        path, row_group, *_ = span = ParquetRowGroups.span(unit)
         try:
             with self.reads.open_parquet(path) as reader:
                 # Only files not checked at construction: a local file rewritten since is a
@@ -190,7 +206,9 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
         except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
             log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", f"{type(exc).__name__}: {exc}")
             return
-        for row in range(row_start, min(table.num_rows, stop_row or table.num_rows)):
+        for row in span.rows(table.num_rows, row_start):
+            if stop_row is not None and row >= stop_row:
+                return
             yield row, images[row], instructions[row]
 
     def build_sample(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:
@@ -201,23 +219,24 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
             log.skip(problem[0], location, problem[1])
             return None
         start, end, merged = choose_steps(rng, len(images))
+        image = self._decoded(images)
+        try:
+            return self._plan(image, instructions, start, end, merged, rng)
+        except DECODE_ERRORS as exc:
+            self.media.skip(log, location, exc)
+        return None
+
+    def _decoded(self, images: list[bytes]):
+        """`image(index)`: image `index` of the row, decoded once for both transforms (an
+        exact decode for either keeps the shared one exact)."""
         decoded: dict[int, object] = {}
-        # Both transforms use the shared decode: an exact one keeps it exact.
-        draft = fast_draft_size(self.transform, self.vit_transform)
-        reference = self.policy.decodes_as_reference
 
         def image(index: int):
             if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
+                decoded[index] = self.media.decode(images[index])
             return decoded[index]
 
-        try:
-            return self._plan(image, instructions, start, end, merged, rng)
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
-        return None
+        return image
 
     def _build_compat(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:
         """The reference's order (`compat="bagel"`): span draws, the start image, the coin,
@@ -232,24 +251,14 @@ class UnifiedEditIterableDataset(RowGroupUnits, DistributedIterableDataset):
         if problem is not None:
             log.skip(problem[0], location, problem[1])
             return None
-        draft = fast_draft_size(self.transform, self.vit_transform)
-        reference = self.policy.decodes_as_reference
-        decoded: dict[int, object] = {}
-
-        def image(index: int):
-            if index not in decoded:
-                decoded[index] = decode_image(images[index], draft_size=draft, as_reference=reference)
-            return decoded[index]
-
+        image = self._decoded(images)
         try:
             start, end = choose_span(rng, len(images))
             image(start)  # the reference decodes it before the coin
             end, merged = choose_merge(rng, start, end, len(images))
             return self._plan(image, instructions, start, end, merged, rng)
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+        except DECODE_ERRORS as exc:
+            self.media.skip(log, location, exc)
         except RowDropped as exc:  # compat: a row the reference gives up on partway
             log.skip(exc.reason, location, exc.detail)
         return None

@@ -3,9 +3,10 @@
 `config.parse_group` checks the keys every group shares and gathers the arguments every
 family takes; then it asks the family class for the rest: `family.group_kwargs(group)`,
 with `group` a `GroupArgs`. A family declares there which of its `dataset_info` paths it
-needs (and whether each is a file or a folder), its transforms and its own keys; the
-`dataset_info` keys it reads are its `DATASET_INFO_KEYS`. Every mistake is a `ConfigError`
-naming the key, the value and the fix.
+needs (and whether each is a file or a folder), its transforms and its own keys. The keys
+it reads beyond every group's are its own `GROUP_FIELDS` and `DATASET_INFO_FIELDS` (the
+`Field`s below are those several families read). Every mistake is a `ConfigError` naming
+the key, the value and the fix.
 """
 
 from __future__ import annotations
@@ -19,25 +20,23 @@ from ..errors import ConfigError
 from ..media.images import ImageTransform
 from ..media.video import FrameSampler
 from ..schema.files import read_structured
+from ..schema.kinds import AnyMapping, Field, Str
+from ..schema.sections import FILE_ORDERS, GROUP_FIELDS
 from ..sources import storage
 
-# The group keys every family accepts; a family's own are its `GROUP_KEYS`.
-COMMON_GROUP_KEYS = frozenset(
-    {
-        "dataset_names",
-        "weight",
-        "is_mandatory",
-        "num_used_data",
-        "image_transform_args",
-        "resume_data_status",
-        "dataset_class",
-        "allow_outside_root",
-    }
-)
+# The group keys every family accepts; a family's own are its `GROUP_FIELDS`.
+COMMON_GROUP_KEYS = frozenset(GROUP_FIELDS)
 
-# `dataset_info` keys that only some families read; one given to a family that does not
-# read it is a mistake (a T2I group given a `jsonl_path` would read its parquet instead).
-FAMILY_ENTRY_KEYS = frozenset({"jsonl_path", "parquet_info_path", "image_root"})
+# Keys that several families read, each declared once here.
+FILE_ORDER = Field(
+    Str(FILE_ORDERS), "order of parquet files: by name, or the filesystem's listing (the reference's)", "sorted"
+)
+VIT_TRANSFORM = Field(
+    AnyMapping("mapping (image transform)"), "the ViT resize of understood images (edit inputs); keys below"
+)
+FRAME_SAMPLER = Field(AnyMapping("mapping (frame sampler)"), "how frames are drawn from videos; keys below", None)
+JSONL_PATH = Field(Str(path=True), "the JSONL file of the dataset's rows (VLM: its conversations)")
+PARQUET_INFO_PATH = Field(Str(path=True), "the parquet_info JSON (parquet file -> num_row_groups)")
 
 
 def path_exists(key: str, path: str) -> bool:
@@ -129,6 +128,11 @@ class GroupArgs:
             return FrameSampler(**sampler_args)
         except ConfigError as exc:  # name the key where the user wrote it
             raise ConfigError(f"{self.name}.frame_sampler_args.{exc.key}", exc.value, exc.fix) from None
+
+    def values(self, key: str, default: Any = None) -> list:
+        """The `dataset_info` value `key` of each dataset of the group (checked by its
+        family's `DATASET_INFO_FIELDS`), `default` where one leaves it out."""
+        return [self.entries[dataset].get(key, default) for dataset in self.dataset_names]
 
     def given(self, *keys: str) -> dict:
         """The group keys among `keys` that the config sets, as they are."""

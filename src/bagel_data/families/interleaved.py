@@ -13,17 +13,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import ClassVar
 
-import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, SkipReason, VideoDecodeError
 from ..media.safe_read import check_video_path, read_media
-from ..schema.kinds import did_you_mean
+from ..schema.kinds import AnyMapping, Field, did_you_mean
 from ..sources import storage
 from ..sources.jsonl import JsonlIndex
+from .base import DistributedIterableDataset
+from .group_args import FRAME_SAMPLER, JSONL_PATH
 from .interleaved_base import InterleavedBaseIterableDataset
-from .parquet_standard import ParquetStandardIterableDataset, Row, planned_length
+from .parquet_standard import (
+    ParquetStandardIterableDataset,
+    Row,
+    hold_parquet_rows,
+    other_draw_lengths,
+    parquet_group_kwargs,
+    parsed,
+    parsed_unit_samples,
+    parsed_worst_case_rows,
+    planned_length,
+    row_group_units,
+)
+from .unit_kinds import JsonlLines
 
 SEGMENT_TYPE = pa.struct(
     [
@@ -102,16 +116,41 @@ def text_losses(segments: list, rule: str) -> list[bool]:
     return [i in chosen for i in range(len(segments))]
 
 
-class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
-    """Interleaved text-image-video documents from parquet (`segments` column) or JSONL."""
+class _FamilyPlan(InterleavedBaseIterableDataset):
+    """The plan builders (`init_data`, `add_*`) over a family that holds them rather than
+    inheriting them: every attribute they read is the family's."""
 
-    GROUP_KEYS = ParquetStandardIterableDataset.GROUP_KEYS | {"segment_defaults", "frame_sampler_args"}
-    DATASET_INFO_KEYS = ParquetStandardIterableDataset.DATASET_INFO_KEYS | {"jsonl_path"}
+    def __init__(self, family: InterleavedIterableDataset):
+        self.family = family
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "family":  # pickling and copying look these up
+            raise AttributeError(name)
+        return getattr(self.family, name)
+
+
+class InterleavedIterableDataset(DistributedIterableDataset):
+    """Interleaved text-image-video documents from parquet (`segments` column) or JSONL.
+
+    It reads parquet as a parse_row family does (`families/parquet_standard.py`), its own
+    `parse_row` builds each document with the plan builders it holds (`self.plan`)."""
+
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        **ParquetStandardIterableDataset.GROUP_FIELDS,
+        "segment_defaults": Field(
+            AnyMapping("mapping (segment roles)"), "roles of segments that set none (docs/formats/interleaved.md)"
+        ),
+        "frame_sampler_args": FRAME_SAMPLER,
+    }
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {
+        **ParquetStandardIterableDataset.DATASET_INFO_FIELDS,
+        "jsonl_path": JSONL_PATH,
+    }
 
     @classmethod
     def group_kwargs(cls, group):
         """Parquet shards in data_dir, or JSONL documents when every dataset has a jsonl_path."""
-        kwargs = super().group_kwargs(group)
+        kwargs = parquet_group_kwargs(cls, group)
         jsonl = group.paths("jsonl_path", "file", required=False)
         if any(jsonl):
             if not all(jsonl):
@@ -123,6 +162,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         return kwargs
 
     columns = ("segments",)
+    worst_case_draws = ParquetStandardIterableDataset.worst_case_draws
 
     def __init__(
         self, dataset_name, transform, tokenizer, vit_transform=None, data_dir_list=(), num_used_data=(),
@@ -141,43 +181,27 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
                 "or drop 'understood' from first_image / later_images",
             )
         self.frame_sampler = frame_sampler
-        super().__init__(
-            dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data, parquet_info,
-            local_rank, world_size, num_workers, data_status, file_order=file_order, **options,
-        )  # fmt: skip
+        super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
+        hold_parquet_rows(self, transform, tokenizer, vit_transform, data_dir_list, data_status, file_order)
+        self.plan = _FamilyPlan(self)
+        self.np_rng = None  # the row's generator while `parse_row` runs (`parsed`)
+        self.data_paths = self.get_data_paths(data_dir_list, num_used_data, parquet_info or {})
+        self.set_epoch()
 
     # -- JSONL units (one document per line) ----------------------------------------------
     def get_data_paths(self, data_dir_list, num_used_data, parquet_info):
         if self.jsonl_path_list is None:
-            return super().get_data_paths(data_dir_list, num_used_data, parquet_info)
-        return JsonlIndex(self.jsonl_path_list, list(data_dir_list), list(num_used_data))
-
-    def row_depth(self):
-        return 1 if self.jsonl_path_list is None else 0
-
-    def read_source(self):
-        return super().read_source() if self.jsonl_path_list is None else None  # JSONL lines read inline
-
-    def sorted_units(self):
-        if self.jsonl_path_list is None:
-            return super().sorted_units()
-        return np.arange(len(self.data_paths), dtype=np.int64)
-
-    def unit_view(self, unit):
-        return unit if self.jsonl_path_list is None else self.data_paths[int(unit)]
-
-    def input_paths(self):
-        # JSONL units are lines: the inputs are the files, never a document's text.
-        return super().input_paths() if self.jsonl_path_list is None else list(self.data_paths.paths)
-
-    def media_folders(self):
-        return () if self.jsonl_path_list is None else self.data_paths.image_dirs
+            return row_group_units(self, data_dir_list, num_used_data, parquet_info)
+        index = JsonlIndex(self.jsonl_path_list, list(data_dir_list), list(num_used_data))
+        self.units.kind = JsonlLines(index)  # JSONL lines read inline
+        return index
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
         if self.jsonl_path_list is None:
-            yield from super()._unit_samples(unit_id, pass_index, start, log, single)
+            self._image_root = self._shard_folder(unit_id)
+            yield from parsed_unit_samples(self, unit_id, pass_index, start, log, single)
             return
-        line = int(self.epoch_units[unit_id])
+        line = int(self.units.unit(unit_id))
         location = self.data_paths.location(line)
         try:
             document = json.loads(self.data_paths.read_line(line))
@@ -188,36 +212,39 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             log.skip(SkipReason.SCHEMA, location, "a document must be a JSON object with 'segments'")
             return
         self._image_root = self.data_paths.image_dir(line)
-        draw = self.row_random(unit_id, pass_index)
-        builder = self._parse(Row(document, line), draw.rng, location, log)
+        draw = self.units.row_random(unit_id, pass_index)
+        builder = parsed(self, Row(document, line), draw.rng, location, log)
         if builder is not None:
             yield (), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         if self.jsonl_path_list is None:
-            yield from super().worst_case_rows(shard, index, unit_id, log)
+            self._image_root = self._shard_folder(unit_id)
+            yield from parsed_worst_case_rows(self, unit_id, log)
             return
         # A line is one document: the run's own draw (its skips counted in `log`), then
         # validate's extra draws over the same document.
         firsts = [found[1] for found in self._unit_samples(unit_id, 0, (), log)]
         if not firsts:
             return
-        line = int(self.epoch_units[unit_id])
+        line = int(self.units.unit(unit_id))
         location = self.data_paths.location(line)
-        others = self._other_draw_lengths(Row(json.loads(self.data_paths.read_line(line)), line), location, unit_id)
+        others = other_draw_lengths(self, Row(json.loads(self.data_paths.read_line(line)), line), location, unit_id)
         yield location, max([planned_length(firsts[0]), *others])
 
-    def _rows(self, unit_id, row_start, log, stop_row=None):
-        path, _ = self.epoch_units[unit_id]
-        self._image_root = path.rsplit("/", 1)[0]  # paths in a shard are relative to its folder
-        yield from super()._rows(unit_id, row_start, log, stop_row)
+    def read_source(self):
+        return self.units.kind.read_source(self.units.unit, lambda names: list(self.columns))  # JSONL: inline
+
+    def _shard_folder(self, unit_id: int) -> str:
+        """The folder of a unit's parquet shard: the paths in it are relative to it."""
+        return self.units.unit(unit_id)[0].rsplit("/", 1)[0]
 
     # -- one document -----------------------------------------------------------------------
     def _media(self, value):
         """Encoded bytes as they are; a path read from under the dataset's folder."""
         if isinstance(value, str):
             path = value if storage.is_uri(value) or value.startswith("/") else storage.join(self._image_root, value)
-            return read_media(path, self.media_roots(), self.allow_outside_root)
+            return read_media(path, self.plan.media_roots(), self.allow_outside_root)
         return value
 
     def parse_row(self, row):
@@ -227,7 +254,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         defaults = self.segment_defaults
         losses = text_losses(segments, defaults["text_loss"])
         visuals = [i for i, s in enumerate(segments) if isinstance(s, Mapping) and s.get("type") in ("image", "video")]
-        data = self.init_data()
+        data = self.plan.init_data()
         for index, segment in enumerate(segments):
             if not isinstance(segment, Mapping):
                 raise ValueError(f"segment {index} is not an object")
@@ -236,7 +263,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
             if kind == "text":
                 if not isinstance(segment.get("text"), str):
                     raise ValueError(f"text segment {index} has no 'text' string")
-                self.add_text(data, segment["text"], _flag(segment, "supervised", losses[index]), cfg)
+                self.plan.add_text(data, segment["text"], _flag(segment, "supervised", losses[index]), cfg)
             elif kind == "image":
                 self._add_image_segment(data, segment, index, index == visuals[0], index == len(segments) - 1, cfg)
             elif kind == "video":
@@ -261,7 +288,7 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         if not any(flags.values()):
             raise ValueError(f"image segment {index} has no role (understood, conditioned or generated)")
         image = self._media(source)
-        self.add_image(data, image, flags["generated"], flags["conditioned"], flags["understood"], cfg)
+        self.plan.add_image(data, image, flags["generated"], flags["conditioned"], flags["understood"], cfg)
 
     def _add_video_segment(self, data, segment, index, cfg):
         default = self.segment_defaults["video"]
@@ -279,9 +306,9 @@ class InterleavedIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
                 raise VideoDecodeError(path, f"the group {self.dataset_name} has no frame_sampler_args")
             full = path if storage.is_uri(path) or path.startswith("/") else storage.join(self._image_root, path)
             frames = self.frame_sampler(
-                check_video_path(full, self.media_roots(), self.allow_outside_root), self.np_rng
+                check_video_path(full, self.plan.media_roots(), self.allow_outside_root), self.np_rng
             )
         else:
             raise ValueError(f"video segment {index} has neither 'frames' nor a 'path'")
         indexes = segment.get("frame_indexes") or list(range(len(frames)))
-        self.add_video(data, frames, indexes, generated, conditioned, cfg)
+        self.plan.add_video(data, frames, indexes, generated, conditioned, cfg)

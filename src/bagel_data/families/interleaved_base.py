@@ -19,24 +19,14 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..media.images import decode_image, fast_draft_size
-from ..media.safe_read import read_media
+from ..media.images import image_tokens
+from ..media.safe_read import ALLOWED_IMAGE_FORMATS, read_media
 from ..sample import plan_item
+from .media import FamilyMedia
 from .parquet_standard import ParquetStandardIterableDataset, Row, builder_from_data
 from .sample_checks import check_frame_indexes, invalid_sample
 
 __all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "Row", "builder_from_data"]
-
-
-def _as_image(image, transforms, roots=(), allow_outside=False, as_reference=False):
-    """A PIL image from a PIL image, encoded bytes, or a path (read under `roots` only);
-    `as_reference`: decoded as the reference does (compat mode, media/photos.py)."""
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        return decode_image(bytes(image), draft_size=fast_draft_size(*transforms), as_reference=as_reference)
-    if isinstance(image, (str, os.PathLike)):
-        data = read_media(os.fspath(image), roots, allow_outside)
-        return decode_image(data, draft_size=fast_draft_size(*transforms), as_reference=as_reference)
-    return image
 
 
 class InterleavedBaseIterableDataset:
@@ -69,7 +59,7 @@ class InterleavedBaseIterableDataset:
     def _append_image(self, data, kind, tensor, stride, *, enable_cfg, loss, **extra) -> None:
         data["sequence_plan"].append({**plan_item(kind, enable_cfg=enable_cfg, loss=loss), **extra})
         data["image_tensor_list"].append(tensor)
-        data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // stride**2
+        data["num_tokens"] += image_tokens(tensor.shape[1], tensor.shape[2], stride)
 
     def media_roots(self) -> list[str]:
         """The folders a row's media paths may lie under: the dataset folders, and the
@@ -77,8 +67,16 @@ class InterleavedBaseIterableDataset:
         return [*getattr(self, "data_dir_list", ()), getattr(self, "_image_root", None) or ""]
 
     def _as_image(self, image, transforms):
-        reference = self.policy.decodes_as_reference
-        return _as_image(image, transforms, self.media_roots(), self.allow_outside_root, reference)
+        """A PIL image from a PIL image, encoded bytes, or a path (read under `media_roots`
+        only), decoded for `transforms` by the family's media (`families/media.py`)."""
+        if isinstance(image, (str, os.PathLike)):
+            image = read_media(os.fspath(image), self.media_roots(), self.allow_outside_root)
+        if isinstance(image, (bytes, bytearray, memoryview)):
+            media = getattr(self, "media", None) or FamilyMedia(
+                transforms, self.policy, getattr(self, "image_formats", ALLOWED_IMAGE_FORMATS)
+            )
+            return media.decode(bytes(image), *transforms)
+        return image
 
     def _vit(self):
         vit = getattr(self, "vit_transform", None)

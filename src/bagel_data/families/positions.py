@@ -5,7 +5,7 @@ A cursor `(phase, index, *row)` (families/walk.py) comes from a checkpoint, from
 `data_status` or from NeMo AutoModel's loader checkpoint. Used unchecked, an index past the
 worker's list, a row group the file lacks or a row past its row group's end continues
 silently somewhere else. `cursor_problem` says what is wrong with one, down to the row
-(the family answers how many entries each level of a unit holds: `row_extent`).
+(the family's unit kind answers how many entries each level of a unit holds: `extent`).
 `data_status_cursor` is a worker's `data_status` entry as a cursor, checked both ways.
 
 A reference position names an item of the *reference's* worker list. The default mode's
@@ -16,7 +16,7 @@ position would then continue on other rows: the caller raises a `ResumeError` in
 Where the lists may differ, the default mode's own positions carry a fingerprint of the
 worker's list as one more entry (`position_tag`), so that a `data_status` of its own run is
 told apart from a reference one and resumes exactly. A family whose units the reference
-cannot read (T2I's tars) sets `position_salt`: its positions are always tagged, the tag salted
+cannot read (T2I's tars) has a unit kind with a `position_salt`: its positions are always tagged, the tag salted
 so that a position of other units (the `prepare t2i` copy of the same tars, whose cursors
 look alike) never passes for one of its own, and an untagged position is refused.
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numbers
 import zlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -34,11 +34,11 @@ from ..checkpoint.foreign import RESUME_AS_REFERENCE
 from ..errors import ResumeError
 from ..sharding import INHERITED_PHASE, WorkerShard, phase_work
 
-if TYPE_CHECKING:
-    from .units import UnitDataset
+# `dataset` / `family`: a DistributedIterableDataset (families/base.py), which calls these.
+Family = Any
 
 
-def cursor_problem(dataset: UnitDataset, cursor: tuple) -> str | None:
+def cursor_problem(dataset: Family, cursor: tuple) -> str | None:
     """Why `cursor` names no row of this worker's walk; None when it names one."""
     if len(cursor) < 2:
         return "a cursor: [phase, index, *row] of ints"
@@ -54,16 +54,16 @@ def cursor_problem(dataset: UnitDataset, cursor: tuple) -> str | None:
     work = phase_work(shard, plan, phase)
     if index >= len(work):
         return f"index {index} is past the {len(work)} item(s) of the worker's work list"
-    depth = dataset.row_depth()
+    depth = dataset.units.kind.depth
     if depth is not None and len(row) != depth:
         return f"{dataset.dataset_name} cursors have {2 + depth} entries"
     return missing_row(dataset, work.item(index)[0], row)
 
 
-def missing_row(dataset: UnitDataset, unit_id: int, row: tuple) -> str | None:
+def missing_row(dataset: Family, unit_id: int, row: tuple) -> str | None:
     """Why `row` is not a row of unit `unit_id`: a level of it past what the unit holds."""
     for level in range(len(row)):
-        extent = dataset.row_extent(unit_id, row[:level])
+        extent = dataset.units.kind.extent(dataset.units.unit(unit_id), row[:level])
         if extent is None:
             return None  # the family cannot tell (an unreadable file is a counted skip later)
         name, size, where = extent
@@ -77,12 +77,13 @@ def missing_row(dataset: UnitDataset, unit_id: int, row: tuple) -> str | None:
     return None
 
 
-def reference_mismatch(dataset: UnitDataset) -> str | None:
+def reference_mismatch(dataset: Family) -> str | None:
     """Why a reference position would name another row here than in the reference run
     (None when the worker's list is the reference's, item for item, or in compat mode)."""
     if dataset.policy.reference:
         return None
-    other_files = dataset.reference_units_mismatch()
+    listing = dataset.units.kind.listing
+    other_files = None if listing is None else listing.reference_mismatch
     if other_files is not None:
         return other_files
     shard = dataset.worker_shard()
@@ -97,19 +98,19 @@ def reference_mismatch(dataset: UnitDataset) -> str | None:
     )
 
 
-def position_tag(dataset: UnitDataset, shard: WorkerShard) -> int | None:
+def position_tag(dataset: Family, shard: WorkerShard) -> int | None:
     """The tag this worker's positions carry, or None where they are the reference's.
 
     Where the default mode's worker list may not be the reference's (sharding, or files
     picked by the listing order), a position of ours and one of the reference's can look
     alike and name other rows. Ours then carry one more entry, a fingerprint of the worker's
     list: a `data_status` of either kind is then told apart, and each resumes exactly."""
-    if dataset.row_depth() is None or (dataset.policy.reference and not _salt(dataset)):
+    if dataset.units.kind.depth is None or (dataset.policy.reference and not _salt(dataset)):
         return None
     key = (shard.rank, shard.world_size, shard.worker_id, shard.num_workers, len(dataset.epoch_units))
     held = dataset.__dict__.get("_position_tag")
     if held is None or held[0] != key:
-        listing = dataset.parquet_listing
+        listing = dataset.units.kind.listing
         same = (
             not _salt(dataset)
             and (listing is None or listing.order_free())
@@ -119,18 +120,18 @@ def position_tag(dataset: UnitDataset, shard: WorkerShard) -> int | None:
     return held[1]
 
 
-def list_fingerprint(dataset: UnitDataset, shard: WorkerShard) -> int:
+def list_fingerprint(dataset: Family, shard: WorkerShard) -> int:
     """A 31-bit fingerprint of a worker's list: its unit ids in the epoch order's count (and
-    the family's `position_salt`: units of another kind fingerprint apart)."""
+    its unit kind's `position_salt`: units of another kind fingerprint apart)."""
     ids = np.asarray(shard.unit_ids, dtype="<i8").tobytes()
     return zlib.crc32(ids, (len(dataset.epoch_units) ^ _salt(dataset)) & 0xFFFFFFFF) & 0x7FFFFFFF
 
 
-def _salt(dataset: UnitDataset) -> int:
-    return int(getattr(dataset, "position_salt", 0))
+def _salt(dataset: Family) -> int:
+    return int(dataset.units.kind.position_salt)
 
 
-def tagged(dataset: UnitDataset, shard: WorkerShard, data_index):
+def tagged(dataset: Family, shard: WorkerShard, data_index):
     """A sample's `data_indexes` with this worker's `position_tag`, where it has one."""
     tag = position_tag(dataset, shard)
     if tag is None:
@@ -138,7 +139,7 @@ def tagged(dataset: UnitDataset, shard: WorkerShard, data_index):
     return [*data_index, tag] if isinstance(data_index, list) else [data_index, tag]
 
 
-def data_status_cursor(dataset: UnitDataset, worker_id: int) -> tuple[int, ...] | None:
+def data_status_cursor(dataset: Family, worker_id: int) -> tuple[int, ...] | None:
     """The `data_status` entry of a worker as a cursor in the first pass, checked: a worker
     id may be a string (a JSON round trip); a position must have the family's length (one
     more entry when it is ours and tagged, `position_tag`), name a row of this worker's list
@@ -161,7 +162,7 @@ def data_status_cursor(dataset: UnitDataset, worker_id: int) -> tuple[int, ...] 
         return None
     values = list(position) if isinstance(position, (list, tuple)) else [position]
     shard = dataset.worker_shard()
-    depth = dataset.row_depth()
+    depth = dataset.units.kind.depth
     what = f"data_status[{worker_id}] = {str(position)[:80]}"
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in values) or (
         depth is not None and len(values) not in (1 + depth, 2 + depth)
@@ -196,7 +197,7 @@ def data_status_cursor(dataset: UnitDataset, worker_id: int) -> tuple[int, ...] 
     return cursor
 
 
-def check_reference_position(dataset: UnitDataset, what: str) -> None:
+def check_reference_position(dataset: Family, what: str) -> None:
     """A ResumeError when `what` (a reference position) would continue on other rows here."""
     mismatch = reference_mismatch(dataset)
     if mismatch is not None:

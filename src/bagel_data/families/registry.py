@@ -6,8 +6,11 @@ MyFamily`) before building the dataset. A YAML group can instead name its class,
 `dataset_class: "my_package.my_module:MyFamily"`, imported by name so it works in spawned
 DataLoader workers and in `bagel-data run / validate / inspect` alike.
 
-Each family declares the group keys it accepts beyond the common ones as a class attribute
-`GROUP_KEYS`; config checking reads them from here.
+Each family declares its own keys beside its code: the group keys it accepts beyond every
+group's (`GROUP_FIELDS`) and the `dataset_info` keys it reads beyond every entry's
+(`DATASET_INFO_FIELDS`), each a schema `Field`. This module gathers them for the config
+checks (`config.py`) and the generated page (`tools/schema_doc.py`); a family of a user's
+may still name keys without describing them (`GROUP_KEYS`, `DATASET_INFO_KEYS`).
 """
 
 from __future__ import annotations
@@ -16,15 +19,14 @@ import importlib
 from collections.abc import Mapping
 
 from ..errors import ConfigError
-from ..schema.kinds import did_you_mean
+from ..schema.kinds import Field, did_you_mean
+from ..schema.sections import DATASET_INFO_FIELDS, GROUP_FIELDS
 from .base import DistributedIterableDataset
 from .edit import UnifiedEditIterableDataset
-from .group_args import COMMON_GROUP_KEYS
 from .interleaved import InterleavedIterableDataset
 from .interleaved_base import InterleavedBaseIterableDataset
 from .parquet_standard import ParquetStandardIterableDataset
 from .t2i import T2IIterableDataset
-from .units import UnitDataset
 from .vlm import SftJSONLIterableDataset
 
 DATASET_REGISTRY: dict[str, type] = {
@@ -41,9 +43,43 @@ _BASE_FIX = (
 )
 
 
-def allowed_group_keys(family: type[DistributedIterableDataset]) -> frozenset:
-    """The group keys `family` accepts: the common ones plus its `GROUP_KEYS`."""
-    return COMMON_GROUP_KEYS | frozenset(family.GROUP_KEYS)
+def group_fields(family: type) -> dict[str, Field]:
+    """The group keys `family` accepts and describes: every group's, then its own."""
+    return {**GROUP_FIELDS, **getattr(family, "GROUP_FIELDS", {})}
+
+
+def allowed_group_keys(family: type) -> frozenset:
+    """The group keys `family` accepts: every group's, its own, and any it names only."""
+    return frozenset(group_fields(family)) | frozenset(getattr(family, "GROUP_KEYS", ()))
+
+
+def entry_fields(family: type) -> dict[str, Field]:
+    """The `dataset_info` keys `family` reads and describes: every entry's, then its own."""
+    return {**DATASET_INFO_FIELDS, **getattr(family, "DATASET_INFO_FIELDS", {})}
+
+
+def own_entry_keys(family: type) -> frozenset:
+    """The `dataset_info` keys `family` reads beyond every entry's."""
+    return frozenset(getattr(family, "DATASET_INFO_FIELDS", ())) | frozenset(getattr(family, "DATASET_INFO_KEYS", ()))
+
+
+def registered_entry_keys() -> frozenset:
+    """The `dataset_info` keys some registered family reads beyond every entry's: given to
+    a family that does not read it, one is a mistake (a T2I group given a `jsonl_path`
+    would read its parquet shards instead), named as such rather than as unknown."""
+    return frozenset().union(*(own_entry_keys(family) for family in DATASET_REGISTRY.values()))
+
+
+def families_reading(section: str) -> dict[str, list[tuple[str, Field]]]:
+    """Each family key of `section` ("group" or "dataset_info") with the (group, Field) of
+    every registered family that declares it, in the registry's order; a parse_row family
+    of a user's counts as the group "user families"."""
+    attribute = "GROUP_FIELDS" if section == "group" else "DATASET_INFO_FIELDS"
+    found: dict[str, list[tuple[str, Field]]] = {}
+    for group, family in [*DATASET_REGISTRY.items(), ("user families", ParquetStandardIterableDataset)]:
+        for key, field in getattr(family, attribute).items():
+            found.setdefault(key, []).append((group, field))
+    return found
 
 
 def import_family(group: str, path: object) -> type:
@@ -70,7 +106,10 @@ def import_family(group: str, path: object) -> type:
 def _unimplemented(family: type) -> list[str]:
     """The hooks a family must implement that `family` leaves to a base class (a base class
     itself, or a subclass that is not finished): it could not even be constructed."""
-    hooks: list[tuple[str, type]] = [("get_data_paths", UnitDataset), ("_unit_samples", DistributedIterableDataset)]
+    hooks: list[tuple[str, type]] = [
+        ("get_data_paths", DistributedIterableDataset),
+        ("_unit_samples", DistributedIterableDataset),
+    ]
     if issubclass(family, ParquetStandardIterableDataset):
         hooks.append(("parse_row", ParquetStandardIterableDataset))
     return [name for name, base in hooks if getattr(family, name) is getattr(base, name)]

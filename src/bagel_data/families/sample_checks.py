@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import RowDropped, SkipReason
+from ..media.images import image_tokens
 from ..sample import SampleBuilder
 
 ITEM_TYPES = ("text", "vit_image", "vae_image")
@@ -70,7 +71,7 @@ def _image_tokens(tensor: Any, stride: int, kind: str, index: int) -> int:
         raise invalid_sample(
             f"plan item {index} ({kind}): {height}x{width} is not a non-empty multiple of the {stride}-pixel patch grid"
         )
-    return height * width // stride**2
+    return image_tokens(height, width, stride)
 
 
 def check_sample(builder: SampleBuilder, strides: dict[str, int], vocab_size: int | None) -> SampleBuilder:

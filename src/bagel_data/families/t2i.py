@@ -12,26 +12,32 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from typing import ClassVar
 
-from ..errors import RowDropped, SkipReason
+from ..errors import ConfigError, RowDropped, SkipReason
 from ..formats import T2I_COLUMNS
-from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.images import ImageTransform
 from ..media.safe_read import OutsideRootError, read_media
 from ..sample import SampleBuilder
+from ..schema.kinds import Field, ListOf, OneOf, Str
 from ..sources import storage
-from ..sources.table_cells import CellError, caption_cell, image_cell, local_table_columns
-from .base import DistributedIterableDataset
-from .parquet_units import ParquetListing, footer_rows
-from .reads import ParquetSource
-from .t2i_tars import (
-    TAR_POSITION_SALT,
-    TarSource,
-    check_no_columns,
-    kept_index,
-    t2i_shard_files,
-    tar_extent,
-    tar_rows,
+from ..sources.hub_tables import is_save_to_disk, save_to_disk_fix
+from ..sources.table_cells import (
+    CellError,
+    caption_cell,
+    caption_cells,
+    check_bagel_columns,
+    image_cell,
+    local_table_columns,
 )
+from ..sources.tar_members import load_class_names
+from .base import DistributedIterableDataset
+from .group_args import FILE_ORDER
+from .media import DECODE_ERRORS, FamilyMedia
+from .parquet_listing import ParquetListing
+from .samples import guarded
+from .t2i_tars import check_no_columns, kept_index, t2i_shard_files, tar_rows
+from .unit_kinds import ParquetFiles, TarBlocks
 from .worst_case import measured, t2i_worst_length
 
 COLUMNS = T2I_COLUMNS
@@ -53,14 +59,32 @@ def parse_captions(raw: object) -> list[str] | None:
 class T2IIterableDataset(DistributedIterableDataset):
     """Iterable over a parquet-sharded (image, captions) text-to-image dataset."""
 
-    # Group keys beyond the common ones (families/registry.py); `image_column` /
-    # `caption_column` read a user's table (Hugging Face parquet) in place: `_table_cells`.
-    GROUP_KEYS = frozenset({"file_order", "image_column", "caption_column"})
-    # A table's image cells that hold a path name a file under the dataset's `image_root`
-    # (default: its data_dir), as `prepare t2i --image-root` reads them.
-    DATASET_INFO_KEYS = frozenset({"image_root"})
+    # `image_column` / `caption_column` read a user's table (Hugging Face parquet) in place:
+    # `_table_cells`. A table's image cells that hold a path name a file under the dataset's
+    # `image_root` (default: its data_dir), as `prepare t2i --image-root` reads them.
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        "file_order": FILE_ORDER,
+        "image_column": Field(
+            Str(), "a table's image column, read in place: binary or a datasets.Image struct (docs/formats/t2i.md)",
+            None,
+        ),
+        "caption_column": Field(
+            OneOf((Str(), ListOf(Str(), nonempty=True))),
+            "a table's caption column, read in place: a text, a list of texts or BAGEL's JSON captions; a list of "
+            "columns gives each sample the captions of all of them to draw from", None,
+        ),
+        "class_names": Field(
+            OneOf((ListOf(Str(), nonempty=True), Str(path=True))),
+            "WebDataset tars of image + `.cls` (class-label sets): the caption of label i, as a list, or a text file "
+            "of one name per line", None,
+        ),
+    }  # fmt: skip
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {
+        "image_root": Field(
+            Str(path=True), "the folder a table's image cells that hold a path are relative to (default: data_dir)"
+        )
+    }
     parallel_rebuild = True  # a row is built from locals only (see the base class)
-    tars = False  # set by `get_data_paths`: the data_dir holds WebDataset tars
 
     def __init__(
         self,
@@ -76,13 +100,15 @@ class T2IIterableDataset(DistributedIterableDataset):
         *,
         file_order: str | None = None,
         image_column: str | None = None,
-        caption_column: str | None = None,
+        caption_column: str | Sequence[str] | None = None,
         image_roots: Sequence[str | None] | None = None,
+        class_names: Sequence[str] | str | None = None,
         **options,
     ):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
         super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
+        self.media = FamilyMedia((transform,), self.policy, self.image_formats)
         self.tokenizer = tokenizer
         self.data_status = data_status
         self.file_order = self.policy.file_order(file_order)
@@ -90,10 +116,14 @@ class T2IIterableDataset(DistributedIterableDataset):
         # BAGEL's own columns unless the group names a table's (checked now where the
         # first file's footer is local; a remote one when a worker opens it).
         self.table = None
+        # A tar sample labelled by a `.cls` takes its class's name as caption (t2i_tars.py).
+        self.class_names = load_class_names(class_names, f"{dataset_name}.class_names")
         if self.tars:
             check_no_columns(image_column, caption_column)
         elif image_column is not None or caption_column is not None:
             self.table = local_table_columns(self.data_paths, image_column, caption_column)
+        else:
+            check_bagel_columns(self.data_paths, COLUMNS)
         self.columns = COLUMNS if self.table is None else self.table
         roots = [root or folder for folder, root in zip(data_dir_list, image_roots or [None] * len(data_dir_list))]
         self.unit_roots = {  # each table file's image root, by the folder it was listed in (or below)
@@ -104,65 +134,42 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     @classmethod
     def group_kwargs(cls, group):
-        return {"image_roots": [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]}
+        roots = [group.path(name, "image_root", "dir", required=False) for name in group.dataset_names]
+        return {"image_roots": roots, **group.given("image_column", "caption_column", "class_names")}
 
     def get_data_paths(self, data_dir_list, num_used_data):
+        """The shard files; the unit kind is tars (`self.tars`) or parquet files."""
+        for folder in data_dir_list:
+            if is_save_to_disk(folder):
+                raise ConfigError("data_dir", folder, save_to_disk_fix(folder))
         self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
-        if not self.tars:  # the reference reads no tars: only a parquet listing can differ from its
-            self.parquet_listing = ParquetListing.of(
-                data_dir_list, num_used_data, self.file_order, paths, self.listed_files
-            )
+        if self.tars:
+            self.units.kind = TarBlocks(self._tar_index, self.listed_files)
+        else:  # the reference reads no tars: only a parquet listing can differ from its
+            listing = ParquetListing.of(data_dir_list, num_used_data, self.file_order, paths, self.listed_files)
+            self.units.kind = ParquetFiles(listing)
         return paths
 
-    def row_depth(self):
-        return 2  # (row group, row)
-
-    def parquet_span(self, unit_id, row_start):
-        return self.epoch_units[unit_id], (row_start[0] if row_start else 0), None
+    def _tar_index(self, path: str):
+        """Tar `path`'s index, kept by this process; known current by its listing (no request)."""
+        return kept_index(self.reads, path, self.listed_files.get(path))
 
     def media_folders(self):
         """A table's image roots: its path cells are read from there (bytes cells need none)."""
         return sorted(set(self.unit_roots.values())) if self.table is not None else ()
 
     def read_source(self):
-        if self.tars:
-            return TarSource(self.epoch_units.__getitem__, self._tar_index)
-        return ParquetSource(self.parquet_span, self.parquet_columns)
-
-    def _tar_index(self, path: str):
-        """Tar `path`'s index, kept by this process; known current by its listing (no request)."""
-        return kept_index(self.reads, path, self.listed_files.get(path))
-
-    @property
-    def position_salt(self) -> int:
-        """Tar positions are always tagged, apart from parquet ones (`families/positions.py`)."""
-        return TAR_POSITION_SALT if self.tars else 0
-
-    def row_extent(self, unit_id, row):
-        """A file's row groups (`row` ()), or the rows of row group `row[0]`; a tar's blocks,
-        or the samples of block `row[0]` (from its member index, listed once per node)."""
-        if self.tars:
-            path = self.epoch_units[unit_id]
-            return tar_extent(self.__dict__.setdefault("_tar_indexes", {}), path, row, self.listed_files.get(path))
-        path = self.epoch_units[unit_id]
-        counts = footer_rows(self.__dict__.setdefault("_footer_rows", {}), path)
-        if counts is None:
-            return None  # unreadable: a counted skip when it is read
-        if not row:
-            return "row group", len(counts), path
-        return "row", counts[row[0]], f"{path}, row group {row[0]}"
+        return self.units.kind.read_source(self.units.unit, self.parquet_columns)
 
     def parquet_columns(self, names):
         return self.columns if all(name in names for name in self.columns) else None
-
-    def describe_row(self, unit, row):
-        return f"{unit}, {'block' if self.tars else 'row group'} {row[0]}, {'sample' if self.tars else 'row'} {row[1]}"
 
     def _located_rows(self, path: str, start, log, single: bool = False):
         """(row group or block, row, cells, location) of a unit's rows from `start` on."""
         group_start, row_start = start or (0, 0)
         if self.tars:
-            yield from tar_rows(self.reads, path, group_start, row_start, log, single, self.listed_files.get(path))
+            listed = self.listed_files.get(path)
+            yield from tar_rows(self.reads, path, group_start, row_start, log, single, self.class_names, listed)
             return
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
             location = f"{path}, row group {row_group}, row {row}"
@@ -193,16 +200,16 @@ class T2IIterableDataset(DistributedIterableDataset):
         return False
 
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
-        path = self.epoch_units[unit_id]
+        path = self.units.unit(unit_id)
         for row_group, row, cells, location in self._located_rows(path, start, log, single):
-            draw = self.row_random(unit_id, pass_index, row_group, row)
-            builder = self._guarded(log, location, self.build_sample, cells, draw.rng, location, log)
+            draw = self.units.row_random(unit_id, pass_index, row_group, row)
+            builder = guarded(log, location, self.build_sample, cells, draw.rng, location, log)
             if builder is not None:
                 yield (row_group, row), builder, draw.state
 
     def worst_case_rows(self, shard, index, unit_id, log):
         """Each row at its longest caption (the run draws one of them)."""
-        path = self.epoch_units[unit_id]
+        path = self.units.unit(unit_id)
         rows = (
             (location, lambda c=cells: self._worst_length(c))
             for _, _, cells, location in self._located_rows(path, None, log)
@@ -225,7 +232,8 @@ class T2IIterableDataset(DistributedIterableDataset):
             return None
         try:
             image = image_cell(cells["image"])
-            captions = caption_cell(cells["captions"])
+            several = len(self.columns) > 2  # the row's cells of several caption columns
+            captions = caption_cells(cells["captions"]) if several else caption_cell(cells["captions"])
         except CellError as exc:
             return SkipReason.SCHEMA, str(exc)
         if not isinstance(image, bytes):  # a path: `prepare t2i` reads those
@@ -246,13 +254,17 @@ class T2IIterableDataset(DistributedIterableDataset):
             missing = [name for name in self.columns if name not in reader.schema.names]
             if missing:
                 detail = f"missing column(s) {missing}; T2I needs {list(self.columns)}"
+                if self.table is None:
+                    detail += "; a table with other column names is read with image_column / caption_column"
                 log.skip(SkipReason.SCHEMA, path, detail, rows=reader.num_rows)
                 return
             for row_group in range(group_start, reader.num_row_groups):
                 try:  # a corrupt page loses its row group, not the run
                     table = reader.read_row_group(row_group, list(self.columns))
                     images = table.column(self.columns[0]).to_pylist()
-                    captions = table.column(self.columns[1]).to_pylist()
+                    # Several caption columns: a row's cells of all of them, in order (`_table_cells`).
+                    texts = [table.column(name).to_pylist() for name in self.columns[1:]]
+                    captions = texts[0] if len(texts) == 1 else [list(cells) for cells in zip(*texts)]
                 except Exception as exc:
                     rows = reader.row_group_rows(row_group)
                     location = f"{path}, row group {row_group} ({rows} rows)"
@@ -280,16 +292,9 @@ class T2IIterableDataset(DistributedIterableDataset):
             log.skip(SkipReason.SCHEMA, location, "image cell is not binary")
             return None
         try:
-            image = decode_image(
-                cells["image"],
-                draft_size=fast_draft_size(self.transform),
-                as_reference=self.policy.decodes_as_reference,
-            )
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-            return None
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+            image = self.media.decode(cells["image"])
+        except DECODE_ERRORS as exc:
+            self.media.skip(log, location, exc)
             return None
         # An empty caption object trains the image unconditionally, as the reference does.
         caption = captions[int(rng.integers(len(captions)))] if captions else " "

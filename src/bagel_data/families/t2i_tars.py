@@ -21,7 +21,7 @@ from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
 from ..sources.read_ahead import Early, ReadAhead, Task
 from ..sources.tar_index import TarIndex
-from ..sources.tar_members import is_tar, refuse_compressed, sample_captions
+from ..sources.tar_members import COMPRESSED_TARS, class_caption, is_tar, refuse_compressed, sample_captions
 from .reads import FamilyReads
 from .walk import WorkItem
 
@@ -34,6 +34,10 @@ TAR = ".tar"
 # Tar indexes a process keeps open (with a handle each for their blocks): the one being
 # read and the next ones the read-ahead opened early (`reads.FILES_AHEAD`), with room.
 KEPT_INDEXES = 16
+# What a T2I folder's listing keeps: tables, tars (`.TAR` too) and compressed tars, which are
+# refused by name. Not every entry: a Hub folder's `train/` and `test/` are split folders.
+_ARCHIVES = (TAR, *COMPRESSED_TARS)
+LISTED_SUFFIXES = (".parquet", *_ARCHIVES, *(suffix.upper() for suffix in _ARCHIVES))
 
 
 def t2i_shard_files(
@@ -44,7 +48,7 @@ def t2i_shard_files(
     tar; a compressed tar is a `ConfigError` naming it and the fix."""
     listed = {}
     for folder in data_dir_list:
-        entries = list_parquet_entries(folder, file_order, ("",))  # every file: `.TAR`, `.tar.gz` too
+        entries = list_parquet_entries(folder, file_order, LISTED_SUFFIXES)
         kept = _shards([(path, stat) for path, stat in entries if is_tar(path) or path.endswith(".parquet")])
         if not kept or any(is_tar(path) for path, _ in kept):  # a parquet folder may keep an archive beside
             refuse_compressed("data_dir", folder, [path.rsplit("/", 1)[-1] for path, _ in entries])
@@ -80,7 +84,7 @@ def _some(paths: list[str]) -> str:
     return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def check_no_columns(image_column: str | None, caption_column: str | None) -> None:
+def check_no_columns(image_column: str | None, caption_column: object) -> None:
     for key, value in (("image_column", image_column), ("caption_column", caption_column)):
         if value is not None:
             raise ConfigError(
@@ -121,6 +125,7 @@ def tar_rows(
     row_start: int,
     log: SkipLog,
     single: bool = False,
+    class_names: Sequence[str] | None = None,
     listed: FileStat | None = None,
 ) -> Iterator[tuple[int, int, dict, str]]:
     """(block, sample within it, {"image", "captions"} cells, location `tar:key`) for every
@@ -145,7 +150,7 @@ def tar_rows(
                 data = None
             for row in range(first, span.stop - span.first) if data is not None else ():
                 location = f"{path}:{index.key(span.first + row)}"
-                cells = _cells(index, span.first + row, block, data, location, log)
+                cells = _cells(index, span.first + row, block, data, location, log, class_names)
                 if cells is not None:
                     yield block, row, cells, location
                 if single:
@@ -154,15 +159,24 @@ def tar_rows(
             return
 
 
-def _cells(index: TarIndex, sample: int, block: int, data, location: str, log: SkipLog) -> dict | None:
-    """Sample `sample` as the cells `prepare t2i` writes for it; None when a rule refuses it."""
+def _cells(
+    index: TarIndex, sample: int, block: int, data, location: str, log: SkipLog, class_names=None
+) -> dict | None:
+    """Sample `sample` as the cells `prepare t2i` writes for it; None when a rule refuses it.
+    A class-labelled sample (`.cls`) without a `.txt` / `.json` is captioned by its class's
+    name when the group gives `class_names`."""
     problem = index.problem(sample)
     if problem is not None:
         log.skip(problem[0], location, problem[1])
         return None
-    image, txt, js = index.parts(sample, block, data)
+    image, txt, js, cls = index.parts(sample, block, data)
+    if cls is not None and txt is None and js is None and not class_names:
+        log.skip(SkipReason.NO_CAPTION, location, "labelled by a .cls only: give the group class_names (a list, "
+                 "label 0 first, or a file of one name per line) to caption it by its class's name")  # fmt: skip
+        return None
     try:
-        captions, _ = sample_captions(txt, js)
+        named = class_caption(cls, class_names) if txt is None and js is None else None
+        captions = named if named is not None else sample_captions(txt, js)[0]
         return {"image": image, "captions": numbered_captions(captions)}
     except RowDropped as bad:
         log.skip(SkipReason(bad.reason), location, bad.detail)

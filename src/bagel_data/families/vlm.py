@@ -8,16 +8,21 @@ an inconsistent plan. Position of a sample: the row's index in this worker's lis
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import ConfigError, RowDropped, SkipReason
-from ..media.images import ImageDecodeError, ImageTooLargeError, ImageTransform, decode_image, fast_draft_size
+from ..media.images import ImageTransform, image_tokens
 from ..media.safe_read import NotRegularFileError, OutsideRootError, check_video_path, read_media
 from ..media.video import VideoDecodeError
+from ..media.video_reference import read_reference_frames
 from ..sample import SampleBuilder
+from ..schema.kinds import Bool, Field, Int
 from ..sources import storage
+from ..sources.json_arrays import is_json_array, jsonl_copy
 from ..sources.jsonl import JsonlIndex
 from .base import DistributedIterableDataset
 from .conversation import (
@@ -27,7 +32,11 @@ from .conversation import (
     expand_video_tag,
     expand_video_tag_first_turn,
 )
+from .group_args import FRAME_SAMPLER, JSONL_PATH
+from .media import DECODE_ERRORS, FamilyMedia, skip_reason
 from .reads import RowSource
+from .samples import guarded
+from .unit_kinds import JsonlLines
 from .worst_case import vlm_worst_length
 
 # What the read-ahead counts for a row before it is read: its line and a few images.
@@ -48,8 +57,14 @@ def check_image_items(elements: list, num_images: int) -> None:
 class SftJSONLIterableDataset(DistributedIterableDataset):
     """Iterable over conversation JSONL rows where each row may reference images."""
 
-    GROUP_KEYS = frozenset({"frame_sampler_args", "shuffle_lines", "shuffle_seed"})
-    DATASET_INFO_KEYS = frozenset({"jsonl_path"})
+    GROUP_FIELDS: ClassVar[dict[str, Field]] = {
+        "frame_sampler_args": FRAME_SAMPLER,
+        "shuffle_lines": Field(
+            Bool(), "shuffle the JSONL lines once, reproducibly, before taking num_used_data", False
+        ),
+        "shuffle_seed": Field(Int(), "seed of that shuffle", 0),
+    }
+    DATASET_INFO_FIELDS: ClassVar[dict[str, Field]] = {"jsonl_path": dataclasses.replace(JSONL_PATH, required=True)}
     IMAGE_TRANSFORM_KIND = "vit"  # its images are understood, never generated
 
     @classmethod
@@ -81,58 +96,42 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         # `options`: the base class's keyword-only settings (compat, strict, max_consecutive_failures).
         super().__init__(dataset_name, local_rank, world_size, num_workers, **options)
         self.transform = transform
+        self.media = FamilyMedia((transform,), self.policy, self.image_formats)
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler
         self.data_status = data_status
+        self.asked_num_used_data = list(num_used_data)  # as configured: lines are never repeated to reach it
         self.data_paths = self.get_data_paths(
             jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed
         )
         self.set_epoch()
 
     def get_data_paths(self, jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed):
-        index = JsonlIndex(jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed)
+        # A LLaVA-style .json array is read through its JSONL copy (sources/json_arrays.py).
+        arrays = [path if is_json_array(path) else None for path in jsonl_path_list]
+        paths = [jsonl_copy(path) if array else path for path, array in zip(jsonl_path_list, arrays)]
+        index = JsonlIndex(paths, data_dir_list, num_used_data, shuffle_lines, shuffle_seed, shown_paths=arrays)
         if len(index) == 0:  # else the unit check would ask for a larger num_used_data
             raise ConfigError(
                 f"{self.dataset_name}.jsonl_path",
                 list(jsonl_path_list),
                 "the JSONL file(s) hold no lines (or num_used_data is 0); point jsonl_path at the data",
             )
+        self.units.kind = JsonlLines(index, self.asked_num_used_data)  # a unit is a line index
         return index
-
-    def sorted_units(self):
-        # The index already holds the lines in canonical order: a unit is a line index.
-        return np.arange(len(self.data_paths), dtype=np.int64)
-
-    def unit_view(self, unit):
-        return self.data_paths[int(unit)]
-
-    def input_paths(self):
-        return list(self.data_paths.paths)
-
-    def media_folders(self):
-        return self.data_paths.image_dirs
-
-    def unit_label(self, unit_id):
-        return self.data_paths.location(int(self.epoch_units[unit_id]))
 
     def change_format(self, data, num_images):
         """A row's conversation as the reference's element list (text / image), `num_images` images."""
         return conversation_to_elements(data["conversations"], num_images)
 
-    def row_depth(self):
-        return 0  # a unit is one line
-
     def data_index(self, position):
         return position[0]  # the reference's position is the row's index in the worker's list
 
-    def describe_row(self, unit, row):
-        return self.data_paths.location(int(unit))
-
     def _unit_samples(self, unit_id, pass_index, start, log, single=False):
-        line_id = int(self.epoch_units[unit_id])
+        line_id = int(self.units.unit(unit_id))
         location = self.data_paths.location(line_id)
-        draw = self.row_random(unit_id, pass_index)
-        builder = self._guarded(log, location, self._build_or_skip, line_id, draw.rng, log, location)
+        draw = self.units.row_random(unit_id, pass_index)
+        builder = guarded(log, location, self._build_or_skip, line_id, draw.rng, log, location)
         if builder is not None:
             yield (), builder, draw.state
 
@@ -149,10 +148,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     parallel_rebuild = True
 
     def read_source(self):
-        return RowSource(self._line_of, self._fetch_row, ROW_ESTIMATE)
-
-    def _line_of(self, unit_id: int) -> int:
-        return int(self.epoch_units[unit_id])
+        return RowSource(lambda unit_id: int(self.units.unit(unit_id)), self._fetch_row, ROW_ESTIMATE)
 
     def _fetch_row(self, line_id: int) -> tuple[bytes, dict]:
         line = self._read_line(line_id)
@@ -233,14 +229,13 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         ):  # the reference keeps surplus images, unused, in the sample and its count
             for tensor in next_tensor:
                 builder.image_tensor_list.append(tensor)
-                builder.num_tokens += tensor.shape[1] * tensor.shape[2] // self.transform.stride**2
+                builder.num_tokens += image_tokens(tensor.shape[1], tensor.shape[2], self.transform.stride)
         return builder
 
     def _load_images(self, row: dict, image_dir: str, rng: np.random.Generator) -> list:
         if row.get("image") is not None:
             names = row["image"] if isinstance(row["image"], list) else [row["image"]]
-            draft = fast_draft_size(self.transform)
-            return [self._load_image(storage.join(image_dir, name), draft, image_dir) for name in names]
+            return [self._load_image(storage.join(image_dir, name), image_dir) for name in names]
         if row.get("video") is not None:
             path = storage.join(image_dir, row["video"])
             try:
@@ -252,7 +247,10 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             if self.frame_sampler is None:
                 raise RowDropped(SkipReason.VIDEO_DECODE, "video row, but the group has no frame_sampler_args")
             try:
-                frames = self.frame_sampler(path, rng=rng)
+                if self.policy.reads_video_as_reference:
+                    frames = read_reference_frames(self.frame_sampler, path, rng)
+                else:
+                    frames = self.frame_sampler(path, rng=rng)
             except VideoDecodeError as exc:
                 raise RowDropped(SkipReason.VIDEO_DECODE, str(exc)) from None
             if self.policy.takes_rows_as_they_are:
@@ -263,24 +261,23 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             return frames
         return []
 
-    def _load_image(self, path: str, draft_size=None, root: str = ""):
+    def _load_image(self, path: str, root: str = ""):
         """One image of a row, read only under its image folder (symlinks resolved first)."""
         try:
-            data = self._media_bytes(path, root)
-            return decode_image(data, draft_size=draft_size, as_reference=self.policy.decodes_as_reference)
-        except OutsideRootError as exc:
-            raise RowDropped(SkipReason.OUTSIDE_ROOT, str(exc)) from None
-        except FileNotFoundError:
-            raise RowDropped(SkipReason.IMAGE_MISSING, f"{path} does not exist") from None
+            return self.media.decode(self._media_bytes(path, root))
         except (OSError, ValueError, TypeError) as exc:  # a folder, no permission, a loop, NUL, too long
-            if not isinstance(exc, (ImageDecodeError, ImageTooLargeError)):
-                raise RowDropped(SkipReason.IMAGE_UNREADABLE, f"{path!r}: {type(exc).__name__}: {exc}") from None
-            raise RowDropped(*_image_skip(exc, path)) from None
+            raise RowDropped(skip_reason(exc) or SkipReason.IMAGE_UNREADABLE, _image_detail(exc, path)) from None
 
 
-def _image_skip(exc: Exception, path: str) -> tuple[SkipReason, str]:
-    reason = SkipReason.IMAGE_TOO_LARGE if isinstance(exc, ImageTooLargeError) else SkipReason.IMAGE_DECODE
-    return reason, f"{path}: {exc}"
+def _image_detail(exc: Exception, path: str) -> str:
+    """What a skipped image's log line says: the path, and what went wrong with it."""
+    if isinstance(exc, OutsideRootError):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return f"{path} does not exist"
+    if isinstance(exc, DECODE_ERRORS):
+        return f"{path}: {exc}"
+    return f"{path!r}: {type(exc).__name__}: {exc}"
 
 
 def role_hint(conversations: list[dict]) -> str:

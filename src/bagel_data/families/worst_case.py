@@ -14,20 +14,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from ..compat.streams import RandomSource
 from ..errors import RowDropped, SkipReason
-from ..media.images import ImageDecodeError, ImageTooLargeError, decode_image, fast_draft_size
+from .media import DECODE_ERRORS, FamilyMedia
 
 _MAX_ENUMERATED_TEXTS = 64  # merged instructions: beyond this many phrasings, bound instead
-
-
-def _size(image) -> tuple[int, int]:
-    """The size the transforms resize from (a drafted decode keeps the original's)."""
-    return image.info.get("bagel_original_size", image.size)
-
-
-def _image_tokens(transform, size: tuple[int, int]) -> int:
-    width, height = transform.target_size(*size)
-    return width * height // transform.stride**2
 
 
 def edit_stretches(num_images: int) -> Iterator[tuple[int, int, bool]]:
@@ -54,11 +45,9 @@ def edit_worst_length(family, images: list[bytes], instructions: list[list[str]]
 
     Decodes every image of the chain; raises `ImageDecodeError` / `ImageTooLargeError`."""
     vae, vit, encode = family.transform, family.vit_transform, family.tokenizer.encode
-    draft = fast_draft_size(vae, vit)
-    reference = family.policy.decodes_as_reference
-    sizes = [_size(decode_image(data, draft_size=draft, as_reference=reference)) for data in images]
-    vae_tokens = [_image_tokens(vae, size) for size in sizes]
-    vit_tokens = [_image_tokens(vit, size) for size in sizes]
+    decoded = [family.media.decode(data) for data in images]
+    vae_tokens = [FamilyMedia.tokens(vae, image) for image in decoded]
+    vit_tokens = [FamilyMedia.tokens(vit, image) for image in decoded]
     text_tokens = [max(len(encode(option)) for option in step) for step in instructions]
     worst = 0
     for start, end, merged in edit_stretches(len(images)):
@@ -79,10 +68,9 @@ def t2i_worst_length(family, captions: list[str], image: object) -> int:
     the family) beside its image."""
     if not isinstance(image, bytes):
         raise RowDropped(SkipReason.SCHEMA, "image cell is not binary")
-    draft = fast_draft_size(family.transform)
-    size = _size(decode_image(image, draft_size=draft, as_reference=family.policy.decodes_as_reference))
+    decoded = family.media.decode(image)
     text = max((len(family.tokenizer.encode(caption)) for caption in captions or [" "]), default=0)
-    return text + _image_tokens(family.transform, size) + 4
+    return text + FamilyMedia.tokens(family.transform, decoded) + 4
 
 
 def measured(rows, log) -> Iterator[tuple[str, int]]:
@@ -93,22 +81,18 @@ def measured(rows, log) -> Iterator[tuple[str, int]]:
             yield location, measure()
         except RowDropped as skip:  # a row the run would skip, found while measuring it
             log.skip(skip.reason, location, skip.detail)
-        except ImageTooLargeError as exc:
-            log.skip(SkipReason.IMAGE_TOO_LARGE, location, str(exc))
-        except ImageDecodeError as exc:
-            log.skip(SkipReason.IMAGE_DECODE, location, str(exc))
+        except DECODE_ERRORS as exc:
+            FamilyMedia.skip(log, location, exc)
 
 
 class _ForcedFrameCount:
-    """A generator whose first `integers` draw (a frame sampler's frame count) is fixed."""
+    """A row's generator whose frame count (`frame_count`, a frame sampler's first draw) is
+    fixed; every other draw is the row's own."""
 
-    def __init__(self, count: int, rng):
-        self.count, self.rng, self.used = count, rng, False
+    def __init__(self, count: int, rng: RandomSource):
+        self.count, self.rng = count, rng
 
-    def integers(self, *args, **kwargs):
-        if self.used:
-            return self.rng.integers(*args, **kwargs)
-        self.used = True
+    def frame_count(self, low: int, high: int) -> int:
         return self.count
 
     def __getattr__(self, name):
@@ -123,11 +107,11 @@ def vlm_worst_length(family, sample: dict) -> int:
     if sampler is None or sampler.max_num_frames <= 0:
         return length
     unit_id, pass_index = sample["row_key"][:2]
-    line_id = int(family.epoch_units[unit_id])
+    line_id = int(family.units.unit(unit_id))
     if b'"video"' not in family.data_paths.read_line(line_id):
         return length
     for count in range(sampler.min_num_frames, sampler.max_num_frames + 1):
-        rng = _ForcedFrameCount(count, family.sample_rng(unit_id, pass_index))
+        rng = _ForcedFrameCount(count, family.units.sample_rng(unit_id, pass_index))
         try:
             builder = family.build_sample(line_id, rng)  # a Generator stand-in
         except Exception:  # the run would skip such a row; the drawn sample already says so

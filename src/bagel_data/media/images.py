@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Sequence
 from typing import BinaryIO
 
 import numpy as np
@@ -23,6 +24,7 @@ from ..instruments import seam
 from .convert import PendingImage
 from .fast_decode import ORIGINAL_SIZE_KEY
 from .photos import exif_orientation, reference_rgb, swaps_sides, upright, viewer_rgb, wide_png_to_8bit
+from .reference_images import reference_formats
 from .resize import RESIZE_BACKENDS, resize_rgbx_storage
 from .safe_read import ALLOWED_IMAGE_FORMATS, image_stream, open_image
 
@@ -47,6 +49,7 @@ def decode_image(
     draft_size=None,
     *,
     as_reference: bool = False,
+    formats: Sequence[str] = ALLOWED_IMAGE_FORMATS,
 ) -> Image.Image:
     """Decode encoded bytes (or a path / file object) to an RGB image, fully loaded.
 
@@ -56,7 +59,10 @@ def decode_image(
     The default is the image as a viewer shows it: upright (EXIF orientation), in sRGB (an
     embedded ICC profile applied), any alpha composited on white, 16-bit grey scaled.
     `as_reference` (`compat="bagel"`): the reference's conversion, stored pixels as they
-    are (media/photos.py; docs/samples.md, "Photos").
+    are (media/photos.py; docs/samples.md, "Photos"), opened as its `Image.open` opens
+    (every format but the external-program ones, truncated files decoded as far as they
+    go: media/reference_images.py). `formats`: the decoders the default mode may use (the
+    allowlist, or a group's `image_formats` widening it); `max_pixels` bounds every one.
 
     `draft_size` (opt-in fast decode, see `fast_decode.py`): a `(width, height)` or a
     callable of the (upright) size, usually `transform.draft_size`; a JPEG at least twice
@@ -64,16 +70,18 @@ def decode_image(
     """
     try:
         # Only the allowlisted decoders: EPS (and anything that runs a program) never sees the bytes.
-        image = open_image(image_stream(source), max_pixels)
         if as_reference:
+            image = open_image(image_stream(source), max_pixels, reference_formats(), tolerant=True)
             return _to_rgb(image, draft_size, reference_rgb)
+        image = open_image(image_stream(source), max_pixels, formats)
         picture = wide_png_to_8bit(image)  # before reading EXIF: a PNG's getexif() decodes the pixels
         orientation = exif_orientation(picture)
         if draft_size is not None and swaps_sides(orientation):
             draft_size = _sideways(draft_size)
         return upright(_to_rgb(picture, draft_size, viewer_rgb), orientation)
     except Image.UnidentifiedImageError:
-        raise ImageDecodeError(f"not an image in an allowed format ({', '.join(ALLOWED_IMAGE_FORMATS)})") from None
+        allowed = "any Pillow reads" if as_reference else ", ".join(formats)
+        raise ImageDecodeError(f"not an image in an allowed format ({allowed})") from None
     except Image.DecompressionBombError as exc:  # a GIF frame past the program's own Pillow limit
         raise ImageTooLargeError(str(exc)) from None
     except (ImageTooLargeError, ImageDecodeError, FileNotFoundError, MemoryError):
@@ -251,7 +259,7 @@ class ImageTransform:
 
     def num_tokens(self, tensor: torch.Tensor) -> int:
         """Tokens an image tensor made by this transform counts for."""
-        return tensor.shape[1] * tensor.shape[2] // self.stride**2
+        return image_tokens(tensor.shape[1], tensor.shape[2], self.stride)
 
     def __repr__(self) -> str:
         r = self.rule
@@ -262,6 +270,11 @@ class ImageTransform:
             + (f", resample={self.resample!r}" if self.resample != "bicubic" else "")
             + (f", resize_backend={self.resize_backend!r})" if self.resize_backend != "pillow" else ")")
         )
+
+
+def image_tokens(height: int, width: int, stride: int) -> int:
+    """The tokens an image of `height` x `width` pixels counts for on a `stride` patch grid."""
+    return height * width // stride**2
 
 
 def fast_draft_size(*transforms: ImageTransform):

@@ -14,14 +14,15 @@ import os
 import posixpath
 import stat
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
 import pyarrow.fs as pafs
 from PIL import Image, ImageFile
 
-from ..errors import ImageTooLargeError
+from ..errors import ConfigError, ImageTooLargeError
 from ..sources import storage
+from .reference_images import EXTERNAL_PROGRAM_FORMATS, tolerant_factory
 
 # The decoders Pillow may use for an image cell or file: what the docs list (JPEG, PNG,
 # WebP, GIF, BMP, TIFF; a multi-picture MPO opens as JPEG). None can start an
@@ -98,19 +99,25 @@ def read_media(
     return data
 
 
-def open_image(stream: BinaryIO, max_pixels: int) -> ImageFile.ImageFile:
-    """The image in `stream`, opened (header read, pixels not yet decoded) by an allowlisted
-    decoder, with `ImageTooLargeError` when its header says more than `max_pixels` pixels.
+def open_image(
+    stream: BinaryIO, max_pixels: int, formats: Sequence[str] = ALLOWED_IMAGE_FORMATS, *, tolerant: bool = False
+) -> ImageFile.ImageFile:
+    """The image in `stream`, opened (header read, pixels not yet decoded) by one of the
+    decoders `formats` names (the allowlist unless widened), with `ImageTooLargeError` when
+    its header says more than `max_pixels` pixels, whatever the format. `tolerant`: as the
+    reference opens, with Pillow's truncated-image flag on for this image alone
+    (media/reference_images.py).
 
     What `Image.open(stream, formats=ALLOWED_IMAGE_FORMATS)` does, less its check against
     Pillow's process-wide `Image.MAX_IMAGE_PIXELS`: our bound replaces it without that global
     ever being changed, not even for a moment (another thread's `Image.open` keeps the
     limit its program set). Raises `Image.UnidentifiedImageError` when no decoder accepts it."""
     prefix = stream.read(16)
-    for name in ALLOWED_IMAGE_FORMATS:
+    for name in formats:
         if name not in Image.OPEN:
             Image.init()  # WebP and TIFF register on first need, as in Image.open
-        factory, accept = Image.OPEN[name]
+        # tolerant (compat): decoders that act as if Pillow's LOAD_TRUNCATED_IMAGES were set
+        factory, accept = tolerant_factory(name) if tolerant else Image.OPEN[name]
         accepted = True if accept is None else accept(prefix)
         if not accepted or isinstance(accepted, str):  # a str: recognised, but unreadable here
             continue
@@ -125,6 +132,28 @@ def open_image(stream: BinaryIO, max_pixels: int) -> ImageFile.ImageFile:
             raise ImageTooLargeError(f"{width}x{height} is over the {max_pixels}-pixel limit")
         return image
     raise Image.UnidentifiedImageError(f"cannot identify image file {stream!r}")
+
+
+def check_image_formats(key: str, formats: object) -> tuple[str, ...]:
+    """The allowlist widened by `formats` (Pillow format names, e.g. ["JPEG2000", "PPM"]),
+    checked: a `ConfigError` naming `key` for a name Pillow does not know or one that starts
+    another program. Returns the allowlist first, then the added names in their order."""
+    if isinstance(formats, str) or not isinstance(formats, (list, tuple)):
+        raise ConfigError(key, formats, 'give a list of Pillow format names, e.g. ["JPEG2000", "PPM"]')
+    Image.init()
+    known = set(Image.OPEN)
+    names: list[str] = list(ALLOWED_IMAGE_FORMATS)
+    for name in formats:
+        upper = str(name).upper() if isinstance(name, str) else name
+        if upper in EXTERNAL_PROGRAM_FORMATS:
+            raise ConfigError(key, name, "its decoder starts an external program (Ghostscript); it is never read")
+        if upper not in known:
+            raise ConfigError(
+                key, name, f"not a format this Pillow opens; use one of {sorted(known - EXTERNAL_PROGRAM_FORMATS)}"
+            )
+        if upper not in names:
+            names.append(upper)
+    return tuple(names)
 
 
 def image_stream(source: bytes | bytearray | memoryview | str | BinaryIO) -> BinaryIO:

@@ -22,7 +22,8 @@ from ..compat.streams import RandomSource, as_random_source
 from ..errors import ConfigError, ImageTooLargeError, VideoDecodeError
 from ..instruments import seam
 from ..sources import storage
-from .video_decode import decode_at
+from .video_decode import ShortStream, count_corrected, decode_at
+from .video_open import open_video, video_stream
 from .video_probe import FrameTable, TableCache, probe_stream
 from .video_remote import probe_remote
 from .video_tables import shared_table
@@ -83,8 +84,19 @@ def frame_indices(
     return indices + [indices[-1]] * (num_frames - n)
 
 
+# The most sampling instants an 'fps<r>' rule may compute: beyond it the stream's timing is
+# absurd (a patched rate of 4.7e-10 fps would ask for 192 GiB), not a long video.
+MAX_FPS_SAMPLES = 10_000_000
+
+
 def _fps_indices(vlen: int, input_fps: float, output_fps: float, max_num_frames: int) -> list[int]:
     delta = 1.0 / output_fps
+    instants = vlen / input_fps / delta if input_fps > 0 else float("inf")
+    if not instants <= MAX_FPS_SAMPLES:
+        raise ValueError(
+            f"{vlen} frames at {input_fps!r} fps sampled at {output_fps} fps make {instants:.3g} instants, "
+            f"over {MAX_FPS_SAMPLES}: the stream's timing is absurd"
+        )
     seconds = np.arange(delta / 2, vlen / input_fps + delta / 2, delta)
     indices = [int(i) for i in np.around(seconds * input_fps).astype(int) if i < vlen]
     return indices[:max_num_frames] if max_num_frames > 0 else indices
@@ -150,6 +162,7 @@ class FrameSampler:
                 names = sort_frame_names(storage.list_dir(path))
             else:
                 names = sort_frame_names(e.name for e in os.scandir(path) if e.is_file())
+                _check_frames_inside(path, names)
         except OSError as err:
             raise VideoDecodeError(path, f"cannot list frame folder: {err}") from err
         if not names:
@@ -166,11 +179,36 @@ class FrameSampler:
             vlen, fps = _probe(path)
             t = self._draw_count(rng)
             keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
+            # Upright in both modes: decord 0.6, the reference's reader, turns frames by the
+            # display rotation too (checked pixel for pixel on 90, 180 and 270 degrees).
+            try:
+                return decode_frames(path, keep)
+            except ShortStream as short:
+                if not len(short.shown_pts):
+                    raise
+                # Fewer frames decode than the packets said: count again and draw again
+                # from what does decode, rather than lose the row.
+                vlen = _correct_count(path, short.shown_pts)
+            keep = frame_indices(t or 0, vlen, self.sample, rng, input_fps=fps, max_num_frames=self.max_num_frames)
             return decode_frames(path, keep)
-        except (VideoDecodeError, MemoryError):
+        except VideoDecodeError:
             raise
-        except Exception as err:  # av.FFmpegError, OSError, and anything a bad stream raises
+        except av.FFmpegError as err:  # FFmpeg's ENOMEM too: a damaged header's size, not this process's
             raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
+        except MemoryError:
+            raise
+        except Exception as err:  # OSError, and anything a bad stream raises
+            raise VideoDecodeError(path, f"{type(err).__name__}: {err}") from err
+
+
+def _check_frames_inside(folder: str, names: list[str]) -> None:
+    """VideoDecodeError when a frame of the folder resolves outside it (a symlink out): the
+    folder was checked against the dataset's roots, its frames must lie in it, as images do."""
+    from .safe_read import is_under
+
+    for name in names:
+        if not is_under(os.path.join(folder, name), [folder]):
+            raise VideoDecodeError(folder, f"frame {name!r} is a link to a file outside the frame folder")
 
 
 # The two decoders below are the module's decode stages (bagel_data.instruments).
@@ -200,6 +238,16 @@ def _probe(path: str) -> tuple[int, float]:
     return table.count, table.rate
 
 
+def _correct_count(path: str, shown_pts: np.ndarray) -> int:
+    """Keep, for `path`, the table of the frames that decoding showed; their number."""
+    table = _frame_table(path)
+    start = int(shown_pts[0])
+    seek = table.seek_pts[(table.seek_pts >= start) & (table.seek_pts <= int(shown_pts[-1]))]
+    _TABLES.put(_file_key(path), FrameTable(len(shown_pts), table.rate, shown_pts, seek))
+    count_corrected()
+    return len(shown_pts)
+
+
 def _file_key(path: str) -> tuple:
     """What identifies a file's contents for the table cache. An object is known by its path
     alone: a replaced one whose timestamps moved fails its seeks' checks and is decoded from
@@ -219,34 +267,31 @@ def _frame_table(path: str) -> FrameTable:
                 table = shared_table(path, handle, lambda: probe_remote(handle, path))
         else:
             with _open_container(path) as container:
-                table = probe_stream(container, _video_stream(container, path))
+                table = probe_stream(container, video_stream(container, path))
         _TABLES.put(key, table)
     return table
 
 
 @contextlib.contextmanager
 def _open_container(path: str):
-    """A PyAV container for a local path, or for a remote file through a file object."""
+    """A PyAV container for a local path, or for a remote file through a file object, with
+    the allowed demuxers only (video_open)."""
     if not storage.is_uri(path):
-        with av.open(path) as container:
+        with open_video(path, path) as container:
             yield container
         return
-    with storage.open_input(path) as handle, av.open(handle) as container:
+    with storage.open_input(path) as handle, open_video(handle, path) as container:
         yield container
 
 
-def _video_stream(container: av.container.InputContainer, path: str) -> av.VideoStream:
-    if not container.streams.video:
-        raise VideoDecodeError(path, "no video stream")
-    return container.streams.video[0]
-
-
 @seam("decode_video")
-def decode_frames(path: str, indices: list[int]) -> list[Image.Image]:
+def decode_frames(path: str, indices: list[int], *, upright: bool = True) -> list[Image.Image]:
     """The frames of the video at `path` at `indices` (repeats allowed): frame i is the i-th
-    frame decoding from the start gives, reached by seeking to the keyframe before it."""
+    frame decoding from the first decodable packet shows, reached by seeking to the keyframe
+    before it, and turned by the stream's display rotation when `upright`."""
     if not indices:
         return []
     table = _frame_table(path)
     with _open_container(path) as container:
-        return decode_at(lambda: _open_container(path), container, path, table, indices)
+        video_stream(container, path)  # the pixel bound, from the header, before any decoding
+        return decode_at(lambda: _open_container(path), container, path, table, indices, upright=upright)

@@ -35,7 +35,7 @@ from ..sources import node_cache, storage
 from .video_probe import FrameTable
 
 FOLDER = "video-tables"
-_FORMAT = 1  # part of every key: raise it when the stored arrays' layout or meaning changes
+_FORMAT = 2  # part of every key: raise it when the stored arrays' layout or meaning changes
 _ENDS = 1 << 14
 
 _COUNTS: collections.Counter[str] = collections.Counter()
@@ -45,7 +45,8 @@ _COUNTS_LOCK = threading.Lock()
 def table_counts() -> dict[str, int]:
     """This process's remote tables: `demuxed` here, `shared` (read from the node's cache),
     `damaged` (a cached table that did not read back, built again), `unshared` (demuxed
-    with the cache off or unusable)."""
+    with the cache off or unusable), `unstored` (demuxed, but the cache could not store it:
+    a full disk, a quota, a file-size limit)."""
     with _COUNTS_LOCK:
         return dict(_COUNTS)
 
@@ -74,16 +75,21 @@ def shared_table(path: str, handle: BinaryIO, demux: Callable[[], FrameTable]) -
 
     try:
         table = node_cache.build_shared(file, read_table, write)
-    except OSError as error:
-        node_cache.warn_once(
-            folder,
-            f"the video frame tables' cache {folder} is not used: it cannot be written "
-            f"({error.strerror or error}); set {node_cache.ENV} to a folder with room. The tables are kept in memory.",
-        )
-        _count("unshared")
-        return demuxed[0] if demuxed else demux()
+    except OSError as error:  # ENOSPC, EDQUOT, EFBIG, a read-only mount: the table is good, only not shared
+        return _unstored(folder, error, demuxed[0] if demuxed else demux())
     if not demuxed:
         _count("shared")
+    return table
+
+
+def _unstored(folder: str, error: OSError, table: FrameTable) -> FrameTable:
+    """`table`, counted `unstored`, after one warning per folder that it cannot be stored."""
+    _count("unstored")
+    node_cache.warn_once(
+        folder,
+        f"remote video frame tables cannot be stored in {folder} ({error.strerror or error}); "
+        f"each process keeps its own in memory. Set {node_cache.ENV} to a folder with room",
+    )
     return table
 
 
@@ -149,6 +155,8 @@ def _checked(header: np.ndarray, rate: np.ndarray, steps: np.ndarray, seek: np.n
     if version != _FORMAT or count < 0 or has_pts not in (0, 1) or not np.isfinite(rate[0]) or rate[0] <= 0:
         return None
     if np.any(np.diff(seek) < 0) or np.any(steps[1:] < 0) or (not has_pts and len(steps)):
+        return None
+    if has_pts and count != len(steps):  # the count is the number of shown frames' timestamps
         return None
     frame_pts = np.cumsum(steps) if has_pts else None
     return FrameTable(count, float(rate[0]), frame_pts, seek.astype(np.int64))

@@ -98,6 +98,7 @@ def read_frames_decord(
         vlen, offset = int((end - start) * fps), int(start * fps)
     count = _frame_count(rng, min_num_frames, num_frames)
     chosen = get_frame_indices(count, vlen, sample, fix_start, input_fps=fps, rng=rng)
+    # Upright, as decord gives them: it turns frames by the stream's display rotation.
     return decode_frames(path, [index + offset for index in chosen])
 
 

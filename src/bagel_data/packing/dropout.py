@@ -7,7 +7,7 @@ what they were filled to, and `mix_by="tokens"` steers by lengths the pack never
 
 Here a sample's dropout is decided the moment it is drawn from its group, from a generator
 that belongs to that sample alone (keyed by its row, as the families' own per-sample
-generators are: `UnitDataset.sample_rng`), so its true length is known before anything
+generators are: `UnitPlan.sample_rng`), so its true length is known before anything
 looks at it, and the decision is the same however often, wherever and by whichever worker
 the sample is rebuilt (a resumed buffer, an elastic restart). `decide_dropout` records it
 in the sample (`cfg_dropped`, `cfg_dropped_tokens`); `sample_length` reads it and

@@ -1,8 +1,9 @@
 """The config schema: every key of a run config, its kind, default and meaning, in one place.
 
 `settings` defines every setting of a packed dataset once (`Settings`), `sections` holds the
-tables (two of them views of `settings`), `kinds` the value checks, `checks` the section checks the
-library calls at construction, `docs` renders `docs/formats/run_config.md` from the tables.
+tables (two of them views of `settings`; a family's own keys stand in its file), `kinds` the
+value checks, `checks` the section checks the library calls at construction;
+`tools/schema_doc.py` renders `docs/formats/run_config.md` from the tables and the families.
 Imports nothing heavy (no torch, pyarrow or Pillow).
 """
 

@@ -37,9 +37,10 @@ def check_frame_sampler_args(where: str, args: object) -> dict:
     return check_section(where, args, FRAME_SAMPLER_FIELDS)
 
 
-def check_group_args(group: str, args: object, allowed) -> dict:
-    """One `grouped_datasets` group: its keys (those `allowed` for its family) and values."""
-    args = check_section(group, args, GROUP_FIELDS, allowed=allowed)
+def check_group_args(group: str, args: object, allowed, fields: Mapping[str, Any] = GROUP_FIELDS) -> dict:
+    """One `grouped_datasets` group: its keys (those `allowed` for its family) and values
+    (those `fields` describe: every group's, and its family's own)."""
+    args = check_section(group, args, fields, allowed=allowed)
     for key in ("image_transform_args", "vit_image_transform_args"):
         if args.get(key) is not None:
             check_transform_args(join(group, key), args[key])
@@ -66,12 +67,15 @@ def check_dataset_info_group(group: str, entries: object) -> dict:
     return dict(entries)
 
 
-def check_dataset_entry(group: str, name: str, entry: object) -> dict:
-    """One `dataset_info` entry, by type (the paths are checked by config.py)."""
+def check_dataset_entry(
+    group: str, name: str, entry: object, fields: Mapping[str, Any] = DATASET_INFO_FIELDS, allowed=None
+) -> dict:
+    """One `dataset_info` entry, by type (the paths are checked by config.py): the keys
+    `allowed` (default: those of `fields`, every entry's and the family's own)."""
     where = f"dataset_info.{group}.{name}"
     if not isinstance(entry, Mapping):
         raise ConfigError(where, entry, "must be a mapping such as {data_dir: path/to/folder}, not a path alone")
-    return check_section(where, entry, DATASET_INFO_FIELDS)
+    return check_section(where, entry, fields, allowed=allowed)
 
 
 def check_settings(values: Mapping, where: str = "") -> dict:

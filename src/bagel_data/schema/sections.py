@@ -1,7 +1,8 @@
 """Every key of every config section: kind, default and meaning (the one schema).
 
-Sections: a `grouped_datasets` group, its image transform and frame sampler arguments, a
-`dataset_info` entry, the packer's settings (`PackingConfig`), the dataset-level settings
+Sections: the keys every `grouped_datasets` group takes, its image transform and frame
+sampler arguments, the keys of every `dataset_info` entry (a family's own keys stand in its
+file, `families/registry.py` gathers them), the packer's settings (`PackingConfig`), the dataset-level settings
 of `make_bagel_multimodal_dataset` (both views of `settings.py`), and the top level of a run
 config. The code checks values against these tables and `docs/formats/run_config.md` is
 generated from them.
@@ -78,38 +79,20 @@ GROUP_FIELDS: dict[str, Field] = {
         required=True,
         scope="all",
     ),
-    "vit_image_transform_args": Field(
-        AnyMapping("mapping (image transform)"), "the ViT resize of edit inputs; keys below", scope="unified_edit (required)"
-    ),
-    "frame_sampler_args": Field(
-        AnyMapping("mapping (frame sampler)"), "how frames are drawn from videos; keys below", None, scope="vlm_sft"
-    ),
-    "shuffle_lines": Field(Bool(), "shuffle the JSONL lines once, reproducibly, before taking num_used_data", False, scope="vlm_sft"),
-    "shuffle_seed": Field(Int(), "seed of that shuffle", 0, scope="vlm_sft"),
     "resume_data_status": Field(Bool(), "resume this group from `data_status` when one is given", True, scope="all"),
-    "file_order": Field(
-        Str(FILE_ORDERS), "order of parquet files: by name, or the filesystem's listing (the reference's)", "sorted",
-        scope="t2i_pretrain, unified_edit, interleaved, user families",
-    ),
-    "image_column": Field(
-        Str(), "a table's image column, read in place: binary or a datasets.Image struct (docs/formats/t2i.md)", None,
-        scope="t2i_pretrain",
-    ),
-    "caption_column": Field(
-        Str(), "a table's caption column, read in place: a text, a list of texts or BAGEL's JSON captions", None,
-        scope="t2i_pretrain",
-    ),
     "dataset_class": Field(
         Str(), 'the family class as "package.module:Class" instead of DATASET_REGISTRY[group] (docs/extending.md)',
         scope="all",
     ),
-    "segment_defaults": Field(
-        AnyMapping("mapping (segment roles)"), "roles of segments that set none (docs/formats/interleaved.md)",
-        scope="interleaved",
-    ),
     "allow_outside_root": Field(
         Bool(), "rows may name media outside data_dir / the shard's folder (absolute paths, `..`, symlinks out)",
-        False, scope="vlm_sft, interleaved, user families",
+        False, scope="all",
+    ),
+    "image_formats": Field(
+        ListOf(Str()),
+        "image formats read beside JPEG, PNG, WebP, GIF, BMP and TIFF, by Pillow's names (e.g. [JPEG2000, PPM, "
+        "TGA]); the pixel bound applies to every format; EPS never (docs/bad_data.md)",
+        scope="all",
     ),
 }  # fmt: skip
 
@@ -119,7 +102,6 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
         "T2I / edit: the folder of `*.parquet` files (T2I: or `.tar` shards); VLM: the folder image/video names are relative to",
         scope="all (required)",
     ),
-    "jsonl_path": Field(Str(path=True), "the SFT JSONL file", scope="vlm_sft (required)"),
     "split": Field(
         Str(),
         "the split of a Hub-style data_dir to read (`{split}-NNNNN-of-NNNNN.parquet`, `data/{split}-*`, `{split}/`); "
@@ -132,14 +114,6 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
         "datasets.load_dataset takes them; instead of listing data_dir",
         scope="the families that list data_dir (T2I, edit, parquet)",
     ),
-    "image_root": Field(
-        Str(path=True),
-        "the folder a table's image cells that hold a path are relative to (default: data_dir)",
-        scope="t2i_pretrain with image_column",
-    ),
-    "parquet_info_path": Field(
-        Str(path=True), "the parquet_info JSON (parquet file -> num_row_groups)", scope="unified_edit (required)"
-    ),
     "num_files": Field(Int(0), "informational: parquet files in data_dir", scope="all"),
     "num_total_samples": Field(Int(0), "informational: rows or lines", scope="all"),
     "storage_options": Field(
@@ -149,7 +123,7 @@ DATASET_INFO_FIELDS: dict[str, Field] = {
     ),
     "allow_outside_root": Field(
         Bool(), "this dataset's rows may name media outside its data_dir (the group's setting does it for all)",
-        False, scope="vlm_sft, interleaved, user families",
+        False, scope="all",
     ),
 }  # fmt: skip
 

@@ -220,8 +220,11 @@ class JsonlIndex(Sequence):
         num_used: Sequence[int],
         shuffle_lines: bool = False,
         shuffle_seed: int = 0,
+        shown_paths: Sequence[str | None] | None = None,
     ):
         self.paths = list(jsonl_paths)
+        # Per file, the JSON array it is the JSONL copy of (`json_arrays.py`), or None.
+        self.shown_paths = list(shown_paths or [None] * len(self.paths))
         self.image_dirs = list(image_dirs)
         files = list(zip(self.paths, self.image_dirs, num_used))
         # What chooses the kept lines and their order, beside the files themselves.
@@ -266,7 +269,11 @@ class JsonlIndex(Sequence):
         return _read_line_at(handle, int(self.offsets[index]))
 
     def location(self, index: int) -> str:
-        return f"{self.paths[int(self.file_ids[index])]}, line {int(self.line_numbers[index]) + 1}"
+        file_id, line = int(self.file_ids[index]), int(self.line_numbers[index])
+        shown = self.shown_paths[file_id] if file_id < len(getattr(self, "shown_paths", ())) else None
+        if shown is not None:
+            return f"{shown}, element {line}"
+        return f"{self.paths[file_id]}, line {line + 1}"
 
     def image_dir(self, index: int) -> str:
         return self.image_dirs[int(self.file_ids[index])]

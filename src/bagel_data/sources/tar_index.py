@@ -5,7 +5,7 @@ whole file. The first process of a node to open a tar lists it (`tar_members.lis
 rules `prepare t2i` uses) into the node's index cache (`jsonl_cache`: the same folder, key,
 lock, checks and in-memory fallback as the JSONL index); every other rank and worker maps it.
 
-Per sample the index keeps where its image, `.txt` and `.json` lie, its key, and for a key
+Per sample the index keeps where its image, `.txt`, `.json` and `.cls` lie, its key, and for a key
 the rules refuse, the reason and the particulars (a damaged stretch of the tar is such an entry too). Samples
 are read in *blocks*: the samples whose first byte falls in one `BLOCK_BYTES` stretch of the
 tar. A block reads only the members its samples use: their byte ranges, those less than
@@ -48,7 +48,7 @@ PROBLEMS = (
 # The listing rules' version, part of the cache key: an index listed by older rules (which
 # stopped at the first damaged header) is never mapped.
 RULES = 2
-PARTS = ("image", "txt", "json")
+PARTS = ("image", "txt", "json", "cls")
 SAMPLE = np.dtype(
     [("problem", np.int8)]
     + [(f"{part}_{field}", np.int64) for part in PARTS for field in ("at", "size")]
@@ -148,7 +148,7 @@ class TarIndex:
         identity = listed_identity(path, listed)
         (self.samples, self.text), self.folder = jsonl_cache.index_arrays(
             [path],
-            [BLOCK_BYTES, RULES],
+            [BLOCK_BYTES, RULES, PARTS],
             lambda work, allocate: _build(path, allocate),
             TAR,
             identities=None if identity is None else [identity],
@@ -220,8 +220,8 @@ class TarIndex:
                 handle.close()
 
     def parts(self, index: int, block: int, data: BlockData) -> tuple[bytes | None, ...]:
-        """(image, .txt, .json) bytes of sample `index`, cut from its block's `data`."""
-        spans = self._rows[index][1:7]
+        """(image, .txt, .json, .cls) bytes of sample `index`, cut from its block's `data`."""
+        spans = self._rows[index][1 : 1 + 2 * len(PARTS)]
         return tuple(None if at < 0 else _cut(data, at, size) for at, size in zip(spans[::2], spans[1::2]))
 
 

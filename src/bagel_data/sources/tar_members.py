@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import cast
 
 from ..errors import ConfigError, RowDropped, SkipReason
 from ..media.safe_read import MAX_MEDIA_BYTES
@@ -51,6 +52,7 @@ class TarSample:
     image: TarMember | None = None
     txt: TarMember | None = None
     json: TarMember | None = None
+    cls: TarMember | None = None  # a class label (webdataset's `.cls`: an integer as text)
 
 
 Keyed = list[tuple[str, "TarSample | RowDropped"]]
@@ -100,7 +102,7 @@ def member_role(ext: str) -> str:
     """The part a member with extension `ext` (lower case, no dot) plays in its sample."""
     if f".{ext}" in IMAGE_SUFFIXES:
         return "image"
-    return ext if ext in ("txt", "json") else "other"
+    return ext if ext in ("txt", "json", "cls") else "other"
 
 
 def group_members(tar: str, entries: Iterable[Entry]) -> Keyed:
@@ -165,7 +167,7 @@ def _sample(members: dict[str, TarMember]) -> TarSample | RowDropped:
             f"{large[0].name} holds {large[0].size} bytes, over the {MAX_MEMBER_BYTES}-byte limit on media",
         )
     if "image" in members:
-        return TarSample(members["image"], members.get("txt"), members.get("json"))
+        return TarSample(members["image"], members.get("txt"), members.get("json"), members.get("cls"))
     if "txt" in members or "json" in members:
         return RowDropped(SkipReason.CAPTION_WITHOUT_IMAGE, "no image file with this key")
     return RowDropped(SkipReason.IMAGE_MISSING, f"no image among {sorted(m.name for m in members.values())}")
@@ -231,3 +233,38 @@ class _Window:
             self._position += len(part)
             size = size - len(part) if size > 0 else size
         return b"".join(parts)
+
+
+def load_class_names(value: object, where: str) -> list[str] | None:
+    """`class_names` of a group: a list of names (label i is item i), or a text file of
+    one name per line; None when not given."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            with open(value, encoding="utf-8") as handle:
+                names = [line.strip() for line in handle if line.strip()]
+        except OSError as exc:
+            raise ConfigError(where, value, f"cannot read the class-name file: {exc}") from None
+    else:
+        names = [str(name) for name in cast("Iterable[object]", value)]  # the schema checked: a list
+    if not names:
+        raise ConfigError(where, value, "holds no class names; give one name per class, label 0 first")
+    return names
+
+
+def class_caption(cls: bytes | None, class_names: Sequence[str] | None) -> list[str] | None:
+    """The caption of a class-labelled sample (`.cls`, as webdataset writes an int): its
+    class's name from `class_names`; None when the sample has no label or no names are given.
+    A label that is not an index of the names drops the row."""
+    if cls is None or not class_names:
+        return None
+    try:
+        label = int(cls.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        raise RowDropped(SkipReason.CAPTION_INVALID, f"the .cls holds {cls[:40]!r}, not a class number") from None
+    if not 0 <= label < len(class_names):
+        raise RowDropped(
+            SkipReason.CAPTION_INVALID, f"class {label} is not in class_names ({len(class_names)} names, from 0)"
+        )
+    return [class_names[label]]

@@ -60,7 +60,8 @@ def rows_per_unit(dataset) -> float | None:
     interleaved). A skip names no file, so the unreadable unit's own footer is not looked
     up: the mean of its siblings is the estimate (exact where the files are alike). None
     when the group is not parquet or no footer reads."""
-    units = list(getattr(dataset, "sorted_units", list)())
+    plan = getattr(dataset, "units", None)
+    units = list(plan.kind.sorted_units(plan.data_paths)) if plan is not None and plan.data_paths is not None else []
     paths = [unit if isinstance(unit, str) else unit[0] for unit in units]
     if not units or not all(isinstance(path, str) and path.endswith(".parquet") for path in paths):
         return None

@@ -22,6 +22,7 @@ from ..sharding import shard_unit_ids, split_evenly, units_needed
 from .fixes import fix_for
 from .lag import change_lags
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
+from .validate_compat import compat_split
 
 
 @dataclasses.dataclass
@@ -114,7 +115,7 @@ def _stuck_workers(dataset, name: str, empty: list[int], world_size: int, num_wo
         for worker in range(max(num_workers, 1)):
             ids = [int(i) for i in shard_unit_ids(len(dataset.epoch_units), rank, world_size, worker, num_workers)]
             if ids and all(i in empty_set for i in ids):
-                units = ", ".join(dataset.unit_label(i) for i in ids[:3])
+                units = ", ".join(dataset.units.label(i) for i in ids[:3])
                 errors.append(
                     f"{name}: rank {rank} worker {worker} would get only empty units ({units}) and stop the "
                     "run (EmptyWorkerError); remove the empty files or add non-empty ones"
@@ -250,6 +251,9 @@ def _check_group(
     rows; what would fail or drop data goes into `report`'s errors."""
     name = group.name
     sizes = _shard_sizes(group.units, world_size, max(num_workers, 1))
+    if family.policy.reference:  # the reference's split: remainders never read (tools/validate_compat.py)
+        sizes, notes = compat_split(family, world_size, num_workers)
+        report.warnings.extend(notes)
     group.units_per_worker = sizes
     if min(min(per_rank) for per_rank in sizes) == 0:
         report.errors.append(
@@ -264,7 +268,7 @@ def _check_group(
         report.errors.append(f"{name}: {error}")
         empty = None
     if empty:
-        group.empty_units = [family.unit_label(i) for i in empty[:20]]
+        group.empty_units = [family.units.label(i) for i in empty[:20]]
         report.warnings.append(f"{name}: {len(empty)} unit(s) hold no rows, e.g. {group.empty_units[0]}")
         report.errors.extend(_stuck_workers(family, name, empty, world_size, num_workers))
     if group.over_budget and group.samples == 0:

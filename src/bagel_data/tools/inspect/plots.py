@@ -71,13 +71,14 @@ def _rgb(hex_colour: str) -> tuple[int, int, int]:
 
 
 def draw_strip(path: Path, kinds: np.ndarray, spans, groups, title: str) -> Path:
+    # Wide enough that every column (at most 2000) gets a pixel: no kind vanishes on screen.
+    # Made first, so that a missing matplotlib is named with its extra.
+    figure = _figure(max(8.0, min(len(kinds), 2000) / 94.0 + 0.5), 2.4)
     from matplotlib.patches import Patch
 
     columns = strip_columns(kinds)
     palette = np.array([(255, 255, 255)] + [_rgb(KIND_STYLE[kind][1]) for kind in PositionKind], dtype=np.uint8)
     raster = palette[columns.astype(np.int64) - UNKNOWN_KIND][None, :, :]
-    # Wide enough that every column gets at least one pixel: no kind vanishes on screen.
-    figure = _figure(max(8.0, len(columns) / 94.0 + 0.5), 2.4)
     axes = figure.add_axes((0.03, 0.42, 0.94, 0.38))
     axes.imshow(raster, aspect="auto", interpolation="nearest", extent=(0, len(kinds), 0, 1))
     for start, _ in spans:

@@ -11,7 +11,7 @@ from ...errors import ConfigError, SkipReason, counted
 from ...formats import EDIT_SCHEMA
 from ...sources.parquet import write_parquet_info
 from ...sources.table_cells import CellError, image_cell
-from .common import Progress, Rows, each_row, manifest_rows
+from .common import SOURCE_KEY, Progress, Rows, each_row, manifest_rows
 from .report import Notes, PrepareReport, RowDropped
 from .shards import ShardWriter, prepare_out_dir
 from .stored_images import image_bytes, stored_image
@@ -22,6 +22,27 @@ EXPECTED_SHAPE = (
     'pair) or a triple {"source": image, "instruction": text, "target": image} (columns named with '
     "--source-column, --instruction-column, --target-column)"
 )
+
+
+# How the summary names where a (source, instruction, target) row's parts came from.
+EDIT_SOURCE = "edit steps from columns: "
+LATER_TURN = (
+    f"{EDIT_SOURCE}later turns of multi-turn edits (turn_index > 1, as MagicBrush's), each written as its own "
+    "one-step row from that turn's source image"
+)
+
+
+def later_turns_warning(sources: dict[str, int]) -> str | None:
+    """What a summary says when multi-turn rows became one-step rows."""
+    count = sources.get(LATER_TURN, 0)
+    if not count:
+        return None
+    return (
+        f"{count} row(s) are later turns of multi-turn edits (turn_index > 1): each was written as its own "
+        "one-step edit (that turn's source image, instruction and target), not as a step of one chain. To train "
+        'the turns as chains, give prepare edit chain rows: {"images": [turn 1 source, turn 1 target, turn 2 '
+        'target, ...], "instructions": [[turn 1], [turn 2], ...]}'
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +93,11 @@ def edit_record(row: object, image_root: Path, columns: TripleColumns) -> dict:
     if not isinstance(phrasings, list) or not all(isinstance(t, str) and t.strip() for t in phrasings) or not phrasings:
         raise RowDropped(SkipReason.SCHEMA, f"{names[1]!r} must be a text or a list of texts; {EXPECTED_SHAPE}")
     images = [_triple_image(row[name], name, image_root) for name in (names[0], names[2])]
-    return {"image_list": images, "instruction_list": [[text.strip() for text in phrasings]]}
+    source = f"{EDIT_SOURCE}source {names[0]!r}, instruction {names[1]!r}, target {names[2]!r}"
+    turn = row.get("turn_index")
+    if isinstance(turn, int) and not isinstance(turn, bool) and turn > 1:
+        source = LATER_TURN  # MagicBrush: a later turn of a multi-turn edit, written as one step
+    return {"image_list": images, "instruction_list": [[text.strip() for text in phrasings]], SOURCE_KEY: source}
 
 
 def _triple_image(value: object, column: str, root: Path) -> bytes:
@@ -85,9 +110,7 @@ def _triple_image(value: object, column: str, root: Path) -> bytes:
     return image_bytes(root / image, root=root)
 
 
-def edit_rows(
-    source: Path, columns: TripleColumns, split: str | None = None
-) -> tuple[Rows, tuple[str, str, str] | None]:
+def edit_rows(source: Path, columns: TripleColumns, split: str | None = None) -> tuple[Rows, tuple[str, ...] | None]:
     """The rows of `source` (a table folder's `split`), and for parquet tables the triple
     columns their rows are read with (checked in every file's footer: one error naming the
     columns found)."""
@@ -103,7 +126,9 @@ def edit_rows(
             raise ConfigError(
                 "source", str(file), f"no (source, instruction, target) columns; its columns: {found}. {EXPECTED_SHAPE}"
             )
-    return table_rows(tables), names
+    # MagicBrush's turn number is read too, so that later turns are counted (`LATER_TURN`).
+    turns = all("turn_index" in read_schema(file).names for file in tables)
+    return table_rows(tables), (*names, "turn_index") if names and turns else names
 
 
 def table_or_manifest_record(row: object, root: Path, columns: TripleColumns, table: tuple | None) -> dict:
@@ -170,11 +195,18 @@ def prepare_edit(
     rows, table = edit_rows(manifest, columns, split)
     out = prepare_out_dir(Path(out_dir), overwrite)
     writer = ShardWriter(out, EDIT_SCHEMA, rows_per_group, rows_per_shard)
+
+    def add(_: str, row: object) -> None:
+        record = table_or_manifest_record(row, root, columns, table)
+        notes.count_source(record.pop(SOURCE_KEY, None))
+        writer.add(record)
+
     try:
-        add = lambda _, row: writer.add(table_or_manifest_record(row, root, columns, table))  # noqa: E731
         written = each_row(rows, add, notes, progress)
     finally:
         files = writer.close()
     if not files:  # a parquet_info.json of {} would read as an empty dataset, not a failed prepare
         return notes.report(written, files)
-    return notes.report(written, (*files, write_parquet_info(out, files, data_dir)))
+    report = notes.report(written, (*files, write_parquet_info(out, files, data_dir)))
+    turns = later_turns_warning(dict(report.sources))
+    return report if turns is None else dataclasses.replace(report, warnings=(*report.warnings, turns))

@@ -12,14 +12,15 @@ import dataclasses
 import functools
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ...errors import ConfigError
 from ...families.interleaved import DEFAULTS, INTERLEAVED_SCHEMA, check_segment_defaults
 from ...formats import EDIT_SCHEMA, T2I_SCHEMA
+from ...sources.tar_members import load_class_names
 from .common import SOURCE_KEY, Progress, Rows, manifest_rows
-from .edit import TripleColumns, edit_rows, table_or_manifest_record, write_parquet_info
+from .edit import TripleColumns, edit_rows, later_turns_warning, table_or_manifest_record, write_parquet_info
 from .engine import run_shards
 from .interleaved import document_segments, row_group_size, write_run_config
 from .report import PrepareReport, RowNote
@@ -99,8 +100,8 @@ def _check_sizes(rows_per_group: int, rows_per_shard: int) -> None:
 
 # -- T2I ---------------------------------------------------------------------------------
 def _t2i_convert(
-    layout: str, root: Path, fmt: str | None, max_side: int | None, columns: tuple[str, str] | None,
-    location: str, row: object,
+    layout: str, root: Path, fmt: str | None, max_side: int | None, columns: tuple[str, ...] | None,
+    class_names: tuple[str, ...] | None, location: str, row: object,
 ):  # fmt: skip
     if columns is not None:
         assert isinstance(row, TableRow)
@@ -108,7 +109,7 @@ def _t2i_convert(
     if layout != "tar":
         return t2i_row(row, layout == "folder", root, fmt, max_side), []
     assert isinstance(row, TarSample)
-    captions, source = tar_captions(row)
+    captions, source = tar_captions(row, class_names)
     text = numbered_captions(captions)
     return {"image": tar_image(row, fmt, max_side), "captions": text, SOURCE_KEY: source}, []
 
@@ -116,9 +117,11 @@ def _t2i_convert(
 def _t2i(
     source: Path, out_dir: Path, *, rows_per_group: int = 100, rows_per_shard: int = 1000,
     reencode: str | None = None, max_side: int | None = None, image_root: str | Path | None = None,
-    image_column: str | None = None, caption_column: str | None = None, split: str | None = None,
+    image_column: str | None = None, caption_column: str | Sequence[str] | None = None,
+    class_names: Sequence[str] | str | None = None, split: str | None = None,
 ) -> _Plan:  # fmt: skip
     fmt = check_format(reencode)
+    names = load_class_names(class_names, "class_names")
     _check_sizes(rows_per_group, rows_per_shard)
     if max_side is not None and max_side < 1:
         raise ConfigError("max_side", max_side, "must be a positive number of pixels")
@@ -132,8 +135,9 @@ def _t2i(
             "manifest": lambda: manifest_rows(source)}[layout]()  # fmt: skip
     root = Path(image_root or (source if layout == "table" and source.is_dir() else source.parent))
     fingerprint = _fingerprint("t2i", source, rows, rows_per_group=rows_per_group, reencode=reencode,
-                               max_side=max_side, image_root=root, columns=list(columns or ()), split=split)  # fmt: skip
-    convert = functools.partial(_t2i_convert, layout, root, fmt, max_side, columns)
+                               max_side=max_side, image_root=root, columns=list(columns or ()),
+                               class_names=names, split=split)  # fmt: skip
+    convert = functools.partial(_t2i_convert, layout, root, fmt, max_side, columns, tuple(names) if names else None)
     job = ShardJob(convert, functools.partial(parquet_bytes, T2I_SCHEMA, rows_per_group), ".parquet", fingerprint)
     return _Plan(rows, job, out_dir, rows_per_shard)
 
@@ -160,7 +164,9 @@ def _edit(
 
     def finish(report: PrepareReport) -> PrepareReport:
         info = write_parquet_info(out_dir, report.files_written, data_dir)
-        return dataclasses.replace(report, files_written=(*report.files_written, info))
+        turns = later_turns_warning(dict(report.sources))
+        warnings = report.warnings if turns is None else (*report.warnings, turns)
+        return dataclasses.replace(report, files_written=(*report.files_written, info), warnings=warnings)
 
     return _Plan(rows, job, out_dir, rows_per_shard, finish)
 

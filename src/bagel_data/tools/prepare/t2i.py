@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
 from ...errors import ConfigError, SkipReason
 from ...formats import T2I_SCHEMA
-from ...sources.table_cells import CellError, caption_cell, image_cell, resolve_columns
+from ...sources.table_cells import CellError, caption_cells, image_cell, resolve_columns
 from .common import (
     IMAGE_SUFFIXES,
     SOURCE_KEY,
@@ -86,24 +87,29 @@ def t2i_row(row: object, from_folder: bool, root: Path, fmt: str | None, max_sid
     return {"image": image_bytes(path, fmt, max_side), "captions": text, SOURCE_KEY: source}
 
 
-def table_columns(files: list[Path], image_column: str | None, caption_column: str | None) -> tuple[str, str]:
-    """The image and caption columns of parquet `files` (named, or found in the first file),
+def table_columns(
+    files: list[Path], image_column: str | None, caption_column: str | Sequence[str] | None
+) -> tuple[str, ...]:
+    """The image and caption column(s) of table `files` (named, or found in the first file),
     checked in every file's footer before any row is read."""
-    names = (image_column, caption_column)
+    image, captions = image_column, caption_column
+    columns: tuple[str, ...] = ()
     for file in files:
-        names = resolve_columns(read_schema(file), *names, where=str(file))
-    return cast("tuple[str, str]", names)
+        columns = resolve_columns(read_schema(file), image, captions, where=str(file))
+        image, captions = columns[0], list(columns[1:])
+    return columns
 
 
-def table_t2i_row(row: TableRow, columns: tuple[str, str], root: Path, fmt: str | None, max_side: int | None) -> dict:
-    """One output row from a parquet table row: its image cell (bytes, a `{bytes, path}`
-    struct or a path under `root`) and its caption cell, the caption column named as the source."""
+def table_t2i_row(row: TableRow, columns: tuple[str, ...], root: Path, fmt: str | None, max_side: int | None) -> dict:
+    """One output row from a table row: its image cell (bytes, a `{bytes, path}` struct or a
+    path under `root`) and its caption cells (one caption column or several, in order), the
+    caption columns named as the source."""
     cells = read_cells(row, columns)
-    image_column, caption_column = columns
+    image_column, caption_columns = columns[0], columns[1:]
     try:
-        captions = caption_cell(cells[caption_column])
+        captions = caption_cells([cells[column] for column in caption_columns])
     except CellError as exc:
-        raise RowDropped(SkipReason.CAPTION_INVALID, f"column {caption_column!r}: {exc}") from None
+        raise RowDropped(SkipReason.CAPTION_INVALID, f"column(s) {', '.join(caption_columns)}: {exc}") from None
     text = numbered_captions(captions)
     try:
         image = image_cell(cells[image_column])
@@ -113,7 +119,7 @@ def table_t2i_row(row: TableRow, columns: tuple[str, str], root: Path, fmt: str 
     data = stored_image(image, where, fmt, max_side) if isinstance(image, bytes) else None
     if data is None:
         data = image_bytes(root / str(image), fmt, max_side, root=root)
-    return {"image": data, "captions": text, SOURCE_KEY: f"column {caption_column}"}
+    return {"image": data, "captions": text, SOURCE_KEY: f"column {', '.join(caption_columns)}"}
 
 
 def prepare_t2i(
@@ -126,7 +132,7 @@ def prepare_t2i(
     max_side: int | None = None,
     image_root: str | Path | None = None,
     image_column: str | None = None,
-    caption_column: str | None = None,
+    caption_column: str | Sequence[str] | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
     split: str | None = None,

@@ -1,4 +1,6 @@
-"""Parquet tables as prepare input (Hugging Face `datasets` exports, img2dataset parquet):
+"""Tables as prepare input (Hugging Face `datasets` exports, img2dataset parquet, and
+`save_to_disk` folders, whose Arrow IPC files stand in for parquet: a record batch for a
+row group):
 the files of a source, one `TableRow` per row that names where it lies (not its bytes, so
 a listing of millions of rows stays small and travels cheaply to Ray workers), and the
 row's cells read back a row group at a time.
@@ -14,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import ConfigError
+from ...sources.hub_tables import ARROW, arrow_files, is_save_to_disk, read_arrow
 from ...sources.splits import choose_split
 from .common import IMAGE_SUFFIXES, Rows
 
@@ -33,9 +36,11 @@ def parquet_files(source: Path, split: str | None = None) -> list[Path]:
     split rule: `sources/splits.py`) when it holds no image files; else none: an
     img2dataset folder keeps `.parquet` metadata beside its images, and those are not rows."""
     if source.is_file():
-        return [source] if source.suffix.lower() == ".parquet" else []
+        return [source] if source.suffix.lower() in (".parquet", ARROW) else []
     if not source.is_dir():
         return []
+    if is_save_to_disk(source):  # `datasets.Dataset.save_to_disk`: its Arrow files are the rows
+        return arrow_files(source)
     files = sorted(path for path in source.rglob("*") if path.is_file())
     if any(path.suffix.lower() in IMAGE_SUFFIXES for path in files):
         return []
@@ -46,7 +51,7 @@ def parquet_files(source: Path, split: str | None = None) -> list[Path]:
 def read_schema(file: Path) -> pa.Schema:
     """The file's schema, from its footer alone; a file that is not parquet is a ConfigError."""
     try:
-        return pq.read_schema(file)
+        return read_arrow(file).schema if file.suffix == ARROW else pq.read_schema(file)
     except (OSError, pa.ArrowException) as exc:
         raise ConfigError("source", str(file), f"not a readable parquet file: {exc}") from None
 
@@ -56,12 +61,11 @@ def table_rows(files: list[Path]) -> Rows:
     rows: Rows = []
     for file in files:
         try:
-            meta = pq.read_metadata(file)
+            counts = _group_rows(file)
         except (OSError, pa.ArrowException) as exc:
             raise ConfigError("source", str(file), f"not a readable parquet file: {exc}") from None
         first = 0
-        for group in range(meta.num_row_groups):
-            count = meta.row_group(group).num_rows
+        for group, count in enumerate(counts):
             rows += [(f"{file.name}:{first + index}", TableRow(file, group, index)) for index in range(count)]
             first += count
     return rows
@@ -73,8 +77,19 @@ def read_cells(row: TableRow, columns: tuple[str, ...]) -> dict:
     return {column: values[row.position] for column, values in _row_group(row.file, row.group, columns, stamp).items()}
 
 
+def _group_rows(file: Path) -> list[int]:
+    """Rows of each row group (an Arrow file's: of each record batch)."""
+    if file.suffix == ARROW:
+        return [batch.num_rows for batch in read_arrow(file).to_batches()]
+    meta = pq.read_metadata(file)
+    return [meta.row_group(group).num_rows for group in range(meta.num_row_groups)]
+
+
 @functools.lru_cache(maxsize=2)
 def _row_group(file: Path, group: int, columns: tuple[str, ...], stamp: int) -> dict[str, list]:
     """Rows come in file order, so one row group is read once for all of its rows."""
+    if file.suffix == ARROW:
+        batch = read_arrow(file).to_batches()[group]
+        return {column: batch.column(column).to_pylist() for column in columns}
     table = pq.ParquetFile(file).read_row_group(group, columns=list(columns))
     return {column: table.column(column).to_pylist() for column in columns}

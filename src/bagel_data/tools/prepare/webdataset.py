@@ -8,10 +8,11 @@ prepare's rows, located `tar:key`.
 from __future__ import annotations
 
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import ConfigError, RowDropped, SkipReason
-from ...sources.tar_members import TarSample, list_tar, sample_captions, tar_files
+from ...sources.tar_members import TarSample, class_caption, list_tar, sample_captions, tar_files
 from .common import Rows
 from .stored_images import stored_image
 
@@ -30,8 +31,18 @@ def tar_rows(tars: list[Path]) -> Rows:
     return rows
 
 
-def tar_captions(sample: TarSample) -> tuple[list[str], str]:
-    """Captions from `.txt` and `.json`, read as a folder's sidecars are (`sidecar_captions`)."""
+def tar_captions(sample: TarSample, class_names: Sequence[str] | None = None) -> tuple[list[str], str]:
+    """Captions from `.txt` and `.json`, read as a folder's sidecars are (`sidecar_captions`);
+    a sample labelled by a `.cls` only, from `class_names` (`--class-names`)."""
+    if sample.cls is not None and sample.txt is None and sample.json is None:
+        if not class_names:
+            raise RowDropped(SkipReason.NO_CAPTION, "labelled by a .cls only: pass --class-names FILE (one class "
+                             "name a line, label 0 first) to caption it by its class's name")  # fmt: skip
+        try:
+            label = sample.cls.read()
+        except OSError as exc:
+            raise RowDropped(SkipReason.CAPTION_INVALID, str(exc)) from None
+        return class_caption(label, class_names) or [], ".cls class name"
     try:
         texts = [None if member is None else member.read() for member in (sample.txt, sample.json)]
     except OSError as exc:

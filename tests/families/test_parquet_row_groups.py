@@ -1,6 +1,7 @@
-"""The parquet unit listing (`families/parquet_units.py`): which (file, row group) units a
-group's folders give, what is asked of each file and how often, the span and row count a
-unit stands for, and what the listing records for the reference check, each at its limits."""
+"""The parquet row-group unit kind (`families/unit_kinds.py`) and the listing it records
+(`families/parquet_listing.py`): which (file, row group) units a group's folders give, what
+is asked of each file and how often, the span and row count a unit stands for, and what the
+listing records for the reference check, each at its limits."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bagel_data.families.parquet_units import ParquetListing, RowGroupUnits, footer_rows
+from bagel_data.families.parquet_listing import ParquetListing
+from bagel_data.families.unit_kinds import ParquetRowGroups, footer_rows
 
 
 def _file(path, groups: list[int]) -> str:
@@ -20,19 +22,15 @@ def _file(path, groups: list[int]) -> str:
     return str(path)
 
 
-class Units(RowGroupUnits):
-    def __init__(self, file_order: str = "sorted"):
-        self.file_order, self.listed_files, self.parquet_listing = file_order, {}, None
-        self.epoch_units: list = []
-
-
 def test_every_row_group_of_every_file_is_a_unit_in_order(tmp_path):
     a, b = _file(tmp_path / "d" / "a.parquet", [2, 3, 1]), _file(tmp_path / "d" / "b.parquet", [4])
-    units = Units()
-    got = units.row_group_units([str(tmp_path / "d")], [2], lambda path, folder: len(footer_rows({}, path) or ()))
+    kind = ParquetRowGroups()
+    got, listed = kind.list_units(
+        [str(tmp_path / "d")], [2], "sorted", lambda path, folder: len(footer_rows({}, path) or ())
+    )
     assert got == [(a, 0), (a, 1), (a, 2), (b, 0)]
-    assert units.parquet_listing is not None and units.parquet_listing.files == (a, b)
-    assert set(units.listed_files) == {a, b}
+    assert kind.listing is not None and kind.listing.files == (a, b)
+    assert set(listed) == {a, b}
 
 
 def test_a_repeated_file_is_asked_once_and_a_refused_one_each_time(tmp_path):
@@ -44,27 +42,27 @@ def test_a_repeated_file_is_asked_once_and_a_refused_one_each_time(tmp_path):
         assert folder == str(tmp_path / "d")
         return None if path == b else 2
 
-    units = Units()
-    got = units.row_group_units([str(tmp_path / "d")], [5], count)  # a, b, a, b, a
+    kind = ParquetRowGroups()
+    got, _ = kind.list_units([str(tmp_path / "d")], [5], "sorted", count)  # a, b, a, b, a
     assert got == [(a, 0), (a, 1)] * 3
     assert asked == [a, b, b]  # a's count kept; None leaves b out and is asked again
-    assert units.parquet_listing.files == (a, b, a, b, a)  # type: ignore[union-attr]
+    assert kind.listing.files == (a, b, a, b, a)  # type: ignore[union-attr]
 
 
 def test_a_file_of_no_row_groups_gives_no_unit(tmp_path):
     a = _file(tmp_path / "d" / "a.parquet", [1])
-    assert Units().row_group_units([str(tmp_path / "d")], [1], lambda path, folder: 0) == []
-    assert Units().row_group_units([str(tmp_path / "d")], [1], lambda path, folder: 1) == [(a, 0)]
+    assert ParquetRowGroups().list_units([str(tmp_path / "d")], [1], "sorted", lambda path, folder: 0)[0] == []
+    assert ParquetRowGroups().list_units([str(tmp_path / "d")], [1], "sorted", lambda path, folder: 1)[0] == [(a, 0)]
 
 
 def test_footer_rows_reads_a_file_once_and_an_unreadable_one_is_none(tmp_path, monkeypatch):
-    from bagel_data.families import parquet_units
+    from bagel_data.families import unit_kinds
 
     a = _file(tmp_path / "a.parquet", [3, 0, 5])
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
     opened = []
-    real = parquet_units.ParquetReader
-    monkeypatch.setattr(parquet_units, "ParquetReader", lambda path: opened.append(path) or real(path))
+    real = unit_kinds.ParquetReader
+    monkeypatch.setattr(unit_kinds, "ParquetReader", lambda path: opened.append(path) or real(path))
     cache: dict = {}
     assert footer_rows(cache, a) == (3, 0, 5) and footer_rows(cache, a) == (3, 0, 5)
     assert footer_rows(cache, str(tmp_path / "bad.parquet")) is None
@@ -74,13 +72,13 @@ def test_footer_rows_reads_a_file_once_and_an_unreadable_one_is_none(tmp_path, m
 
 def test_a_unit_spans_its_one_row_group_and_counts_its_rows(tmp_path):
     a = _file(tmp_path / "a.parquet", [3, 0, 5])
-    units = Units()
-    units.epoch_units = [(a, 0), (a, 2), (a, 3)]
-    assert units.parquet_span(1, ()) == (a, 2, 3)
-    assert units.row_extent(0, ()) == ("row", 3, f"{a}, row group 0")
-    assert units.row_extent(1, ()) == ("row", 5, f"{a}, row group 2")
-    assert units.row_extent(2, ()) is None  # row group 3 of 3: a stale listing, said when read
-    assert units.row_depth() == 1
+    kind = ParquetRowGroups()
+    units = [(a, 0), (a, 2), (a, 3)]
+    assert kind.span(units[1]).path == a and kind.span(units[1]).row_group == 2
+    assert kind.extent(units[0], ()) == ("row", 3, f"{a}, row group 0")
+    assert kind.extent(units[1], ()) == ("row", 5, f"{a}, row group 2")
+    assert kind.extent(units[2], ()) is None  # row group 3 of 3: a stale listing, said when read
+    assert kind.depth == 1
 
 
 def test_the_listing_counts_each_folder_s_own_files_only(tmp_path):
@@ -105,23 +103,24 @@ def test_the_order_is_free_only_when_whole_copies_of_every_folder_are_taken(orde
 
 
 def test_the_reference_mismatch_names_the_files_read_a_different_number_of_times(tmp_path, monkeypatch):
-    from bagel_data.families import parquet_units
+    from bagel_data.families import parquet_listing
 
     files = [_file(tmp_path / "d" / f"{name}.parquet", [1]) for name in "abc"]
     listing = ParquetListing((str(tmp_path / "d"),), (2,), "sorted", (files[0], files[1]), (3,))
-    monkeypatch.setattr(parquet_units, "parquet_data_files", lambda *a, **k: ([files[0], files[1]], {}))
-    assert listing.reference_mismatch() is None  # the same files, in any order
-    monkeypatch.setattr(parquet_units, "parquet_data_files", lambda *a, **k: ([files[2], files[0]], {}))
-    said = listing.reference_mismatch()
+    monkeypatch.setattr(parquet_listing, "parquet_data_files", lambda *a, **k: ([files[0], files[1]], {}))
+    assert listing.reference_mismatch is None  # the same files, in any order
+    monkeypatch.setattr(parquet_listing, "parquet_data_files", lambda *a, **k: ([files[2], files[0]], {}))
+    listing = ParquetListing((str(tmp_path / "d"),), (2,), "sorted", (files[0], files[1]), (3,))  # listed once each
+    said = listing.reference_mismatch
     assert said is not None and f"{files[1]} read 1x here, 0x there" in said and f"{files[2]} read 0x here, 1x" in said
     assert files[0] not in said.split("(", 1)[1].replace(f"{files[1]}", "").replace(f"{files[2]}", "")
 
 
 def test_the_same_files_taken_a_different_number_of_times_are_a_mismatch(tmp_path, monkeypatch):
-    from bagel_data.families import parquet_units
+    from bagel_data.families import parquet_listing
 
     a, b = (_file(tmp_path / "d" / f"{name}.parquet", [1]) for name in "ab")
     listing = ParquetListing((str(tmp_path / "d"),), (3,), "sorted", (a, b, a), (2,))
-    monkeypatch.setattr(parquet_units, "parquet_data_files", lambda *args, **kwargs: ([b, a, b], {}))
-    said = listing.reference_mismatch()
+    monkeypatch.setattr(parquet_listing, "parquet_data_files", lambda *args, **kwargs: ([b, a, b], {}))
+    said = listing.reference_mismatch
     assert said is not None and f"{a} read 2x here, 1x there" in said and f"{b} read 1x here, 2x there" in said

@@ -1,19 +1,25 @@
-"""Render `docs/formats/run_config.md` from the schema tables, so the page cannot drift.
+"""Render `docs/formats/run_config.md` from the schema tables and the families' own keys,
+so the page cannot drift.
 
-Regenerate with `python -m bagel_data.schema.docs > docs/formats/run_config.md`; a test
-compares the committed page with `render_run_config_doc()`.
+The keys every group and entry take are `schema/sections.py`'s; a family's own keys stand in
+its file, and which groups take one (the "groups" column) is read from the families that
+declare it (`families/registry.py`), never written by hand. Regenerate with
+`python -m bagel_data.tools.schema_doc > docs/formats/run_config.md`; a test compares the
+committed page with `render_run_config_doc()`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping
 
 import yaml
 
-from .kinds import Field
-from .sections import (
+from ..families.registry import families_reading
+from ..schema.kinds import Field
+from ..schema.sections import (
     DATASET_FIELDS,
     DATASET_INFO_FIELDS,
     FRAME_SAMPLER_FIELDS,
@@ -56,8 +62,8 @@ EXAMPLE_RUN_CONFIG = {
 _INTRO = """\
 # Run config
 
-<!-- Generated from src/bagel_data/schema/sections.py by
-     `python -m bagel_data.schema.docs > docs/formats/run_config.md`; do not edit by hand. -->
+<!-- Generated from src/bagel_data/schema/sections.py and the families' own keys by
+     `python -m bagel_data.tools.schema_doc > docs/formats/run_config.md`; do not edit by hand. -->
 
 What `bagel-data run`, `validate` and `inspect` take: a YAML or JSON mapping with the keys
 below. The same keys are checked, with the same rules, when you call
@@ -73,9 +79,9 @@ _SECTIONS = (
     (
         "`grouped_datasets.<group>`",
         "What to mix (BAGEL's `data/configs/*.yaml` shape): group name -> these keys. The group "
-        "name selects the family: `t2i_pretrain`, `unified_edit`, `vlm_sft`; see "
+        "name selects the family: `t2i_pretrain`, `unified_edit`, `vlm_sft`, `interleaved`; see "
         "[grouped_datasets](grouped_datasets.md).",
-        GROUP_FIELDS,
+        "group",
         True,
     ),
     (
@@ -89,10 +95,24 @@ _SECTIONS = (
         "`dataset_info.<group>.<dataset>`",
         "Where each dataset lives; relative paths are relative to the dataset_info file. See "
         "[dataset_info](dataset_info.md). Paths must exist; folders must be folders and files files.",
-        DATASET_INFO_FIELDS,
+        "dataset_info",
         True,
     ),
 )
+
+
+def section_fields(section: str) -> dict[str, Field]:
+    """Every key of a group ("group") or a `dataset_info` entry ("dataset_info"): the
+    common ones as `schema/sections.py` has them, then each family's own, its scope the
+    groups whose family declares it ("(required)" where that family requires it)."""
+    fields = dict(GROUP_FIELDS if section == "group" else DATASET_INFO_FIELDS)
+    for key, declared in families_reading(section).items():
+        scope = ", ".join(group + (" (required)" if field.required else "") for group, field in declared)
+        first = declared[0][1]
+        # Required on the page only where every family that reads it requires it.
+        required = all(field.required for _, field in declared)
+        fields[key] = dataclasses.replace(first, required=required, scope=scope)
+    return fields
 
 
 def _default(field: Field) -> str:
@@ -136,7 +156,7 @@ def render_run_config_doc() -> str:
             lines += ["Beyond the packer's own settings, `packing` also takes:", ""]
             lines += _table(DATASET_FIELDS, False)
         else:
-            lines += _table(fields, with_scope)
+            lines += _table(section_fields(fields) if isinstance(fields, str) else fields, with_scope)
         lines.append("")
     lines += [
         "## Example",

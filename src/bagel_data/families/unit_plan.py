@@ -1,0 +1,132 @@
+"""A family's unit plan (`family.units`): the units' epoch order, this rank's and this
+worker's share, the restart plan, and the generator each row owns.
+
+The family's `data_paths` (the reference's attribute) is the plan's `data_paths`; what one
+unit is (its canonical order, location, rows) is the plan's `kind` (`families/unit_kinds.py`);
+the unit arithmetic is `sharding.py`. A row's generator is a `RandomSource` in either mode:
+in the default mode a `SeededRandom` keyed by the row's address, in compat mode the
+worker's shared reference stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..compat import CompatPolicy
+from ..compat.streams import RandomSource, SeededRandom, seed_tail
+from ..errors import ConfigError
+from ..sharding import WorkerShard, WorkerTopology, stable_hash
+from .unit_kinds import Listed
+
+if TYPE_CHECKING:
+    from ..checkpoint.restart import GroupRestart
+
+
+@dataclasses.dataclass(frozen=True)
+class RowRandom:
+    """A row's generator and, in compat mode, the shared stream's state before its draws
+    (None otherwise: a row's own generator is made again from its address)."""
+
+    rng: RandomSource
+    state: dict | None
+
+
+class UnitPlan:
+    """Which units this rank and worker read, in which order, and each row's generator."""
+
+    def __init__(self, name: str, local_rank: int, world_size: int, num_workers: int, policy: CompatPolicy):
+        if world_size < 1 or not 0 <= local_rank < world_size:
+            raise ConfigError(
+                "local_rank", local_rank, f"must be in [0, world_size={world_size}); pass the rank of this process"
+            )
+        self.name, self.local_rank, self.world_size, self.num_workers = name, local_rank, world_size, num_workers
+        self.policy = policy
+        self.kind: Listed = Listed()  # the family's unit kind (a JSONL family's lines, ...)
+        self.data_paths: Any = None  # the family's units: a list, or a JSONL family's JsonlIndex
+        self.epoch_seed = 42
+        self.rank_unit_ids: range = range(0)
+        self.restart_plan: GroupRestart | None = None  # set by an elastic restart (restart.py)
+        # The epoch order and what it was made from (seed, units object, count): made on
+        # first use, so the constructor's set_epoch(42) and an entrance's repeated
+        # set_epoch(data_seed) cost one shuffle, not one each.
+        self._epoch_units: Any = None  # a list, or a numpy array
+        self._epoch_key: tuple | None = None
+
+    def set_epoch(self, seed: int) -> None:
+        if self.data_paths is None:
+            return
+        num_units = len(self.data_paths)  # sorted_units() holds each unit once
+        self.epoch_seed = seed
+        self.rank_unit_ids = self.policy.rank_unit_ids(num_units, self.world_size, self.local_rank)
+        self.check_enough(num_units, self.num_workers)
+
+    def _key(self) -> tuple:
+        return (self.epoch_seed, id(self.data_paths), len(self.data_paths))
+
+    @property
+    def epoch_units(self) -> Sequence[Any]:
+        """The units in this epoch's order: the canonical order shuffled by `epoch_seed`."""
+        if self._epoch_units is None or self._epoch_key != self._key():
+            units: Any = self.kind.sorted_units(self.data_paths)
+            # random.shuffle swaps items by index only: a numpy array's memoryview gets the
+            # same permutation as a list would, without a numpy scalar per swap.
+            view: Any = memoryview(units.data) if isinstance(units, np.ndarray) else units
+            random.Random(self.epoch_seed).shuffle(view)
+            self._epoch_units, self._epoch_key = units, self._key()
+        return self._epoch_units
+
+    @epoch_units.setter
+    def epoch_units(self, units: Sequence[Any]) -> None:
+        self._epoch_units, self._epoch_key = units, self._key()
+
+    def unit(self, unit_id: int) -> Any:
+        """The unit at `unit_id` of the epoch order."""
+        return self.epoch_units[int(unit_id)]
+
+    def label(self, unit_id: int) -> str:
+        """The unit at `unit_id`, as error messages name it."""
+        return self.kind.label(self.unit(unit_id))
+
+    def check_enough(self, num_units: int, num_workers: int) -> None:
+        needed = self.world_size * max(num_workers, 1)
+        if num_units < needed:
+            raise ConfigError(*self.kind.too_few(self.name, num_units, needed, self.world_size, max(num_workers, 1)))
+
+    def worker_shard(self) -> WorkerShard:
+        """This process's share: the whole rank list outside a DataLoader worker."""
+        topology = WorkerTopology.current(self.local_rank, self.world_size)
+        if topology.num_workers:
+            self.check_enough(len(self.epoch_units), topology.num_workers)
+        return self.policy.worker_shard(topology, len(self.epoch_units))
+
+    def rank_units(self) -> list:
+        return [self.epoch_units[i] for i in self.rank_unit_ids]
+
+    def worker_units(self) -> tuple[list, int]:
+        """The reference's view: (this worker's units, worker id)."""
+        shard = self.worker_shard()
+        return [self.kind.view(self.epoch_units[int(i)]) for i in shard.unit_ids], shard.worker_id
+
+    # -- per-row randomness --------------------------------------------------------------
+    def row_random(self, unit_id: int, *position: int) -> RowRandom:
+        """The generator one row draws from, and (compat mode) the state to rebuild it."""
+        if self.policy.reference:
+            rng = self.policy.stream.live()
+            return RowRandom(rng, rng.get_state())
+        return RowRandom(self.sample_rng(unit_id, *position), None)
+
+    def sample_rng(self, unit_id: int, *position: int) -> RandomSource:
+        """A generator owned by one row: the same wherever and whenever it is rebuilt.
+
+        In compat mode, the worker's shared stream instead (the reference's globals); a row
+        that must be rebuilt later takes its state with it through `row_random`."""
+        if self.policy.reference:
+            return self.policy.stream.live()
+        key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.name), int(unit_id), *position]
+        key += seed_tail(self.epoch_seed)  # a seed beyond 32 bits: its higher words (none for others)
+        return SeededRandom(np.random.PCG64(np.random.SeedSequence(key)))
