@@ -153,7 +153,7 @@ def test_blocks_reuse_one_open_handle(tmp_path, cache, monkeypatch):
     assert sum(opens.counts.values()) == 1 + 2  # the failed handle was not put back
 
 
-def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_path, cache):
+def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_path, cache, monkeypatch):
     """The index cache tells a remote tar current by its size and the store's modification
     time: from its folder's listing, no request; without one, a HEAD. Its content is not
     digested (a HEAD and about 18 ranged reads per tar before)."""
@@ -161,6 +161,7 @@ def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_p
     from bagel_bench.moto_store import moto_store
     from bagel_data.sources import storage
 
+    monkeypatch.setattr(tar_index, "LISTED_IDENTITY", True)
     folder = tmp_path / "tars"
     folder.mkdir()
     t2i_tar(folder / "a.tar", 400)  # over the digest's whole-file limit
@@ -182,9 +183,12 @@ def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_p
     assert len(warm) == 401
 
 
-def test_a_remote_tar_is_known_by_path_size_and_store_time_a_local_one_is_not():
+def test_a_remote_tar_is_known_by_path_size_and_store_time_a_local_one_is_not(monkeypatch):
     """A rewrite on a store changes the size or the store-set time: either one is a new key.
-    A local tar gets no listed identity (local times can be set back: it is digested)."""
+    A local tar gets no listed identity (local times can be set back: it is digested); none
+    at all while `LISTED_IDENTITY` is off."""
+    assert tar_index.listed_identity("s3://b/t/a.tar", (10, 5)) is None
+    monkeypatch.setattr(tar_index, "LISTED_IDENTITY", True)
     known = tar_index.listed_identity("s3://b/t/a.tar", (10, 5))
     assert known == ["s3://b/t/a.tar", 10, 5, "listed"]
     assert tar_index.listed_identity("s3://b/t/a.tar", (10, 6)) != known
