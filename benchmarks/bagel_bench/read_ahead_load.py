@@ -10,7 +10,7 @@ taking turns for `--rounds` rounds (medians, and the median of the ratios within
   each run a child process: its CPU seconds (all threads) and peak RSS, default settings
   against `read_ahead_bytes=0`;
 - `small-shards`: one T2I group of 20-row shards of 64-px images: steady packs/s at +20 ms
-  with a 32 MiB read-ahead against the same shards read inline on local disk;
+  (`--delay`) with a 32 MiB read-ahead against the same shards read inline on local disk;
 - `small-shards-reads`: the same shards through the family's reads alone (nothing decoded):
   row groups/s, the I/O side that a busy CPU cannot hide.
 
@@ -194,7 +194,7 @@ def rounds(runs: dict, count: int, figure: str, baseline: str) -> dict:
     return summary
 
 
-def run_case(case: str, root: Path, count: int, packs: int, workers: int) -> dict:
+def run_case(case: str, root: Path, count: int, packs: int, workers: int, delay: float = 0.02) -> dict:
     small = case.startswith("small-shards")
     files, groups, rows, side = SMALL_SHARDS if small else GROUP_SHARDS
     names = ["small-shards-small"] if small else ["groups-a", "groups-b", "groups-c"]
@@ -208,14 +208,15 @@ def run_case(case: str, root: Path, count: int, packs: int, workers: int) -> dic
                 "default": lambda: local_cost(dirs, side, packs, None),
                 "read_ahead_bytes=32MiB": lambda: local_cost(dirs, side, packs, BUDGET)}  # fmt: skip
         return rounds(runs, count, "cpu_s", "read_ahead_bytes=0")
+    at = f"+{delay * 1000:.0f}ms"
     if case == "small-shards-reads":
         runs = {"local inline": lambda: reads_only(dirs, side, 0.0, 0, 200),
-                "+20ms inline": lambda: reads_only(dirs, side, 0.02, 0, 40),
-                "+20ms read_ahead": lambda: reads_only(dirs, side, 0.02, BUDGET, 200)}  # fmt: skip
+                f"{at} inline": lambda: reads_only(dirs, side, delay, 0, 40),
+                f"{at} read_ahead": lambda: reads_only(dirs, side, delay, BUDGET, 200)}  # fmt: skip
         return rounds(runs, count, "row_groups_per_second", "local inline")
     runs = {"local inline": lambda: steady(dirs, side, 0.0, 0, 2, packs),
-            "+20ms inline": lambda: steady(dirs, side, 0.02, 0, 2, packs),
-            "+20ms read_ahead": lambda: steady(dirs, side, 0.02, BUDGET, 2, packs)}  # fmt: skip
+            f"{at} inline": lambda: steady(dirs, side, delay, 0, 2, packs),
+            f"{at} read_ahead": lambda: steady(dirs, side, delay, BUDGET, 2, packs)}  # fmt: skip
     return rounds(runs, count, "packs_per_second", "local inline")
 
 
@@ -226,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--packs", type=int, default=8, help="packs per run (local-cost, small-shards)")
     parser.add_argument("--workers", type=int, default=8, help="DataLoader workers (first-batch)")
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds per round trip (small-shards cases)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--read-ahead", default="default", help=argparse.SUPPRESS)
@@ -238,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     results: dict = {"command": "bagel-data bench read-ahead-load " + " ".join(argv or sys.argv[1:])}
     for case in args.case or CASES:
-        results[case] = run_case(case, args.root.resolve(), args.rounds, args.packs, args.workers)
+        results[case] = run_case(case, args.root.resolve(), args.rounds, args.packs, args.workers, args.delay)
         print(
             case,
             json.dumps({name: {k: v for k, v in row.items() if k != "rounds"} for name, row in results[case].items()}),

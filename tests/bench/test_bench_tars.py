@@ -6,6 +6,7 @@ import json
 import tarfile
 
 from bagel_bench import tars
+from bagel_data.sources import tar_index
 
 
 def test_the_tars_and_their_copy_hold_the_same_samples(tmp_path):
@@ -31,3 +32,25 @@ def test_a_tiny_run_reports_every_case_and_ratio(tmp_path, capsys):
     assert all(run["reads"]["samples"] == tars.READ_PASSES * 12 for runs in results["rounds"].values() for run in runs)
     assert results["index_build"]["local"]["cold_seconds_per_tar"] > 0
     assert "tars_vs_prepared" in capsys.readouterr().out
+
+
+def test_a_tiny_store_run_counts_the_requests_of_the_tars_on_s3(tmp_path):
+    """`--store`: the tars in moto behind the delaying proxy; a warm index costs no request."""
+    import pytest
+
+    pytest.importorskip("moto.server")
+    out = tmp_path / "tars.json"
+    args = ["--root", str(tmp_path), "--tars", "2", "--per-tar", "6", "--photo-side", "96", "--max-image-size", "64",
+            "--delay", "0.001", "--rounds", "1", "--warmup", "0", "--packs", "1", "--store", "--listed-identity",
+            "--out", str(out)]  # fmt: skip
+    try:
+        assert tars.main(args) == 0
+    finally:
+        tar_index.LISTED_IDENTITY = False
+    results = json.loads(out.read_text())
+    assert set(results["packs_per_second"]) == {*tars.CASES, tars.STORE_CASE}
+    assert results["packs_per_second_store_vs_local"] > 0
+    built = results["index_build"]["store +1ms"]
+    assert built["mapped_requests_per_tar"] == 0 and built["cold_requests_per_tar"] >= 1
+    [store_run] = results["rounds"][tars.STORE_CASE]
+    assert sum(store_run["requests"].values()) > 0

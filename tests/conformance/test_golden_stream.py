@@ -49,6 +49,9 @@ def test_stream_case(name, compat, tokenizer):
     with as_worker(case["worker_id"], case["num_workers"]):
         samples = list(itertools.islice(iter(dataset), case["count"]))
     assert len(samples) == len(expected["samples"])
+    # Samples whose pixels the reference itself does not reproduce (the case says why):
+    # their images are compared by shape only.
+    unstable = set(case.get("pixels_unstable", {}).get("samples", ()))
     for index, (got, want) in enumerate(zip(samples, expected["samples"])):
         where = f"sample {index}"
         assert got["data_indexes"] == want["data_indexes"], where
@@ -58,6 +61,9 @@ def test_stream_case(name, compat, tokenizer):
             assert got["text_ids_list"] == want["text_ids_list"], where
         assert len(got["image_tensor_list"]) == len(want["images"]), where
         for j, (tensor, summary) in enumerate(zip(got["image_tensor_list"], want["images"])):
+            if index in unstable:
+                assert list(tensor.shape) == list(summary["shape"]), f"{where} image {j}"
+                continue
             key = f"s{index}_img{j}"
             reference = arrays[key] if arrays is not None and key in arrays else None
             check_tensor(f"{where} image {j}", tensor, summary, reference)

@@ -78,5 +78,10 @@ def test_the_media_cases_under_two_workers_match_the_reference_through_every_doo
     assert len(batches) == len(expected)
     for index, (batch, want) in enumerate(zip(batches, expected)):
         assert set(batch) == set(want), f"batch {index}: keys"
+        unstable = set(spec.get("pixels_unstable", {}).get("fields", ()))  # the case says why
         for field, value in want.items():
-            assert summary(batch[field]) == value, f"{door}: batch {index} {field}"
+            got = summary(batch[field])
+            if field in unstable:
+                assert got[0] == value[0], f"{door}: batch {index} {field} shape"
+                continue
+            assert got == value, f"{door}: batch {index} {field}"

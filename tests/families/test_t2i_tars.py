@@ -122,9 +122,9 @@ def test_a_buffered_sample_is_rebuilt_from_its_cursor(tmp_path, tokenizer, small
     opened = []
 
     class Counted(tar_index.TarIndex):
-        def __init__(self, path):
+        def __init__(self, path, listed=None):
             opened.append(path)
-            super().__init__(path)
+            super().__init__(path, listed)
 
     monkeypatch.setattr(t2i_tars, "TarIndex", Counted)
     again = _dataset(tmp_path / "tars", tokenizer, 2)
@@ -270,3 +270,43 @@ def test_tars_in_place_through_each_door_with_bagel_s_transforms_and_dropouts(
     first_pass = rows[:11]  # 2 tars x 6 samples, one without a caption
     assert len(set(first_pass)) == 11
     assert max(pack["padded_images"].shape[-1] for pack in ours) > 512  # the 1024-pixel transform, upscaled
+
+
+def test_the_next_tars_are_listed_while_the_stream_waits_on_an_index(tmp_path):
+    """While the read-ahead waits on one tar's index, the walk's next tars are listed too
+    (as parquet footers are opened early): a stream over many small tars waits on one index
+    round trip at a time, not one per tar in turn."""
+    import threading
+
+    from bagel_data.families.reads import FILES_AHEAD, source_tasks
+    from bagel_data.families.walk import Phase, WorkItem
+    from bagel_data.sources.read_ahead import ReadAhead
+
+    paths = _tars(tmp_path / "tars", 4, per_tar=2)
+    release, started = threading.Event(), []
+
+    def index_of(path):
+        started.append(path)
+        if path == paths[0]:
+            assert release.wait(30), "the first tar's index was held"
+        return tar_index.TarIndex(path)
+
+    items = iter([WorkItem(i, i, 0, ()) for i in range(len(paths))])
+    source = t2i_tars.TarSource(paths.__getitem__, index_of)
+    ahead = ReadAhead(64 << 20, ramp_start=8)
+    try:
+        ahead.follow(source_tasks(source, [Phase(0, True, items)], set()))
+        for _ in range(300):
+            if len(started) == len(paths):
+                break
+            threading.Event().wait(0.01)
+        listed_early = sorted(started)
+        release.set()
+        first = ahead.take(("tarindex", paths[0]), lambda: None)
+        second = ahead.take(("tarindex", paths[1]), lambda: None)
+    finally:
+        release.set()
+        ahead.close()
+    assert len(paths) - 1 <= FILES_AHEAD and listed_early == paths, listed_early
+    assert isinstance(first, tar_index.TarIndex) and second.path == paths[1]
+    assert (ahead.hits, ahead.misses) == (2, 0)

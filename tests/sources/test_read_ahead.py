@@ -340,3 +340,51 @@ def test_an_early_hint_without_room_is_dropped_and_the_task_starts_at_its_turn()
     finally:
         ahead.close()
     assert ahead.held == 0
+
+
+def test_the_depth_follows_the_round_trip_over_the_stream_s_work():
+    """Little's law: fetches of 100 ms for a stream working 10 ms on each want 11 in flight;
+    none measured yet, or a local disk's quick fetches, keep the floor; the ceiling holds."""
+    from bagel_data.sources.read_depth import Depth
+
+    depth = Depth(floor=4, ceiling=32)
+    assert depth.threads() == 4
+    depth.fetched(0.1)
+    assert depth.threads() == 4  # the stream's work is not known yet
+    depth.work_s = 0.01
+    assert depth.threads() == 11
+    depth.fetched(10.0)
+    assert depth.threads() == 32
+    quick = Depth(floor=4, ceiling=32)
+    quick.fetched(0.0002)
+    quick.work_s = 0.01
+    assert quick.threads() == 4
+
+
+def test_a_slow_store_gets_more_fetches_in_flight_than_the_floor():
+    """Fetches of 50 ms taken by a stream that does little between takes: once measured, more
+    than `threads` run at once (the pool grows to the depth), and the values come in order."""
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def plan():
+        for index in range(60):
+
+            def fetch(i=index):
+                with lock:
+                    running[0] += 1
+                    peak[0] = max(peak[0], running[0])
+                time.sleep(0.05)
+                with lock:
+                    running[0] -= 1
+                return b"x" * (i + 1)
+
+            yield Task(("unit", index), fetch, 1)
+
+    ahead = ReadAhead(budget_bytes=1 << 20, threads=2, ramp_start=MAX_AHEAD)
+    ahead.follow(plan())
+    try:
+        got = [len(ahead.take(("unit", i), lambda: b"")) for i in range(60)]
+    finally:
+        ahead.close()
+    assert got == list(range(1, 61)) and ahead.misses == 0
+    assert peak[0] > 2 and ahead.depth.threads() > 2, (peak[0], ahead.depth.threads())

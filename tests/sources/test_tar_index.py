@@ -11,7 +11,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from bagel_bench.slow_reads import DelayedFile, delayed_storage
+from bagel_bench.slow_reads import DelayedFile, OpenCounter, delayed_storage
 from bagel_data.errors import SkipReason
 from bagel_data.sources import jsonl_cache, tar_index, tar_members
 from bagel_data.sources.tar_index import TarIndex
@@ -129,3 +129,85 @@ def test_listing_through_a_store_costs_a_read_per_window_not_per_member(tmp_path
         keyed = tar_members.list_tar(str(tar))
     assert len(keyed) == 400
     assert len(reads) <= tar.stat().st_size // (256 << 10) + 2, len(reads)
+
+
+def test_blocks_reuse_one_open_handle(tmp_path, cache, monkeypatch):
+    """Reading every block of a tar opens it once (a store's HEAD and connection, not one per
+    block); a read that fails drops its handle, and the next block opens a fresh one."""
+    monkeypatch.setattr(tar_index, "BLOCK_BYTES", 1 << 12)
+    tar = str(t2i_tar(tmp_path / "a.tar", 9))
+    index = TarIndex(tar)
+    assert len(index.blocks) > 2
+    opens = OpenCounter()
+    with delayed_storage(opens=opens):
+        for block in range(len(index.blocks)):
+            index.read_block(block)
+    assert sum(opens.counts.values()) == 1
+    lost = index.blocks[1]
+    with delayed_storage(fail={tar: (lost.start, lost.start + 1)}, opens=opens):
+        fresh = TarIndex(tar)
+        fresh.read_block(0)
+        with pytest.raises(OSError, match="injected"):
+            fresh.read_block(1)
+        fresh.read_block(2)
+    assert sum(opens.counts.values()) == 1 + 2  # the failed handle was not put back
+
+
+def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_path, cache, monkeypatch):
+    """The index cache tells a remote tar current by its size and the store's modification
+    time: from its folder's listing, no request; without one, a HEAD. Its content is not
+    digested (a HEAD and about 18 ranged reads per tar before)."""
+    pytest.importorskip("moto.server")
+    from bagel_bench.moto_store import moto_store
+    from bagel_data.sources import storage
+
+    monkeypatch.setattr(tar_index, "LISTED_IDENTITY", True)
+    folder = tmp_path / "tars"
+    folder.mkdir()
+    t2i_tar(folder / "a.tar", 400)  # over the digest's whole-file limit
+    with moto_store() as store:
+        store.upload(folder, "s3://wds-id/tars")
+        store.register("s3://wds-id")
+        uri = "s3://wds-id/tars/a.tar"
+        [(_, size, mtime)] = storage.list_entries("s3://wds-id/tars")
+        built = TarIndex(uri, (size, mtime))
+        store.proxy.counter.reset()
+        warm = TarIndex(uri, (size, mtime))
+        listed = store.proxy.counter.reset()
+        headed = TarIndex(uri)
+        head = store.proxy.counter.reset()
+        with pytest.raises(FileNotFoundError):
+            TarIndex("s3://wds-id/tars/missing.tar")
+    assert warm.folder == built.folder == headed.folder is not None
+    assert listed == {} and head == {"HEAD object": 1}, (listed, head)
+    assert len(warm) == 401
+
+
+def test_a_remote_tar_is_known_by_path_size_and_store_time_a_local_one_is_not(monkeypatch):
+    """A rewrite on a store changes the size or the store-set time: either one is a new key.
+    A local tar gets no listed identity (local times can be set back: it is digested); none
+    at all while `LISTED_IDENTITY` is off."""
+    assert tar_index.listed_identity("s3://b/t/a.tar", (10, 5)) is None
+    monkeypatch.setattr(tar_index, "LISTED_IDENTITY", True)
+    known = tar_index.listed_identity("s3://b/t/a.tar", (10, 5))
+    assert known == ["s3://b/t/a.tar", 10, 5, "listed"]
+    assert tar_index.listed_identity("s3://b/t/a.tar", (10, 6)) != known
+    assert tar_index.listed_identity("s3://b/t/a.tar", (11, 5)) != known
+    assert tar_index.listed_identity("s3://b/t/b.tar", (10, 5)) != known
+    assert tar_index.listed_identity("/data/a.tar", (10, 5)) is None
+    assert tar_index.listed_identity("file:///data/a.tar", (10, 5)) is None
+
+
+def test_kept_handles_are_closed_before_the_process_forks(tmp_path, cache):
+    """A DataLoader's workers fork from this process: a store's client and its connections
+    must not be shared with them, so the handles kept for the next blocks close first."""
+    tar = str(t2i_tar(tmp_path / "a.tar", 9))
+    index = TarIndex(tar)
+    index.read_block(0)
+    assert len(index._idle) == 1
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if not index._idle else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and index._idle == []
+    assert index.read_block(0) and len(index._idle) == 1  # opened again when next read

@@ -159,10 +159,16 @@ class _Walked:
         return found
 
 
-def source_tasks(source: ReadSource, phases: Iterable[Phase], files: weakref.WeakSet) -> Iterator:
+def source_tasks(
+    source: ReadSource,
+    phases: Iterable[Phase],
+    files: weakref.WeakSet,
+    files_ahead: Callable[[], int] = lambda: FILES_AHEAD,
+) -> Iterator:
     """The tasks of the units the stream walks, in its order; they end where the stream
     would find a whole pass empty, or at a unit that reads nothing ahead. While a unit
-    waits on a footer, the next units' files are opened early (`Early` hints)."""
+    waits on a footer, the next `files_ahead()` units' files are opened early (`Early`
+    hints): more of them where the read-ahead measured a longer round trip."""
     walked = _Walked(phases)
     openings = getattr(source, "openings", None)  # a source of a user's may have none
     phase: Phase | None = None
@@ -177,7 +183,7 @@ def source_tasks(source: ReadSource, phases: Iterable[Phase], files: weakref.Wea
         tasks = 0
         for task in source.unit_tasks(entry.unit_id, entry.row_start, entry.single, files):
             if task is PENDING and openings is not None:
-                yield from openings(walked.upcoming(FILES_AHEAD), files)
+                yield from openings(walked.upcoming(files_ahead()), files)
             tasks += 1
             yield task
         if not tasks:
@@ -210,14 +216,22 @@ class FamilyReads:
 
     def kept(self, key: Hashable, make: Callable[[], Any], limit: int = 8) -> Any:
         """`make()`, kept in this process for the next calls with `key` (the last `limit`
-        keys): what a family opens once per file and reads often, as a tar's index."""
-        held = self._here().setdefault("kept", collections.OrderedDict())
-        if key in held:
+        keys): what a family opens once per file and reads often, as a tar's index. Safe
+        from the read-ahead's threads: `make` runs outside the lock (two threads may both
+        make a value; the first kept wins)."""
+        here = self._here()
+        held = here.setdefault("kept", collections.OrderedDict())
+        lock = here.setdefault("kept_lock", threading.Lock())
+        with lock:
+            if key in held:
+                held.move_to_end(key)
+                return held[key]
+        value = make()
+        with lock:
+            value = held.setdefault(key, value)
             held.move_to_end(key)
-            return held[key]
-        value = held[key] = make()
-        while len(held) > limit:
-            held.popitem(last=False)
+            while len(held) > limit:
+                held.popitem(last=False)
         return value
 
     def rebuilding(self) -> bool:
@@ -264,7 +278,8 @@ class FamilyReads:
         ahead = self.start(budget_bytes)
         if ahead is None:
             return lambda: None
-        plan = source_tasks(source, phases, self._files()) if source is not None else iter(())
+        ahead_files = lambda: max(FILES_AHEAD, ahead.depth.threads())  # noqa: E731
+        plan = source_tasks(source, phases, self._files(), ahead_files) if source is not None else iter(())
         ahead.follow(plan)
 
         def stop() -> None:

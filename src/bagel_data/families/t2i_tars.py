@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterator, Sequence
 from ..errors import ConfigError, RowDropped, SkipLog, SkipReason
 from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
-from ..sources.read_ahead import ReadAhead, Task
+from ..sources.read_ahead import Early, ReadAhead, Task
 from ..sources.tar_index import TarIndex
 from ..sources.tar_members import COMPRESSED_TARS, class_caption, is_tar, refuse_compressed, sample_captions
 from .reads import FamilyReads
+from .walk import WorkItem
 
 # Salts the fingerprint a tar position is tagged with (`families/positions.py`).
 TAR_POSITION_SALT = 0x7A5
@@ -30,6 +31,9 @@ TAR_POSITION_SALT = 0x7A5
 # Before a tar is listed the size of its index is unknown: a few dozen bytes per sample.
 INDEX_ESTIMATE = 64 << 10
 TAR = ".tar"
+# Tar indexes a process keeps open (with a handle each for their blocks): the one being
+# read and the next ones the read-ahead opened early (`reads.FILES_AHEAD`), with room.
+KEPT_INDEXES = 16
 # What a T2I folder's listing keeps: tables, tars (`.TAR` too) and compressed tars, which are
 # refused by name. Not every entry: a Hub folder's `train/` and `test/` are split folders.
 _ARCHIVES = (TAR, *COMPRESSED_TARS)
@@ -91,12 +95,18 @@ def check_no_columns(image_column: str | None, caption_column: object) -> None:
             )
 
 
-def tar_extent(indexes: dict, path: str, row: tuple) -> tuple[str, int, str] | None:
+def kept_index(reads: FamilyReads, path: str, listed: FileStat | None = None) -> TarIndex:
+    """Tar `path`'s index, opened once per process and kept (its handle reused by the next
+    blocks and passes); `listed`: its (size, mtime) from the folder's listing."""
+    return reads.kept(("tarindex", path), functools.partial(TarIndex, path, listed), KEPT_INDEXES)
+
+
+def tar_extent(indexes: dict, path: str, row: tuple, listed: FileStat | None = None) -> tuple[str, int, str] | None:
     """How many blocks tar `path` holds (`row` ()), or samples block `row[0]` holds; None
     when the tar cannot be listed (then a counted skip when it is read)."""
     if path not in indexes:
         try:
-            indexes[path] = TarIndex(path)
+            indexes[path] = TarIndex(path, listed)
         except Exception:
             indexes[path] = None
     index = indexes[path]
@@ -116,12 +126,14 @@ def tar_rows(
     log: SkipLog,
     single: bool = False,
     class_names: Sequence[str] | None = None,
+    listed: FileStat | None = None,
 ) -> Iterator[tuple[int, int, dict, str]]:
     """(block, sample within it, {"image", "captions"} cells, location `tar:key`) for every
     usable sample of the tar from the start point on (the one at it only, when `single`);
-    the others are counted in `log` with the reason `prepare t2i` gives them."""
+    the others are counted in `log` with the reason `prepare t2i` gives them. `listed`:
+    the tar's (size, mtime) from its folder's listing."""
     try:
-        opened = functools.partial(reads.kept, ("tarindex", path), functools.partial(TarIndex, path))
+        opened = functools.partial(kept_index, reads, path, listed)
         index = reads.take(path, opened, kind="tarindex")  # inline: opened once per process
     except Exception as exc:  # a truncated or unreadable tar: prepare's "not a readable tar file"
         log.skip(SkipReason.UNIT_UNREADABLE, path, f"not a readable tar file: {exc}")
@@ -172,14 +184,20 @@ def _cells(
 
 
 class TarSource:
-    """What a tar unit reads ahead: its index, then its blocks in order."""
+    """What a tar unit reads ahead: its index, then its blocks in order. While the plan waits
+    on a tar's index, the walk's next tars are listed early (`openings`), as parquet files'
+    footers are: a stream of many tars waits on one index round trip, not one per tar."""
 
-    def __init__(self, path_of: Callable[[int], str]):
-        self.path_of = path_of
+    def __init__(self, path_of: Callable[[int], str], index_of: Callable[[str], TarIndex] = TarIndex):
+        self.path_of, self.index_of = path_of, index_of
+        self._listings: dict[str, Task] = {}  # made ahead by `openings`, taken by `unit_tasks`
+
+    def _listing(self, path: str) -> Task:
+        return Task(("tarindex", path), functools.partial(self.index_of, path), INDEX_ESTIMATE)
 
     def unit_tasks(self, unit_id, row_start, single, files) -> Iterator[Task]:
         path = self.path_of(unit_id)
-        listing = Task(("tarindex", path), functools.partial(TarIndex, path), INDEX_ESTIMATE)
+        listing = self._listings.pop(path, None) or self._listing(path)
         index: TarIndex | None = yield from listing.awaited()
         if index is None:
             return  # the family takes the error and counts the tar as unreadable
@@ -190,6 +208,17 @@ class TarSource:
             read = functools.partial(index.read_block, block)
             yield Task(("tarblock", (path, block)), read, span.nbytes)
 
+    def openings(self, items: Sequence[WorkItem], files) -> Iterator[Early]:
+        """Hints to list the tars of `items` (the walk's next units) now; a tar whose listing
+        was started already is not asked again."""
+        for item in items:
+            path = self.path_of(item.unit_id)
+            listing = self._listings.get(path)
+            if listing is None:
+                listing = self._listings[path] = self._listing(path)
+            if listing.future is None:
+                yield Early(listing)
+
     def pin(self, ahead: ReadAhead, row_keys: list[tuple], files) -> None:
         """Resume: per tar, one task lists it and reads the blocks buffered rows need."""
         by_tar: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -199,12 +228,13 @@ class TarSource:
             takes: dict = {("tarindex", path): (_first, sum(blocks.values()))}
             for block, count in blocks.items():
                 takes[("tarblock", (path, block))] = (functools.partial(_block, block), count)
-            ahead.pin(Task(("tarfile", path), functools.partial(_fetch, path, sorted(blocks)), INDEX_ESTIMATE), takes)
+            fetch = functools.partial(_fetch, self.index_of, path, sorted(blocks))
+            ahead.pin(Task(("tarfile", path), fetch, INDEX_ESTIMATE), takes)
 
 
-def _fetch(path: str, blocks: list[int]) -> tuple:
+def _fetch(index_of: Callable[[str], TarIndex], path: str, blocks: list[int]) -> tuple:
     try:
-        index = TarIndex(path)
+        index = index_of(path)
     except Exception as exc:
         return exc, {}
     read: dict[int, object] = {}

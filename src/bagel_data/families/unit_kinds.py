@@ -255,14 +255,17 @@ class TarBlocks(Listed):
     depth = 2
     position_salt = TAR_POSITION_SALT
 
-    def __init__(self) -> None:
+    def __init__(self, index_of: Callable[[str], Any] | None = None, listed: dict | None = None) -> None:
+        """`index_of(path)`: a tar's index as the family keeps it; `listed`: each tar's (size,
+        mtime_ns) from its folder's listing (its index is then known current without a request)."""
         self._indexes: dict = {}
+        self._index_of, self._listed = index_of, listed or {}
 
     def location(self, unit: Any, row: tuple) -> str:
         return f"{unit}, block {row[0]}, sample {row[1]}"
 
     def extent(self, unit: Any, row: tuple) -> tuple[str, int, str] | None:
-        return tar_extent(self._indexes, unit, row)
+        return tar_extent(self._indexes, unit, row, self._listed.get(unit))
 
     def read_source(self, unit_of: UnitOf, columns) -> ReadSource:
-        return TarSource(unit_of)
+        return TarSource(unit_of) if self._index_of is None else TarSource(unit_of, self._index_of)

@@ -155,14 +155,20 @@ def _lengths(arrays: tuple, lengths: tuple) -> tuple:
 
 
 def index_arrays(
-    paths: Sequence[str], settings: object, build: Build, kind: IndexKind | None = None
+    paths: Sequence[str],
+    settings: object,
+    build: Build,
+    kind: IndexKind | None = None,
+    identities: Sequence[list] | None = None,
 ) -> tuple[tuple, str | None]:
-    """The index's arrays, and the folder they are mapped from (None: built in memory)."""
+    """The index's arrays, and the folder they are mapped from (None: built in memory).
+    `identities`: what tells each input unchanged, where the caller knows it already (a
+    remote tar's listing: `tar_index.listed_identity`); its second item is the size."""
     kind = kind or JSONL
     root = cache_root()
     if root is None or not paths:
         return in_memory(None, build, kind), None
-    files = [_identity(path) for path in paths]
+    files = list(identities) if identities is not None else [_identity(path) for path in paths]
     key = _key(files, settings, kind)
     if key is None:
         return in_memory(None, build, kind), None

@@ -22,6 +22,8 @@ What stays true with it on:
   for each task the stream takes. A worker's first pack reads about what it would read
   inline, rather than every worker and group filling its budget at once and competing with
   the reads that pack waits for (a store's request rate, a node's bandwidth);
+* its depth follows the store: `THREADS` fetches at once until the round trip and the
+  stream's work per task are measured, then their ratio (`read_depth`, up to `MAX_THREADS`);
 * a plan may start a later task early (`Early`, with up to half the window): a next file's
   footer while the plan waits on this file's, so that the read-ahead reaches across files
   as fast as across row groups; the task joins the queue when the plan yields it.
@@ -40,13 +42,11 @@ import dataclasses
 import math
 import threading
 from collections.abc import Callable, Generator, Hashable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
-# Enough threads to keep several round trips in flight per worker (each waits on the
-# network, not the CPU); few enough that 8 workers x 8 ranks stay a few hundred threads.
-THREADS = 8
-POOL_NAME = "bagel-read-ahead"  # its threads' name prefix (seen in a stack dump, py-spy)
+from .read_depth import MAX_THREADS, POOL_NAME, THREADS, DepthPool, nbytes_of
+
 # Most tasks queued ahead, whatever their size: bounds the plan's walk for tiny tasks.
 MAX_AHEAD = 64
 # Tasks ahead of a stream that has taken none yet; each take allows one more (to MAX_AHEAD).
@@ -90,20 +90,6 @@ def _kind(task: Task) -> Hashable:  # the first item of its key (`"rg"`, `"meta"
     return task.key[0] if isinstance(task.key, tuple) and task.key else task.key
 
 
-def nbytes_of(value: Any) -> int:
-    """The bytes a fetched value holds: Arrow tables and numpy arrays say so; bytes by length."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    size = getattr(value, "nbytes", None)
-    if isinstance(size, int):
-        return size
-    if isinstance(value, (tuple, list)):
-        return sum(nbytes_of(item) for item in value)
-    if isinstance(value, dict):
-        return sum(nbytes_of(item) for item in value.values())
-    return 0
-
-
 class ReadAhead:
     """Fetch a plan's tasks ahead of the stream, within `budget_bytes`; see the module docs."""
 
@@ -119,7 +105,8 @@ class ReadAhead:
         self.following: Iterator | None = None  # the plan last given to `follow`, even once run out
         self._next: Task | None = None  # pulled from the plan, waiting for room
         self._planning = False
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool = DepthPool(self.threads, max(self.threads, MAX_THREADS), POOL_NAME)
+        self.depth = self._pool.depth
         self._on_close: list[Callable[[], None]] = []
         self.closed = False
         self.held = self.peak = self.fetched = self.hits = self.misses = 0
@@ -138,6 +125,15 @@ class ReadAhead:
         """The value of the next task with `key` (re-raising its exception), `fallback()`
         when none. A `stream` take follows the plan: tasks queued before it were passed by
         the stream and are dropped. Any other take (a resumed row) is served by `pin`."""
+        if stream:
+            self.depth.asking()
+        try:
+            return self._take(key, fallback, stream)
+        finally:
+            if stream:
+                self.depth.returned()
+
+    def _take(self, key: Hashable, fallback: Callable[[], Any], stream: bool) -> Any:
         with self._lock:
             pinned = None if stream else self._pinned.get(key)
             task = pinned[0] if pinned else (self._pop_until(key) if stream else None)
@@ -232,14 +228,14 @@ class ReadAhead:
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _submit(self, task: Task) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=POOL_NAME)
         task.charged = self._charge(task)
         task.unsized = _kind(task) not in self._expansion and task.estimate > 0
         self._unsized[_kind(task)] += task.unsized
         self.held += task.charged
         self.peak = max(self.peak, self.held)
-        task.future = self._pool.submit(task.fetch)
+        task.future = self._pool.start(task.fetch)
+        # Added once started: a fetch done already (a quick one, run as its thread started) is
+        # counted here, before this call returns, as a pool's own future would be.
         task.future.add_done_callback(lambda _: self._done(task))
 
     def _done(self, task: Task) -> None:
@@ -299,11 +295,7 @@ class ReadAhead:
             for task, _, _ in self._pinned.values():
                 self._release(task)
             self._pinned.clear()
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            # Closed from one of its own threads (a stream collected there): it cannot wait for itself.
-            own = threading.current_thread().name.startswith(POOL_NAME)
-            pool.shutdown(wait=not own, cancel_futures=True)
+        self._pool.close()  # outside the lock: a fetch finishing meanwhile takes it
         for callback in self._on_close:
             callback()
         self._on_close.clear()
@@ -317,4 +309,5 @@ class ReadAhead:
             "fetched_bytes": self.fetched,
             "hits": self.hits,
             "misses": self.misses,
+            "threads": self.depth.threads(),
         }

@@ -17,9 +17,13 @@ blocks are a function of the index and `BLOCK_BYTES`, so the same on every proce
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
-from collections.abc import Sequence
+import os
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -118,14 +122,48 @@ def _text(key: str, sample) -> tuple[bytes, bytes]:
     return key.encode("utf-8", "surrogateescape"), detail.encode("utf-8", "surrogateescape")
 
 
-class TarIndex:
-    """The samples of one tar (`path`, local or a URI) and the blocks they are read in."""
+# Off for now: a DataLoader worker forked after its parent used a store can read another's
+# bytes (the store's client is not fork-safe); an index listed from such bytes, keyed by the
+# listing alone, would be mapped by every process of the node until the tar changes, where a
+# content digest keys it apart. Turn on once workers read stores safely.
+LISTED_IDENTITY = False
 
-    def __init__(self, path: str):
+
+def listed_identity(path: str, listed: tuple[int, int | None] | None = None) -> list | None:
+    """What tells a remote tar unchanged for the index cache: its size and the modification
+    time its store set (which no user can set back), from its folder's listing (`listed`,
+    no request) or one HEAD; None for a local tar (`jsonl_cache` then adds its inode, change
+    time and a sampled digest: local times can be set back) or where the store gives no time."""
+    if not storage.is_remote(path) or not LISTED_IDENTITY:
+        return None
+    if listed is None or listed[1] is None:
+        filesystem, inner = storage.resolve(path)
+        info = filesystem.get_file_info(inner)
+        listed = (int(info.size or 0), info.mtime_ns)
+    if listed[1] is None:
+        return None
+    return [path, int(listed[0]), int(listed[1]), "listed"]
+
+
+class TarIndex:
+    """The samples of one tar (`path`, local or a URI) and the blocks they are read in.
+    `listed`: its (size, mtime_ns) as its folder's listing gave them, so that telling a
+    cached index current costs no request."""
+
+    def __init__(self, path: str, listed: tuple[int, int | None] | None = None):
         self.path = path
+        identity = listed_identity(path, listed)
         (self.samples, self.text), self.folder = jsonl_cache.index_arrays(
-            [path], [BLOCK_BYTES, RULES, PARTS], lambda work, allocate: _build(path, allocate), TAR
+            [path],
+            [BLOCK_BYTES, RULES, PARTS],
+            lambda work, allocate: _build(path, allocate),
+            TAR,
+            identities=None if identity is None else [identity],
         )
+        # Open handles of the tar not in use: a block reuses one (no open, no HEAD on a
+        # store), and blocks read at once on several threads each take their own.
+        self._idle: list = []
+        self._handles_lock = threading.Lock()
         self.blocks = _blocks(np.asarray(self.samples))
         # Python's own values: a field of a numpy record costs microseconds per read.
         self._rows, self._keys = self.samples.tolist(), bytes(self.text)
@@ -150,7 +188,7 @@ class TarIndex:
     def read_block(self, block: int) -> BlockData:
         """The bytes of block `block`: one ranged read per range of its `reads`."""
         pieces = []
-        with storage.open_input(self.path) as handle:
+        with self._handle() as handle:
             for start, end in self.blocks[block].reads:
                 handle.seek(start)
                 data = handle.read(end - start)
@@ -159,10 +197,58 @@ class TarIndex:
                 pieces.append((start, data))
         return tuple(pieces)
 
+    @contextlib.contextmanager
+    def _handle(self) -> Iterator:
+        """An open handle of the tar for one block's reads: an idle one, else opened now; put
+        back for the next block unless a read through it failed (a broken connection)."""
+        with self._handles_lock:
+            handle = self._idle.pop() if self._idle else None
+        if handle is None:
+            _close_before_fork(self)
+            handle = storage.open_input(self.path)
+        try:
+            yield handle
+        except BaseException:
+            handle.close()
+            raise
+        with self._handles_lock:
+            self._idle.append(handle)
+
+    def close(self) -> None:
+        """Close the handles kept open (a later block opens one again)."""
+        with self._handles_lock:
+            idle, self._idle = self._idle, []
+        for handle in idle:
+            handle.close()
+
+    def __del__(self) -> None:
+        for handle in getattr(self, "_idle", ()):
+            with contextlib.suppress(Exception):
+                handle.close()
+
     def parts(self, index: int, block: int, data: BlockData) -> tuple[bytes | None, ...]:
         """(image, .txt, .json, .cls) bytes of sample `index`, cut from its block's `data`."""
         spans = self._rows[index][1 : 1 + 2 * len(PARTS)]
         return tuple(None if at < 0 else _cut(data, at, size) for at, size in zip(spans[::2], spans[1::2]))
+
+
+# Indexes holding open handles. They are closed before this process forks (a DataLoader's
+# workers): a store's client and its kept-alive connections must not be shared with a child,
+# where both ends would read each other's answers.
+_HOLDERS: weakref.WeakSet = weakref.WeakSet()
+_fork_hook: list[bool] = []
+
+
+def _close_before_fork(index: TarIndex) -> None:
+    _HOLDERS.add(index)
+    if not _fork_hook:  # registered on first use, not at import
+        _fork_hook.append(True)
+        os.register_at_fork(before=_close_all)
+
+
+def _close_all() -> None:
+    for index in list(_HOLDERS):
+        index.close()
 
 
 def _cut(data: BlockData, at: int, size: int) -> bytes:

@@ -24,7 +24,7 @@ from bagel_data.checkpoint.collect import gather_worker_states
 
 def describe(dataset, count: int) -> dict:
     units = {
-        name: [int(i) for i in family.rank_unit_ids]
+        name: [int(i) for i in family.units.rank_unit_ids]
         for name, family in zip(dataset.group_names, dataset.grouped_datasets)
     }
     packs = []
