@@ -16,12 +16,8 @@ from bagel_data.sources import storage
 from helpers.builders import png_bytes, solid_jpeg, write_edit, write_t2i
 from helpers.object_store import copies
 
-# Known regression of the default mode's walk by rows (families/row_plan.py): it counts every
-# file's rows from its footer at start-up, in each worker that was not forked from a process
-# that had counted them, so start-up requests grow with the file count (10 files: 29 object
-# requests per worker where 12 were allowed). To fix: count them once per node (or from the
-# listing's parquet_info) and ship the counts to the workers.
-pytestmark = pytest.mark.xfail(reason="the walk by rows reads every footer at start-up", strict=False)
+# Files on an object store are walked by units in the default mode (families/unit_plan.py,
+# `walks_rows`): counting their rows for the walk by rows would read every footer at start-up.
 
 pytest.importorskip("moto.server")  # a dev dependency (moto_store imports it when started)
 

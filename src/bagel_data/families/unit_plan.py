@@ -21,6 +21,7 @@ from ..compat import CompatPolicy
 from ..compat.streams import RandomSource, SeededRandom, seed_tail
 from ..errors import ConfigError
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
+from ..sources import storage
 from .row_plan import DEFAULT_SHUFFLE_BUFFER, RowPlan, counts_unknown, plan_key, row_layout, row_seed
 from .row_share import RowLayout
 from .unit_kinds import Listed
@@ -78,11 +79,22 @@ class UnitPlan:
     def walks_rows(self) -> bool:
         """Whether this group takes the default mode's walk by rows (`row_layout`): not in
         compat mode, nor where the kind cannot count its rows ahead (tars, a user's family's
-        units, one more than two levels deep)."""
+        units, one more than two levels deep), nor for files on an object store: counting
+        their rows reads every file's footer at start-up, a request per file in every
+        worker, where the walk by units reads none (`validate` reports its draw spread)."""
         if self.policy.reference or not self.walk_by_rows:
             return False
         depth = self.kind.depth
-        return depth is not None and depth <= 2 and (depth == 0 or not counts_unknown(self.kind))
+        if depth is None or depth > 2:
+            return False
+        if depth == 0:
+            return True
+        return not counts_unknown(self.kind) and not self.reads_remote_files()
+
+    def reads_remote_files(self) -> bool:
+        """Whether the group's files are read over a network (its first file says it)."""
+        paths = self.kind.input_paths(self.data_paths)
+        return bool(paths) and storage.is_remote(str(paths[0]))
 
     def row_layout(self) -> RowLayout | None:
         """The group's rows in epoch order for the walk by rows (`families/row_plan.py`); None
