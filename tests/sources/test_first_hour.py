@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -18,6 +19,16 @@ from helpers.builders import png_bytes, write_vlm
 
 runner = CliRunner()
 TRANSFORM = ImageTransform(56, 14, 14)
+
+
+@pytest.fixture
+def unit_walk(monkeypatch):
+    """The walk by whole units on local files too: files on an object store are walked by
+    units (families/unit_plan.py, `walks_rows`), and these tests hold the two to the same
+    stream (or pin the unit walk's own message)."""
+    from bagel_data.families.unit_plan import UnitPlan
+
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
 
 
 def _row(i: int) -> dict:
@@ -65,7 +76,7 @@ def _vlm_run(tmp_path: Path, used: int) -> Path:
     return path
 
 
-def test_num_used_data_past_a_one_line_jsonl_names_the_lines_and_the_fix(tmp_path):
+def test_num_used_data_past_a_one_line_jsonl_names_the_lines_and_the_fix(tmp_path, unit_walk):
     result = runner.invoke(app, ["run", str(_vlm_run(tmp_path, 16)), "--batches", "1", "--num-workers", "2"])
     assert result.exit_code == 2, result.output
     output = " ".join(result.output.split())

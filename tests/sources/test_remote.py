@@ -16,6 +16,16 @@ boto3 = pytest.importorskip("boto3")
 BUCKET = "bagel-test"
 
 
+@pytest.fixture
+def unit_walk(monkeypatch):
+    """The walk by whole units on local files too: files on an object store are walked by
+    units (families/unit_plan.py, `walks_rows`), and these tests hold the two to the same
+    stream (or pin the unit walk's own message)."""
+    from bagel_data.families.unit_plan import UnitPlan
+
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+
+
 @pytest.fixture(scope="module")
 def s3_endpoint():
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
@@ -56,7 +66,7 @@ def s3_info(case: dict) -> dict:
     return info
 
 
-def test_s3_matches_local(s3, golden_root, tokenizer, special_tokens):
+def test_s3_matches_local(s3, golden_root, tokenizer, special_tokens, unit_walk):
     case, _, _ = load_case("packed_three_groups_flex")
     local, local_dataset = first_packs(case, absolute_dataset_info(case), tokenizer, special_tokens, 3)
     remote, dataset = first_packs(case, s3_info(case), tokenizer, special_tokens, 3)
@@ -81,7 +91,7 @@ def test_missing_bucket_or_key_is_a_clear_error(s3, golden_root, tokenizer, spec
 
 
 def test_storage_options_in_dataset_info_replace_the_environment(
-    s3, s3_endpoint, golden_root, tokenizer, special_tokens, monkeypatch
+    s3, s3_endpoint, golden_root, tokenizer, special_tokens, monkeypatch, unit_walk
 ):
     case, _, _ = load_case("packed_three_groups_flex")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"):

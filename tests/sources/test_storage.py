@@ -11,6 +11,16 @@ from bagel_data.sources import storage
 from helpers.golden import GOLDEN_CASES, absolute_dataset_info, first_packs, load_case
 
 
+@pytest.fixture
+def unit_walk(monkeypatch):
+    """The walk by whole units on local files too: files on an object store are walked by
+    units (families/unit_plan.py, `walks_rows`), and these tests hold the two to the same
+    stream (or pin the unit walk's own message)."""
+    from bagel_data.families.unit_plan import UnitPlan
+
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+
+
 @pytest.fixture()
 def memory_copy(golden_root):
     """The golden data uploaded to fsspec's memory filesystem; (local root, memory root)."""
@@ -21,7 +31,7 @@ def memory_copy(golden_root):
     memory.rm("/golden-data", recursive=True)
 
 
-def test_fsspec_memory_filesystem_matches_local(memory_copy, tokenizer, special_tokens):
+def test_fsspec_memory_filesystem_matches_local(memory_copy, tokenizer, special_tokens, unit_walk):
     local_root, memory_root = memory_copy
     case, _, _ = load_case("packed_three_groups_flex")
     info = absolute_dataset_info(case)
