@@ -132,7 +132,7 @@ def read_table(file: str) -> FrameTable | None:
     """The table stored at `file`; None when there is none or it does not read back whole
     (a damaged one is counted and built again over it)."""
     try:
-        with np.load(file, allow_pickle=False) as stored:
+        with node_cache.NPY_READ_LOCK, np.load(file, allow_pickle=False) as stored:
             arrays = {name: stored[name] for name in ("header", "rate", "steps", "seek")}
     except FileNotFoundError:
         return None

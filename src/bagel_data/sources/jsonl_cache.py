@@ -89,7 +89,8 @@ def _key(files: list, settings: object, kind: IndexKind) -> str | None:
 def open_arrays(folder: str, kind: IndexKind | None = None) -> tuple:
     """The arrays of a finished index folder, mapped read-only."""
     names = (kind or JSONL).arrays
-    return tuple(np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name, _ in names)
+    with node_cache.NPY_READ_LOCK:
+        return tuple(np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name, _ in names)
 
 
 def checked_arrays(folder: str, sizes: Sequence[int], kind: IndexKind | None = None) -> tuple | None:

@@ -200,3 +200,9 @@ def _remove(path: str) -> None:
     else:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+# numpy reads a .npy header with `ast.literal_eval`, and CPython 3.11 can fail that when two
+# threads parse at once ("AST constructor recursion depth mismatch"): the read-ahead maps the
+# next tar's index while the stream maps another. Reads of stored arrays take this lock.
+NPY_READ_LOCK = threading.Lock()
