@@ -214,8 +214,6 @@ def row_group_plan(dataset, group: str, states: list[dict], old_plans: list[Grou
     whole chunks of any rounds before the furthest one an old worker began, and, under an
     old plan, what it had not drawn of that plan; new rounds start past the furthest old
     round, so no stream position is drawn twice or left out."""
-    from ..families.row_share import pieces_of
-
     entries, furthest, end = [], -1, 0
     for state, plan in zip(states, old_plans):
         offset = plan.row_offset if plan is not None else 0
@@ -239,9 +237,6 @@ def row_group_plan(dataset, group: str, states: list[dict], old_plans: list[Grou
             assert cursor is not None  # a round begun has a cursor in it
             pieces += rows.leftover(rows.round(round_index), cursor[1] + 1)
         for later in range(round_index + 1, furthest + 1):
-            pieces += [
-                [p.block, p.pass_index, p.start, p.count]
-                for p in pieces_of(rows.layout, rows.share.span(worker[0], later))
-            ]
+            pieces += rows.chunk(worker[0], later)
         inherited += _held_keys(shard, plan, state, group)
     return GroupRestart(0, (), tuple(inherited), tuple(tuple(p) for p in pieces), end)

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..schema.settings import SHUFFLE_BUFFER_SIZE
 from ..sharding import split_evenly, stable_hash
 from .row_share import EqualShare, Piece, RoundOrder, RowLayout, pieces_of
 from .unit_kinds import Listed, TarBlocks
 
-if TYPE_CHECKING:
-    from .unit_plan import UnitPlan
+# `plan`: the family's UnitPlan (families/unit_plan.py), which calls these; named by type
+# there only, so that the two modules do not import each other.
+UnitPlan = Any
 
 # Samples a worker's shuffle window holds (row_share.RoundOrder) where the settings do not say.
 DEFAULT_SHUFFLE_BUFFER = SHUFFLE_BUFFER_SIZE
@@ -106,6 +107,14 @@ class RowPlan:
         self.share = EqualShare(layout.total, workers, offset)
         self.seed = tuple(seed)
         self._rounds: dict[int, RowWork] = {}
+
+    def chunk(self, worker: int, round_index: int) -> list[list[int]]:
+        """Worker `worker`'s chunk of round `round_index`, in storage order, as leftover
+        pieces `[block, pass, start, count]` (what an elastic restart hands on)."""
+        return [
+            [piece.block, piece.pass_index, piece.start, piece.count]
+            for piece in pieces_of(self.layout, self.share.span(worker, round_index))
+        ]
 
     def round(self, round_index: int) -> RowWork:
         held = self._rounds.get(round_index)

@@ -28,8 +28,7 @@ from .reference_images import EXTERNAL_PROGRAM_FORMATS, tolerant_factory
 # WebP, GIF, BMP, TIFF; a multi-picture MPO opens as JPEG). None can start an
 # external program (EPS, and PDF/PS, can: they are not here).
 ALLOWED_IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
-# The largest media file read whole (an image, or a frame of a frame folder).
-MAX_MEDIA_BYTES = 256 << 20
+MAX_MEDIA_BYTES = storage.MAX_MEDIA_BYTES  # the largest media file read whole (sources/storage.py)
 
 
 class OutsideRootError(ValueError):

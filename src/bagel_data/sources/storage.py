@@ -26,6 +26,10 @@ def is_remote(path: str) -> bool:
     return is_uri(path) and not path.startswith("file://")
 
 
+# The largest media file (or tar member a sample uses) read whole: an image, a frame of a
+# frame folder; media/safe_read.py and sources/tar_members.py hold reads to it.
+MAX_MEDIA_BYTES = 256 << 20
+
 # Filesystem options per URI root (`scheme://bucket`), from dataset_info's `storage_options`.
 # Kept by value (sorted item tuples) so they can key the filesystem cache and travel to
 # DataLoader workers with the dataset (`registered` / `register_all`).

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import cast
 
 from ..errors import ConfigError, RowDropped, SkipReason
-from ..media.safe_read import MAX_MEDIA_BYTES
 from . import storage
 from .captions import sidecar_captions
 from .tar_walk import Damaged, Entry, walk
@@ -31,7 +30,7 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".
 # lie between its members, and one read per header would be one round trip per member.
 LISTING_WINDOW = 8 << 20
 # The most bytes one member a sample uses may hold: the cap on media files read anywhere.
-MAX_MEMBER_BYTES = MAX_MEDIA_BYTES
+MAX_MEMBER_BYTES = storage.MAX_MEDIA_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
