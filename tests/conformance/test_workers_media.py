@@ -15,22 +15,12 @@ import torch
 
 from bagel_data import collate_wrapper
 from helpers.doors import DOORS, build_through
-from helpers.golden import CONFORMANCE, digest, skip_without_requirement
+from helpers.golden import CONFORMANCE, batch_field_summary, skip_without_requirement
 
 WORKERS = CONFORMANCE / "workers"
 # vlm_media: passes with or without decord; vlm_video_decord ("requires": "decord"): HEVC,
 # MPEG-4 part 2 and 10-bit H.264, as decord reads them.
 SPECS = ("vlm_media_seed11", "vlm_video_decord_seed11")
-
-
-def summary(value):
-    if isinstance(value, torch.Tensor):
-        return [list(value.shape), digest(value)]
-    if isinstance(value, list) and value and isinstance(value[0], (torch.Tensor, tuple)):
-        return [summary(item) for item in value]
-    if isinstance(value, tuple):  # a latent shape: JSON has lists
-        return list(value)
-    return value
 
 
 def absolute_info(spec: dict) -> dict:
@@ -80,7 +70,7 @@ def test_the_media_cases_under_two_workers_match_the_reference_through_every_doo
         assert set(batch) == set(want), f"batch {index}: keys"
         unstable = set(spec.get("pixels_unstable", {}).get("fields", ()))  # the case says why
         for field, value in want.items():
-            got = summary(batch[field])
+            got = batch_field_summary(batch[field])
             if field in unstable:
                 assert got[0] == value[0], f"{door}: batch {index} {field} shape"
                 continue

@@ -22,7 +22,7 @@ from bagel_data.errors import ConfigError
 from bagel_data.schema.settings import DEFAULTS, SETTING_NAMES, Settings, names_of
 from bagel_data.tools.run import PACKING_KEYS
 from helpers.doors import DOORS, build_through
-from helpers.golden import CONFORMANCE, absolute_dataset_info, digest, load_case
+from helpers.golden import CONFORMANCE, absolute_dataset_info, batch_field_summary, load_case
 
 WORKERS_CASE = CONFORMANCE / "workers" / "t2i_edit_interpolate_seed11.json"
 DROPOUTS = {"text_cond_dropout_prob": 0.1, "vit_cond_dropout_prob": 0.4, "vae_cond_dropout_prob": 0.1}
@@ -120,16 +120,6 @@ def test_an_explicit_argument_wins_over_the_data_config(tokenizer, special_token
 
 
 # -- the reference under 2 DataLoader workers, through every door -----------------------------
-def _summary(value):
-    if isinstance(value, torch.Tensor):
-        return [list(value.shape), digest(value)]
-    if isinstance(value, list) and value and isinstance(value[0], (torch.Tensor, tuple)):
-        return [_summary(item) for item in value]
-    if isinstance(value, tuple):  # a latent shape: JSON has lists
-        return list(value)
-    return value
-
-
 @pytest.fixture(scope="module")
 def workers_case():
     case, _, _ = load_case("packed_t2i_edit_interpolate")
@@ -163,7 +153,7 @@ def test_trainer_setup_with_two_workers_and_dropout_matches_the_reference(
     for index, (batch, want) in enumerate(zip(batches, expected)):
         assert set(batch) == set(want), f"batch {index}: keys"
         for field, value in want.items():
-            assert _summary(batch[field]) == value, f"{door}: batch {index} {field}"
+            assert batch_field_summary(batch[field]) == value, f"{door}: batch {index} {field}"
 
 
 @pytest.mark.filterwarnings("ignore::bagel_data.errors.ConfigWarning")
@@ -184,7 +174,7 @@ def test_every_door_gives_the_same_packs_in_the_default_mode_with_dropout(tokeni
             settings=settings,
         )
         assert dataset.config == Settings(**settings)
-        firsts[door] = [{k: _summary(v) for k, v in b.items()} for b in itertools.islice(iter(dataset), 3)]
+        firsts[door] = [{k: batch_field_summary(v) for k, v in b.items()} for b in itertools.islice(iter(dataset), 3)]
     reference = firsts[DOORS[0]]
     for door, batches in firsts.items():
         assert batches == reference, door

@@ -112,6 +112,18 @@ def digest(tensor: torch.Tensor) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
+def batch_field_summary(value):
+    """A packed batch's field as the workers cases store it: a tensor as [shape, digest], a
+    list of tensors item by item, a latent shape (a tuple) as a list, anything else as is."""
+    if isinstance(value, torch.Tensor):
+        return [list(value.shape), digest(value)]
+    if isinstance(value, list) and value and isinstance(value[0], (torch.Tensor, tuple)):
+        return [batch_field_summary(item) for item in value]
+    if isinstance(value, tuple):  # a latent shape: JSON has lists
+        return list(value)
+    return value
+
+
 def check_tensor(field: str, got: torch.Tensor, summary: dict, reference: np.ndarray | None) -> None:
     assert list(got.shape) == summary["shape"], f"{field}: shape {list(got.shape)} != {summary['shape']}"
     if "dtype" in summary:
