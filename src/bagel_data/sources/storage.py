@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 from ..errors import StorageOptionsError
 from ..instruments import seam
 from . import fork_gate
+from .shared_listing import shared_listing
 
 
 def is_uri(path: str) -> bool:
@@ -196,6 +197,20 @@ def exists(path: str) -> bool:
     return filesystem.get_file_info(inner).type != pafs.FileType.NotFound
 
 
+def folder_exists(path: str) -> bool:
+    """Whether folder `path` exists. On a store, from its listing (which the dataset takes
+    next anyway, and one process of the node shares with the others: `list_entries`)
+    instead of a HEAD and a one-key listing per process; a store folder is a prefix with
+    objects under it."""
+    if not is_remote(path):
+        return exists(path)  # no round trip to save
+    try:
+        list_entries(path, sort=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 class Entry(NamedTuple):
     """One entry of a folder listing: its name, bytes (-1 when it cannot be read) and
     modification time in ns (None when unknown)."""
@@ -210,18 +225,25 @@ def list_entries(path: str, sort: bool = True) -> list[Entry]:
     unless `sort` is False (then in the folder's own order, as `os.listdir` gives it).
 
     On an object store this is one listing (a request per 1,000 keys), where asking each
-    file's size would be a request per file. FileNotFoundError when the folder is missing.
+    file's size would be a request per file, taken by one process of the node and shared
+    with those that list the folder soon after (`shared_listing`). FileNotFoundError when
+    the folder is missing.
     """
     if not is_uri(path):
         with os.scandir(path) as scan:
             entries = [_local_entry(item) for item in scan]
     else:
-        filesystem, inner = resolve(path)
-        entries = [
-            Entry(info.base_name, int(info.size or 0), info.mtime_ns)
-            for info in filesystem.get_file_info(pafs.FileSelector(inner, recursive=False))
-        ]
+        root = _root(path)
+        identity = (_OPTIONS.get(root, ()), os.environ.get("AWS_ENDPOINT_URL"))
+        listed = shared_listing(path.rstrip("/"), identity, lambda: _list_store(path))
+        entries = [Entry(*entry) for entry in listed]
     return sorted(entries) if sort else entries
+
+
+def _list_store(path: str) -> list[tuple[str, int, int | None]]:
+    filesystem, inner = resolve(path)
+    infos = filesystem.get_file_info(pafs.FileSelector(inner, recursive=False))
+    return [(info.base_name, int(info.size or 0), info.mtime_ns) for info in infos]
 
 
 def _local_entry(item: os.DirEntry) -> Entry:
