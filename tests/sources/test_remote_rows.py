@@ -130,3 +130,25 @@ def test_a_damaged_counts_file_is_read_again(monkeypatch, tmp_path):
     stored.write_text(stored.read_text().replace("[3]", "[-3]"))
     assert row_counts.remote_counts("parquet", ["s3://b/f1"], listed, read) == {"s3://b/f1": (3,)}
     assert len(asked) == 2
+
+
+def test_a_footer_that_cannot_be_read_is_tried_again_warned_and_never_kept(monkeypatch, tmp_path):
+    """A passing failure (read once more) is not kept as 'unreadable' for the whole node; one
+    that stays is named in a warning, and the next process reads that footer itself."""
+    monkeypatch.setenv("BAGEL_DATA_INDEX_CACHE", str(tmp_path / "cache"))
+    asked: collections.Counter = collections.Counter()
+    broken = {"s3://b/f2"}
+
+    def read(path):
+        asked[path] += 1
+        if path in broken or (asked[path] == 1 and path == "s3://b/f1"):
+            return None  # f1 fails once, f2 always
+        return (5,)
+
+    listed = {"s3://b/f1": (10, 111), "s3://b/f2": (20, 222)}
+    with pytest.warns(UserWarning, match=r"row counts of 1 file\(s\) could not be read \(s3://b/f2\)"):
+        found = row_counts.remote_counts("parquet", ["s3://b/f1", "s3://b/f2"], listed, read)
+    assert found == {"s3://b/f1": (5,), "s3://b/f2": None} and asked == {"s3://b/f1": 2, "s3://b/f2": 2}
+    assert not list((tmp_path / "cache" / row_counts.FOLDER).glob("*.json")), "an unreadable count was kept"
+    broken.clear()
+    assert row_counts.remote_counts("parquet", ["s3://b/f1", "s3://b/f2"], listed, read)["s3://b/f2"] == (5,)

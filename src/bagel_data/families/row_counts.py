@@ -13,7 +13,9 @@ time its store set, from the folder's listing (no request), which no user can se
 local file's can be, so local files are read in each process as before: a local footer costs
 no round trip). A file the listing gave no time for, or the cache off or unwritable, reads
 the counts in this process instead (on the same threads). A file whose footer cannot be read
-is None: one row, whose read counts the skip (`row_plan.row_layout`).
+is None: one row, whose read counts the skip (`row_plan.row_layout`). Such a failure may be
+passing (a dropped connection): it is tried once more, warned about by name, and never
+published, so the node's other processes read that file's footer themselves.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow.parquet as pq
 
+from ..errors import ConfigWarning
 from ..sources import node_cache, storage
 from ..sources.parquet import FileStat
 
@@ -47,7 +51,7 @@ def remote_counts(kind: str, paths: Sequence[str], listed: Mapping[str, FileStat
     identity = [[path, *listed[path]] for path in wanted if path in listed and listed[path][1] is not None]
     folder = node_cache.shared_folder(FOLDER) if len(identity) == len(wanted) else None
     if folder is None:
-        return read_all(wanted, read)
+        return _read_checked(wanted, read)
     text = json.dumps([_FORMAT, kind, identity], sort_keys=True)
     final = os.path.join(folder, f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json")
 
@@ -55,16 +59,46 @@ def remote_counts(kind: str, paths: Sequence[str], listed: Mapping[str, FileStat
         return _load(file, identity)
 
     def write(work: str) -> None:
-        counts = read_all(wanted, read)
+        counts = _read_checked(wanted, read)
+        if any(counts[path] is None for path in wanted):
+            raise _Unpublished(counts)  # a failure may pass: not kept for the whole node
         with open(work, "w", encoding="utf-8") as handle:
             json.dump({"files": identity, "counts": [counts[path] for path in wanted]}, handle)
 
     try:
         return node_cache.build_shared(final, load, write)
+    except _Unpublished as unpublished:
+        return unpublished.counts
     except OSError as error:
         if not node_cache.cannot_write(error):
             raise
-        return read_all(wanted, read)
+        return _read_checked(wanted, read)
+
+
+class _Unpublished(Exception):
+    def __init__(self, counts: dict):
+        super().__init__("some row counts could not be read")
+        self.counts = counts
+
+
+def _read_checked(paths: Sequence[str], read: ReadCounts) -> dict:
+    """`read_all`, the files that could not be read tried once more, and a warning naming
+    those that still cannot: each is one position of the walk by rows (its read counts the
+    skip; should it read then, only its first row is drawn)."""
+    counts = read_all(paths, read)
+    failed = [path for path in paths if counts[path] is None]
+    if failed:
+        counts.update(read_all(failed, read))
+        failed = [path for path in failed if counts[path] is None]
+    if failed:
+        shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+        warnings.warn(
+            f"the row counts of {len(failed)} file(s) could not be read ({shown}); each is one position of the "
+            "walk by rows this run. Fix: check that the files are readable parquet files, and restart",
+            ConfigWarning,
+            stacklevel=4,
+        )
+    return counts
 
 
 def footer_counts(path: str) -> Counts:
