@@ -152,3 +152,23 @@ def test_a_footer_that_cannot_be_read_is_tried_again_warned_and_never_kept(monke
     assert not list((tmp_path / "cache" / row_counts.FOLDER).glob("*.json")), "an unreadable count was kept"
     broken.clear()
     assert row_counts.remote_counts("parquet", ["s3://b/f1", "s3://b/f2"], listed, read)["s3://b/f2"] == (5,)
+
+
+@pytest.mark.parametrize("cut", [1, 7])
+def test_packs_over_a_remote_group_resume_exactly(proxied, tokenizer, special_tokens, cut):
+    """A packed dataset over the remote group (walked by rows, shuffle on, read-ahead on): a
+    checkpoint after `cut` packs resumes to the same packs, as on disk."""
+    from bagel_data.packing.config import PackingConfig
+    from bagel_data.packing.packed_dataset import PackedDataset
+    from helpers.resume import check_save_load_at
+
+    def make():
+        group = _family(tokenizer, 0, 1, 1)
+        config = PackingConfig(expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70)
+        return PackedDataset.from_groups(
+            {"t2i": group}, config, special_tokens, weights={"t2i": 1.0}, mandatory={"t2i": False},
+            local_rank=0, world_size=1, num_workers=1, data_seed=1,
+        )  # fmt: skip
+
+    assert make().grouped_datasets[0].units.walks_rows()
+    check_save_load_at(make, [cut], 10)
