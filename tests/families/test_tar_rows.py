@@ -185,3 +185,23 @@ def test_a_bad_sample_is_skipped_in_every_round_and_the_others_stay_equal(tmp_pa
     run = 5 * workers * -(-15 // workers)  # positions of five rounds; the bad key holds one
     assert len(counts) == 14 and set(counts.values()) <= {run // 15, -(-run // 15)}
     assert skipped >= 5
+
+
+def test_a_checkpoint_of_the_walk_by_whole_tars_is_refused_by_name(tmp_path, tokenizer, special_tokens, monkeypatch):
+    """A checkpoint saved while local tars were walked by whole tars (before this walk) names
+    why it cannot continue, and what to do, instead of resuming on other samples."""
+    from bagel_data import ResumeError
+    from bagel_data.families.unit_plan import UnitPlan
+
+    write_tars(tmp_path, [7, 3, 5])
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+    old = _packed(tmp_path, tokenizer, special_tokens)
+    stream = iter(old)
+    for _ in range(3):
+        next(stream)
+    state = old.state_dict()
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", True)
+    resumed = _packed(tmp_path, tokenizer, special_tokens)
+    with pytest.raises(ResumeError, match="saved while this group was walked by whole units.*finish the run"):
+        resumed.load_state_dict(state)
+        next(iter(resumed))

@@ -55,7 +55,16 @@ def cursor_problem(dataset: Family, cursor: tuple) -> str | None:
     if index >= len(work):
         return f"index {index} is past the {len(work)} item(s) of the worker's work list"
     if shard.rows is not None:  # the walk by rows: a cursor is (round, draw index)
-        return None if not row else "a cursor of the walk by rows: [round, draw index]"
+        if not row:
+            return None
+        if len(row) == dataset.units.kind.depth:  # [pass, index, *row]: the walk by whole units'
+            return (
+                "a cursor of the walk by whole units, saved while this group was walked by whole units (local "
+                "tars and parquet on an object store were, before they were walked by rows); this run walks its "
+                "rows, [round, draw index], and cannot continue that walk: finish the run with the version that "
+                "saved the checkpoint"
+            )
+        return "a cursor of the walk by rows: [round, draw index]"
     depth = dataset.units.kind.depth
     if depth is not None and len(row) != depth:
         return f"{dataset.dataset_name} cursors have {2 + depth} entries"
