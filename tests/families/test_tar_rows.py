@@ -205,3 +205,28 @@ def test_a_checkpoint_of_the_walk_by_whole_tars_is_refused_by_name(tmp_path, tok
     with pytest.raises(ResumeError, match="saved while this group was walked by whole units.*finish the run"):
         resumed.load_state_dict(state)
         next(iter(resumed))
+
+
+def test_validate_reports_an_even_spread_for_tars_and_warns_in_compat_mode(tmp_path, tokenizer):
+    """`bagel-data validate` on tars of 24 and 4 samples, 2 workers: 1.0 and no warning in the
+    default mode; compat="bagel" (each worker loops over its own tar) 6.0, warned."""
+    import dataclasses
+
+    from bagel_data.tools.run import RunConfig
+    from bagel_data.tools.validate import validate_config
+    from helpers.builders import SMALL_VAE
+
+    write_tars(tmp_path / "tars", [24, 4])
+    grouped = {
+        "t2i_pretrain": {"dataset_names": ["t2i"], "image_transform_args": SMALL_VAE, "num_used_data": [2], "weight": 1}
+    }
+    info = {"t2i_pretrain": {"t2i": {"data_dir": str(tmp_path / "tars"), "num_files": 2}}}
+    packing = {"expected_num_tokens": 512, "max_num_tokens": 1024, "max_num_tokens_per_sample": 512,
+               "prefer_buffer_before": 512}  # fmt: skip
+    config = RunConfig(grouped, info, packing)
+    report = validate_config(config, num_workers=2, tokenizer=tokenizer)
+    assert report.groups["t2i_pretrain"].draw_spread == 1.0
+    assert not [w for w in report.warnings if "most-drawn" in w]
+    compat = validate_config(dataclasses.replace(config, compat="bagel"), num_workers=2, tokenizer=tokenizer)
+    assert compat.groups["t2i_pretrain"].draw_spread == 6.0
+    assert [w for w in compat.warnings if "drawn 6.00x as often" in w]
