@@ -146,6 +146,20 @@ def listed_identity(path: str, listed: tuple[int, int | None] | None = None) -> 
     return [path, int(listed[0]), int(listed[1]), "listed"]
 
 
+def block_counts(path: str, listed: tuple[int, int | None] | None = None) -> tuple[int, ...]:
+    """The samples of each block of tar `path`, from its index (listed once per node, as
+    `TarIndex` lists it) without keeping the index: what the walk by rows lays out."""
+    identity = listed_identity(path, listed)
+    (samples, _), _ = jsonl_cache.index_arrays(
+        [path],
+        [BLOCK_BYTES, RULES, PARTS],
+        lambda work, allocate: _build(path, allocate),
+        TAR,
+        identities=None if identity is None else [identity],
+    )
+    return tuple(block.stop - block.first for block in _blocks(np.asarray(samples)))
+
+
 class TarIndex:
     """The samples of one tar (`path`, local or a URI) and the blocks they are read in.
     `listed`: its (size, mtime_ns) as its folder's listing gave them, so that telling a
