@@ -1,4 +1,4 @@
-"""Checkpoints written by earlier versions of the library (2, 3 and 4, kept in `fixtures/`,
+"""Checkpoints written by earlier versions of the library (2 to 5, kept in `fixtures/`,
 each written by the code of its version with the packs that code made next) load, and
 continue as that code did. Version 5 moved the fields a stage owns under `stages`."""
 
@@ -20,7 +20,8 @@ from helpers.resume import check_save_load_at, rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packing"))  # the schedule of test_pacing.py
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CASES = [(version, case) for version in (2, 3, 4) for case in ("greedy", "best_fit")] + [(4, "mid_drain")]
+CASES = [(version, case) for version in (2, 3, 4, 5) for case in ("greedy", "best_fit")]
+CASES += [(4, "mid_drain"), (5, "mid_drain")]
 
 
 def _fixture(version: int) -> dict:
