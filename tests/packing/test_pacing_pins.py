@@ -110,7 +110,10 @@ def _paced(strategy: str, maker, stages=STAGES, mandatory=None, rank=1, **change
 
 
 def _waiting(state: dict) -> collections.Counter:
-    held = [*state["buffer"], *([state["carry"]] if state["carry"] else [])]
+    held = [
+        *state["stages"]["overflow"]["buffer"],
+        *([state["stages"]["overflow"]["carry"]] if state["stages"]["overflow"]["carry"] else []),
+    ]
     return collections.Counter((raw["group"], raw["cursor"][0]) for raw in held)
 
 
@@ -164,7 +167,7 @@ def test_a_backlog_sample_skipped_leaves_the_backlog_and_its_count():
         for batch in itertools.islice(iter(dataset), 40):
             packed.update((w["dataset_name"], w["data_indexes"]) for w in batch["batch_data_indexes"])
             state = dataset.state_dict()
-            assert 0 <= state["stages"]["pace"]["backlog"] <= len(state["buffer"])
+            assert 0 <= state["stages"]["pace"]["backlog"] <= len(state["stages"]["overflow"]["buffer"])
         check_save_load_at(make, cuts=[SWITCH // WORKERS + 2, SWITCH // WORKERS + 6], total=30)
     skipped = state["skips"]["vlm"].get(SkipReason.NO_ROOM_BESIDE_MANDATORY.value, 0)
     assert skipped >= 1, "a backlog sample was skipped: the test tests its count"
@@ -194,7 +197,7 @@ def test_a_checkpoint_right_after_a_second_change_resumes():
         for _ in itertools.islice(iter(dataset), 24):
             state = dataset.state_dict()
             backlog = state["stages"]["pace"]["backlog"]
-            assert backlog <= 8 and len(state["buffer"]) - backlog <= 8
+            assert backlog <= 8 and len(state["stages"]["overflow"]["buffer"]) - backlog <= 8
             backlogs.append(backlog)
         cuts = [second // WORKERS - 1, second // WORKERS, second // WORKERS + 1]
         check_save_load_at(make, cuts=cuts, total=24)
@@ -240,7 +243,7 @@ def test_best_fit_with_no_buffer_beside_a_mandatory_group_resumes_from_every_che
     dataset = make()
     waiting = []
     for n, _ in enumerate(itertools.islice(iter(dataset), 26)):
-        if dataset.state_dict()["buffer"]:
+        if dataset.state_dict()["stages"]["overflow"]["buffer"]:
             waiting.append(n + 1)
     assert len(waiting) >= 3, "samples waited: the test tests a buffer of one"
     taken = check_save_load_at(make, cuts=waiting[:6], total=28)
