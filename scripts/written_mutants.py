@@ -50,6 +50,74 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "the folders listed again on every check",
         ),
     ],
+    "packing/pacing.py": [
+        (
+            "self.max_buffer = list(group_names), max(max_buffer_size, 1)",
+            "self.max_buffer = list(group_names), max_buffer_size",
+            "no buffer beside the backlog: every backlog refused",
+        ),
+        (
+            "or not 0 <= backlog <= min(buffered, self.max_buffer)",
+            "or not 0 <= backlog <= buffered",
+            "a backlog past max_buffer_size accepted",
+        ),
+        (
+            "if buffered - backlog > self.max_buffer:",
+            "if buffered > self.max_buffer:",
+            "the backlog counted toward max_buffer_size: a checkpoint after a change refused",
+        ),
+        ("if sum(packed) > tokens:", "if sum(packed) >= tokens:", "a phase holding every token of the stream refused"),
+        (
+            "self.backlog, self.packed_tokens = backlog, packed",
+            "self.backlog = backlog",
+            "the phase's packed tokens not restored",
+        ),
+        (
+            "self.choice.new_phase()\n        pace.packed_tokens = [0] * len(pace.packed_tokens)",
+            "self.choice.new_phase()",
+            "the phase's counts not reset at a change",
+        ),
+        (
+            "from_backlog = index < self.pace.backlog",
+            "from_backlog = index <= self.pace.backlog",
+            "the first fresh sample released as the backlog's",
+        ),
+        (
+            "room[draw.group] = -1.0  # oldest first",
+            "pass  # oldest first",
+            "a later, shorter sample of a paced group packed before an older one",
+        ),
+        (
+            "elif draw.length <= room[draw.group]:",
+            "elif draw.length < room[draw.group]:",
+            "a sample filling its group's room exactly held back",
+        ),
+        (
+            "closed = sum(packed_tokens) - pack_tokens",
+            "closed = sum(packed_tokens)",
+            "the open pack counted twice in the horizon",
+        ),
+        (
+            "max(weight / total_weight, DRAIN_FLOOR) * horizon",
+            "weight / total_weight * horizon",
+            "a group at weight 0 never drains",
+        ),
+        (
+            "in_backlog = sum(1 for index in indices if index < self.pace.backlog)",
+            "in_backlog = sum(1 for index in indices if index <= self.pace.backlog)",
+            "one fresh sample taken counted as the backlog's",
+        ),
+        (
+            "        self.pace.backlog -= sum(1 for index in gone if index < self.pace.backlog)",
+            "",
+            "a skipped backlog sample left in the backlog count",
+        ),
+        (
+            "        self.pace.backlog -= 1\n        self.choice.released(draw.group, draw.length)",
+            "        self.pace.backlog -= 1",
+            "the group choice never hears of a released backlog sample",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
