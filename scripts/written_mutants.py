@@ -118,6 +118,106 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "the group choice never hears of a released backlog sample",
         ),
     ],
+    "packing/groups.py": [
+        (
+            "stable_hash(self.name), *cursor, CFG_STREAM, *seed_tail(data_seed)])",
+            "stable_hash(self.name), *cursor, CFG_STREAM])",
+            "two data seeds equal in their low 32 bits drop the same captions",
+        ),
+        (
+            "SeededRandom.from_key([data_seed, stable_hash(self.name), *cursor,",
+            "SeededRandom.from_key([data_seed, *cursor,",
+            "two stand-in groups drop at the same cursors alike",
+        ),
+        (
+            "return self.dataset.sample_rng(*row_key, CFG_STREAM)",
+            "return self.dataset.sample_rng(*row_key)",
+            "CFG dropout drawn from the row's own generator, the one its caption and frames are chosen from",
+        ),
+        (
+            "return self.dataset.row_location(row_key) if row_key else super().where(row_key, cursor)",
+            "return super().where(row_key, cursor)",
+            "a family's skip names a cursor, not its file and row",
+        ),
+        (
+            "group.samples(cursor, log, config.stream_read_ahead(group.reads_remote))",
+            "group.samples(cursor, log, config.stream_read_ahead(False))",
+            "a remote group never read ahead",
+        ),
+        (
+            'draw = Draw(group, cursor, sample, sample.get("compat_rng_state"))',
+            "draw = Draw(group, cursor, sample)",
+            "a compat draw's stream state not kept: its rebuild draws anew",
+        ),
+        (
+            "        if not self.policy.decides_dropout_at_draw:\n            return\n",
+            "",
+            "compat mode's dropout decided at the draw as well as while packing",
+        ),
+        (
+            "        return len(self.dataset.epoch_units)",
+            "        return len(self.dataset.units.rank_unit_ids)",
+            "a checkpoint records the rank's unit count for the group's",
+        ),
+        (
+            "            state.logs[group].skip(SkipReason.SAMPLE_INVALID, where,",
+            "            state.logs[group].skip(SkipReason.SCHEMA, where,",
+            "an empty sample counted under the wrong reason",
+        ),
+    ],
+    "families/base.py": [
+        (
+            "phase, start = after[0], [*after[1:-1], after[-1] + 1]  # just after",
+            "phase, start = after[0], [*after[1:]]  # just after",
+            "a resume repeats the sample at its cursor",
+        ),
+        (
+            "if step.whole and step.number >= 0 and not produced and log.total() == skipped:",
+            "if step.whole and step.number >= 0 and not produced:",
+            "a pass of only bad rows taken for an empty worker",
+        ),
+        (
+            "if self.policy.reference and self.policy.stream.rng is None:",
+            "if self.policy.reference:",
+            "compat's shared stream restarted by every group's iteration",
+        ),
+        (
+            "sample = rebuilt(self, cursor, rng_state, self.new_skip_log() if log is None else log)",
+            "sample = rebuilt(self, cursor, rng_state, self.skip_log if log is None else log)",
+            "a rebuild's skip counted in the live stream's log",
+        ),
+        (
+            "self.num_files_per_rank = len(self.units.rank_unit_ids)",
+            "self.num_files_per_rank = len(self.units.epoch_units)",
+            "num_files_per_rank counts every rank's units",
+        ),
+        (
+            "paths = [*self.units.kind.input_paths(self.data_paths), *self.media_folders()]",
+            "paths = [*self.units.kind.input_paths(self.data_paths)]",
+            "remote image folders of a local JSONL not read ahead",
+        ),
+        ("if budget_bytes > 0 and cursors:", "if cursors:", "a resume prefetches with read-ahead off"),
+        (
+            "yield built(self, builder, shard, [index, *row], (unit_id, 0, *row), rng_state)",
+            "yield built(self, builder, shard, [unit_id, *row], (unit_id, 0, *row), rng_state)",
+            "validate's positions name the unit id, not the worker's item",
+        ),
+        (
+            "after = self.resume_cursor(self.worker_shard().worker_id)",
+            "after = self.resume_cursor(0)",
+            "every worker resumes at worker 0's data_status",
+        ),
+        (
+            "        unit_id, _, *row = row_key\n",
+            "        unit_id, *row = row_key\n",
+            "the pass taken as the row's first index in messages",
+        ),
+        (
+            "        self.skip_log = log\n        if self.policy.reference",
+            "        if self.policy.reference",
+            "the stream's skip log not the family's: its counts unseen",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
