@@ -196,7 +196,11 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "paths = [*self.units.kind.input_paths(self.data_paths)]",
             "remote image folders of a local JSONL not read ahead",
         ),
-        ("if budget_bytes > 0 and cursors:", "if cursors:", "a resume prefetches with read-ahead off"),
+        (
+            "self.skip_log = SkipLog(self.dataset_name, self.strict, self.max_consecutive_failures)",
+            "self.skip_log = SkipLog(self.dataset_name, self.strict)",
+            "a new skip log's failure bound back at the default",
+        ),
         (
             "yield built(self, builder, shard, [index, *row], (unit_id, 0, *row), rng_state)",
             "yield built(self, builder, shard, [unit_id, *row], (unit_id, 0, *row), rng_state)",
@@ -213,9 +217,9 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "the pass taken as the row's first index in messages",
         ),
         (
-            "        self.skip_log = log\n        if self.policy.reference",
-            "        if self.policy.reference",
-            "the stream's skip log not the family's: its counts unseen",
+            'ALLOWED_IMAGE_FORMATS if image_formats is None else check_image_formats("image_formats", image_formats)',
+            "ALLOWED_IMAGE_FORMATS",
+            "a group's image_formats ignored",
         ),
     ],
     "checkpoint/inputs.py": [
