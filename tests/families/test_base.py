@@ -218,3 +218,17 @@ def test_the_per_unit_walk_positions_name_the_worker_s_items(tmp_path, tokenizer
         for sample in dataset.unit_samples(shard, index, int(unit_id), log)
     ]
     assert sorted(str(s["data_indexes"]) for s in walked) == sorted(str(s["data_indexes"]) for s in streamed)
+
+
+def test_a_family_s_image_formats_widen_its_decodes(tmp_path, tokenizer):
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(buffer, "PPM")
+    write_t2i(tmp_path, [[[ROW]]])
+    dataset = T2IIterableDataset(
+        "t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1, image_formats=["JPEG", "PNG", "PPM"]
+    )
+    assert dataset.media.decode(buffer.getvalue()).getpixel((0, 0)) == (200, 10, 10)
