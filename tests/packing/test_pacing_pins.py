@@ -31,8 +31,11 @@ from test_pacing import STAGES, SWITCH, TARGETS, WORKERS, _config
 
 
 # -- the pacer alone ---------------------------------------------------------------------
-def _pacer(lengths: list[tuple[int, int]], backlog: int, weights, packed=(0, 0), max_tokens: int = 400):
-    """A pacer over a buffer of (group, length) samples, the first `backlog` of them the backlog."""
+def _pacer(
+    lengths: list[tuple[int, int]], backlog: int, weights, packed=(0, 0), max_tokens: int = 400, readable=lambda d: True
+):
+    """A pacer over a buffer of (group, length) samples, the first `backlog` of them the backlog;
+    `readable(draw)` False: the draw's row became a skip when rebuilt."""
     buffer = collections.deque(Draw(g, (i,), text_sample(n, index=i)) for i, (g, n) in enumerate(lengths))
     pace = PaceState(["a", "b"], 50)
     pace.backlog, pace.packed_tokens = backlog, list(packed)
@@ -43,7 +46,7 @@ def _pacer(lengths: list[tuple[int, int]], backlog: int, weights, packed=(0, 0),
         del buffer[index]
         return draw
 
-    return StagePacer(pace, lambda: buffer, config, weights, True, _Choice(), lambda d: True, remove), buffer
+    return StagePacer(pace, lambda: buffer, config, weights, True, _Choice(), readable, remove), buffer
 
 
 class _Choice:
@@ -77,6 +80,36 @@ def test_taking_from_the_backlog_releases_it_once():
     taken = pacer.remove([0, 2])
     assert [d.cursor for d in taken] == [(0,), (2,)] and [d.cursor for d in buffer] == [(1,)]
     assert pacer.pace.backlog == 1  # one of the two taken was the backlog's
+
+
+def test_a_restored_backlog_sample_that_became_a_skip_leaves_the_backlog_count():
+    """Rebuilt on resume, a backlog sample whose row is gone leaves the buffer and the backlog
+    count with it; a fresh one that is gone leaves the count alone."""
+    pacer, buffer = _pacer(
+        [(0, 20), (0, 20), (1, 20), (1, 20)], 2, [0.5, 0.5], readable=lambda d: d.cursor[0] in (1, 2)
+    )
+    assert pacer.eligible(0) == [0, 1]
+    assert [d.cursor for d in buffer] == [(1,), (2,)] and pacer.pace.backlog == 1
+
+
+@pytest.mark.parametrize(
+    "backlog, buffered, packed, error",
+    [(4, 8, 100, None), (5, 8, 100, "stages.pace.backlog"), (4, 3, 100, "stages.pace.backlog"),
+     (0, 4, 100, None), (0, 5, 100, "buffer = 5 entries"), (1, 5, 101, "packed_tokens = 101")],
+)  # fmt: skip
+def test_a_loaded_pace_state_is_checked_against_its_buffer_and_tokens(backlog, buffered, packed, error):
+    """A backlog of at most max_buffer_size (4) and the buffer's length, at most
+    max_buffer_size fresh samples beside it, and the phase's tokens within the stream's (100):
+    each limit itself loads, one past it is refused naming the field."""
+    pace = PaceState(["a", "b"], 4)
+    saved = {"backlog": backlog, "packed_tokens": {"a": packed - 40, "b": 40}}
+    worker = {"buffer": [None] * buffered, "tokens": 100}
+    if error is None:
+        pace.load_state_dict(saved, worker)
+        assert (pace.backlog, pace.packed_tokens) == (backlog, [packed - 40, 40])
+    else:
+        with pytest.raises(ResumeError, match=error):
+            pace.load_state_dict(saved, worker)
 
 
 # -- pacing with dropout on, and a backlog sample skipped ----------------------------------
