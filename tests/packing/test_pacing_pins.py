@@ -103,7 +103,7 @@ def test_a_loaded_pace_state_is_checked_against_its_buffer_and_tokens(backlog, b
     each limit itself loads, one past it is refused naming the field."""
     pace = PaceState(["a", "b"], 4)
     saved = {"backlog": backlog, "packed_tokens": {"a": packed - 40, "b": 40}}
-    worker = {"buffer": [None] * buffered, "tokens": 100}
+    worker = {"stages": {"overflow": {"buffer": [None] * buffered}}, "tokens": 100}
     if error is None:
         pace.load_state_dict(saved, worker)
         assert (pace.backlog, pace.packed_tokens) == (backlog, [packed - 40, 40])

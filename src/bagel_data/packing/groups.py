@@ -198,12 +198,12 @@ class Drawer:
         ]
 
     def __call__(self, group: int) -> Draw:
-        cursors = self.own.cursors
+        state, cursors = self.state, self.own.cursors
         cursor, sample = next(self.streams[group])
         while not sample["sequence_plan"]:  # a zero-length sample has no place in a pack
             cursors[group] = cursor
             where = self.groups[group].where(sample.get("row_key"), cursor)
-            self.state.logs[group].skip(SkipReason.SAMPLE_INVALID, where, "the sample has no items (zero length)")
+            state.logs[group].skip(SkipReason.SAMPLE_INVALID, where, "the sample has no items (zero length)")
             cursor, sample = next(self.streams[group])
         cursors[group] = cursor
         draw = Draw(group, cursor, sample, sample.get("compat_rng_state"))
