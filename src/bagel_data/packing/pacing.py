@@ -57,7 +57,7 @@ class PaceState:
         """Load `saved`, checked against the rest of the worker's checkpoint (`worker`): the
         backlog is the front of its buffer, the buffer's fresh part within the look-ahead,
         and the phase's tokens part of the stream's."""
-        # The overflow's part was loaded (and checked) first: `PackState.stages` puts it first.
+        # The overflow loaded (and checked) its part first: the packer makes it before this stage.
         buffered, tokens = len(worker["stages"][OVERFLOW]["buffer"]), worker["tokens"]
         backlog = saved.get("backlog", 0)
         if (
