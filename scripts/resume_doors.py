@@ -98,7 +98,12 @@ def main(argv: list[str] | None = None) -> None:
                     stream.close()
                     packs.setdefault(way, got)
                     same(got, packs["in order"], f"{door}, {strategy}, {way}")
-            row = {"strategy": strategy, "door": door, "buffered": len(state["buffer"]), "first_pack_seconds": seconds}
+            row = {
+                "strategy": strategy,
+                "door": door,
+                "buffered": len(state["stages"]["overflow"]["buffer"]),
+                "first_pack_seconds": seconds,
+            }
             rows.append(row)
             print(
                 f"{strategy:8s} {door:30s} {row['buffered']:3d} buffered; first pack in order "

@@ -200,7 +200,7 @@ def test_a_malformed_cursor_of_the_walk_by_rows_is_a_resume_error(special_tokens
     stream = iter(dataset)
     next(stream)
     state = dataset.state_dict()
-    state["cursors"]["t2i_pretrain"] = cursor
+    state["stages"]["draw"]["cursors"]["t2i_pretrain"] = cursor
     resumed = _packed(three_groups_config())
     with pytest.raises(ResumeError, match=named):
         resumed.load_state_dict(state)

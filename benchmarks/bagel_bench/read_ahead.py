@@ -99,7 +99,7 @@ def _buffered_checkpoint(t2i_dir: str, size: int) -> tuple[dict, list[tuple]]:
     stream.close()
     rows = [(0, unit, group, row) for row in range(16) for group in range(4) for unit in range(4)]
     cursors = rows[1 : 1 + size * 3 : 3]  # every third row: a few per row group, every file
-    state["buffer"] = [["t2i_pretrain", list(cursor)] for cursor in cursors]
+    state["stages"]["overflow"]["buffer"] = [["t2i_pretrain", list(cursor)] for cursor in cursors]
     return state, cursors
 
 

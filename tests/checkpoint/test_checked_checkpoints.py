@@ -72,7 +72,7 @@ def checkpoint(dataset):
     stream = iter(dataset)
     list(itertools.islice(stream, 3))
     state = copy.deepcopy(dataset.state_dict())
-    assert state["cursors"]["t2i_pretrain"] is not None
+    assert state["stages"]["draw"]["cursors"]["t2i_pretrain"] is not None
     return state
 
 
@@ -95,7 +95,7 @@ def _with(state, field, value):
 
 
 _DELETE = object()
-CURSOR = ("cursors", "t2i_pretrain")
+CURSOR = ("stages", "draw", "cursors", "t2i_pretrain")
 
 
 @pytest.mark.parametrize(
@@ -105,10 +105,22 @@ CURSOR = ("cursors", "t2i_pretrain")
         (CURSOR, [0, 0, -1, 0], "cursors.t2i_pretrain .*non-negative"),
         (CURSOR, [0, 0, 0], "cursors.t2i_pretrain .*4 entries"),
         (CURSOR, "zero", "cursors.t2i_pretrain"),
-        (("buffer",), [["t2i_pretrain", [0, 0, 0, 1]]] * 2, r"buffer\[1\] .*twice"),
-        (("buffer",), [["t2i_pretrain", [0, 0, 0, i]] for i in range(3)], "buffer .*max_buffer_size=2"),
-        (("buffer",), [["t2i_pretain", [0, 0, 0, 1]]], r"buffer\[0\] .*unknown group"),
-        (("carry",), ["t2i_pretrain", [0, 9, 0, 0]], "carry .*past the"),
+        (("stages", "overflow", "buffer"), [["t2i_pretrain", [0, 0, 0, 1]]] * 2, r"buffer\[1\] .*twice"),
+        (
+            ("stages", "overflow", "buffer"),
+            [["t2i_pretrain", [0, 0, 0, i]] for i in range(3)],
+            "buffer .*max_buffer_size=2",
+        ),
+        (("stages", "overflow", "buffer"), [["t2i_pretain", [0, 0, 0, 1]]], r"buffer\[0\] .*unknown group"),
+        (("stages", "overflow", "carry"), ["t2i_pretrain", [0, 9, 0, 0]], "carry .*past the"),
+        (CURSOR, _DELETE, r"stages.draw.cursors .*for every group; \['t2i_pretrain'\] missing"),
+        (("stages", "draw", "cursors", "t2i"), None, "stages.draw.cursors .*unknown group"),
+        (("stages", "draw"), _DELETE, "stages.draw.cursors is missing"),
+        (("stages", "overflow"), _DELETE, "stages.overflow.buffer is missing"),
+        (("stages", "overflow", "buffer"), {}, "stages.overflow.buffer .*a list"),
+        # A field of an older version at the top of today's checkpoint would be ignored: refused.
+        (("buffer",), [], "checkpoint field buffer = .*keeps it under stages.overflow.buffer"),
+        (("cursors",), {}, "checkpoint field cursors = .*keeps it under stages.draw.cursors"),
         (("topology",), {"rank": 0}, "topology"),
         (("packs",), -3, "packs"),
         (("rng",), _DELETE, "rng is missing"),
@@ -220,28 +232,36 @@ def test_a_cursor_row_is_refused_from_its_row_groups_end_on(dataset, checkpoint)
     with pytest.raises(ResumeError, match=f"row group {groups} does not exist: {path} has {groups} row group"):
         _resume(dataset, _with(checkpoint, CURSOR, [0, 0, groups, 0]))
     with pytest.raises(ResumeError, match=rf"buffer\[0\] .*row {rows} does not exist"):
-        _resume(dataset, _with(checkpoint, ("buffer",), [["t2i_pretrain", [0, 0, 0, rows]]]))
+        _resume(dataset, _with(checkpoint, ("stages", "overflow", "buffer"), [["t2i_pretrain", [0, 0, 0, rows]]]))
 
 
 def test_a_buffered_sample_that_waited_resumes(dataset, checkpoint):
     """A best-fit buffer entry records the packs it waited beside mandatory samples as a
     fourth value (`[group, cursor, compat state, packs waited]`): it is read, not refused."""
     group, cursor = "t2i_pretrain", [0, 0, 0, 0]  # a row already read: rebuilt on resume
-    state = _with(checkpoint, ("buffer",), [[group, cursor, None, 2]])
+    state = _with(checkpoint, ("stages", "overflow", "buffer"), [[group, cursor, None, 2]])
     assert _resume(dataset, state)["sample_lens"]
     with pytest.raises(ResumeError, match="packs waited"):
-        _resume(dataset, _with(checkpoint, ("buffer",), [[group, cursor, None, -1]]))
+        _resume(dataset, _with(checkpoint, ("stages", "overflow", "buffer"), [[group, cursor, None, -1]]))
 
 
 def test_a_waiting_row_after_its_groups_cursor_is_refused(dataset, checkpoint):
     """A buffered row at the cursor (the last row drawn) resumes; after it (or the cursor
     moved back behind it), the stream would draw it again and pack it twice."""
-    cursor = checkpoint["cursors"]["t2i_pretrain"]
+    cursor = checkpoint["stages"]["draw"]["cursors"]["t2i_pretrain"]
     assert cursor > [0, 0, 0, 0], "the checkpoint must be past the first row"
-    state = _with(_with(checkpoint, ("carry",), None), ("buffer",), [["t2i_pretrain", cursor]])
+    state = _with(
+        _with(checkpoint, ("stages", "overflow", "carry"), None),
+        ("stages", "overflow", "buffer"),
+        [["t2i_pretrain", cursor]],
+    )
     assert _resume(dataset, state)["sample_lens"]
-    with pytest.raises(ResumeError, match=r"buffer\[0\] .*after cursors.t2i_pretrain"):
+    with pytest.raises(ResumeError, match=r"buffer\[0\] .*after stages.draw.cursors.t2i_pretrain"):
         _resume(dataset, _with(state, CURSOR, [0, 0, 0, 0]))
-    carried = _with(_with(checkpoint, ("buffer",), []), ("carry",), ["t2i_pretrain", cursor])
-    with pytest.raises(ResumeError, match="carry .*after cursors.t2i_pretrain"):
+    carried = _with(
+        _with(checkpoint, ("stages", "overflow", "buffer"), []),
+        ("stages", "overflow", "carry"),
+        ["t2i_pretrain", cursor],
+    )
+    with pytest.raises(ResumeError, match="carry .*after stages.draw.cursors.t2i_pretrain"):
         _resume(dataset, _with(carried, CURSOR, [0, 0, 0, 0]))

@@ -88,7 +88,7 @@ def checkpoint(dataset):
     stream = iter(dataset)
     list(itertools.islice(stream, 2))
     state = copy.deepcopy(dataset.state_dict())
-    assert len(state["buffer"]) == 3 and state["carry"] is not None
+    assert len(state["stages"]["overflow"]["buffer"]) == 3 and state["stages"]["overflow"]["carry"] is not None
     return state
 
 
@@ -97,14 +97,24 @@ def _resume(dataset, state):
     return next(iter(dataset))
 
 
+def _waiting(checkpoint: dict, buffer: list, carry) -> dict:
+    """A copy of `checkpoint` whose overflow holds `buffer` and `carry`."""
+    state = copy.deepcopy(checkpoint)
+    state["stages"]["overflow"].update(buffer=buffer, carry=carry)
+    return state
+
+
 def _entry(cursor, **extra):
     return {"v": 1, "group": GROUP, "cursor": list(cursor), **extra}
 
 
 def _drawn_rows(checkpoint) -> list[list[int]]:
     """Rows at or before the checkpoint's cursor (drawn), not buffered or carried there."""
-    held = {tuple(entry["cursor"]) for entry in [*checkpoint["buffer"], checkpoint["carry"]]}
-    final = checkpoint["cursors"][GROUP]
+    held = {
+        tuple(entry["cursor"])
+        for entry in [*checkpoint["stages"]["overflow"]["buffer"], checkpoint["stages"]["overflow"]["carry"]]
+    }
+    final = checkpoint["stages"]["draw"]["cursors"][GROUP]
     rows = [[0, 0, group, row] for group in range(2) for row in range(4)]
     rows += [[0, 1, group, row] for group in range(2) for row in range(4)]
     return [row for row in rows if row <= final and tuple(row) not in held]
@@ -113,22 +123,22 @@ def _drawn_rows(checkpoint) -> list[list[int]]:
 # -- a row held twice -------------------------------------------------------------------------
 def test_two_distinct_buffered_rows_and_a_third_carried_resume(dataset, checkpoint):
     first, second, third = _drawn_rows(checkpoint)[:3]
-    state = dict(copy.deepcopy(checkpoint), buffer=[_entry(first), ["t2i_pretrain", second]], carry=_entry(third))
+    state = _waiting(checkpoint, [_entry(first), ["t2i_pretrain", second]], _entry(third))
     assert _resume(dataset, state)["sample_lens"]
 
 
 def test_the_same_row_twice_in_the_buffer_is_refused_whatever_its_form_or_wait(dataset, checkpoint):
     """A dict entry and a version-2 list of the same row, with another wait: the row counts."""
     row = _drawn_rows(checkpoint)[0]
-    state = dict(copy.deepcopy(checkpoint), buffer=[_entry(row, waited=2), [GROUP, row]], carry=None)
-    with pytest.raises(ResumeError, match=r"checkpoint field buffer\[1\] .*the same row twice"):
+    state = _waiting(checkpoint, [_entry(row, waited=2), [GROUP, row]], None)
+    with pytest.raises(ResumeError, match=r"checkpoint field stages.overflow.buffer\[1\] .*the same row twice"):
         _resume(dataset, state)
 
 
 def test_a_carried_row_that_is_also_buffered_is_refused(dataset, checkpoint):
     first, second = _drawn_rows(checkpoint)[:2]
-    state = dict(copy.deepcopy(checkpoint), buffer=[_entry(first), _entry(second)], carry=[GROUP, second, None, 0])
-    with pytest.raises(ResumeError, match="checkpoint field carry .*also in the buffer"):
+    state = _waiting(checkpoint, [_entry(first), _entry(second)], [GROUP, second, None, 0])
+    with pytest.raises(ResumeError, match="checkpoint field stages.overflow.carry .*also in the buffer"):
         _resume(dataset, state)
 
 
@@ -136,8 +146,10 @@ def test_a_carried_row_that_is_also_buffered_is_refused(dataset, checkpoint):
 def test_a_carry_holding_a_row_twice_is_refused_as_a_list_of_entries(dataset, checkpoint, form):
     row = _drawn_rows(checkpoint)[0]
     entry = _entry(row) if form == "dict" else [GROUP, row]
-    state = dict(copy.deepcopy(checkpoint), buffer=[], carry=[entry, copy.deepcopy(entry)])
-    with pytest.raises(ResumeError, match="checkpoint field carry .*one \\[group, cursor\\] entry, not a list"):
+    state = _waiting(checkpoint, [], [entry, copy.deepcopy(entry)])
+    with pytest.raises(
+        ResumeError, match="checkpoint field stages.overflow.carry .*one \\[group, cursor\\] entry, not a list"
+    ):
         _resume(dataset, state)
 
 
@@ -151,13 +163,13 @@ def test_any_row_held_twice_is_refused_and_distinct_rows_resume(dataset, checkpo
     as_dicts = data.draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows)), label="dict forms")
     entries = [_entry(row) if as_dict else [GROUP, row] for row, as_dict in zip(rows, as_dicts)]
     carry = entries.pop() if data.draw(st.booleans(), label="carry the last") else None
-    state = dict(copy.deepcopy(checkpoint), buffer=entries, carry=carry)
+    state = _waiting(checkpoint, entries, carry)
     assert _resume(dataset, copy.deepcopy(state))["sample_lens"]
     repeated = copy.deepcopy(data.draw(st.sampled_from([*entries, *([carry] if carry else [])]), label="repeated"))
     if repeated in entries and data.draw(st.booleans(), label="as the carry"):
-        state["carry"] = repeated
+        state["stages"]["overflow"]["carry"] = repeated
     else:
-        state["buffer"] = [*entries, repeated]  # at most 2 + 1: within max_buffer_size
+        state["stages"]["overflow"]["buffer"] = [*entries, repeated]  # at most 2 + 1: within max_buffer_size
     with pytest.raises(ResumeError, match="the same row twice|also in the buffer"):
         _resume(dataset, state)
 
@@ -172,22 +184,22 @@ NEGATIVE += [(3, -1, "the row is -1")]
 def test_a_negative_cursor_entry_is_refused_naming_the_field_and_the_entry(
     dataset, checkpoint, field, position, value, named
 ):
-    cursor = list(checkpoint["cursors"][GROUP] if field == "cursors" else _drawn_rows(checkpoint)[0])
+    cursor = list(checkpoint["stages"]["draw"]["cursors"][GROUP] if field == "cursors" else _drawn_rows(checkpoint)[0])
     cursor[position] = value
     state = copy.deepcopy(checkpoint)
     if field == "cursors":
-        state["cursors"][GROUP], label = cursor, f"cursors.{GROUP}"
+        state["stages"]["draw"]["cursors"][GROUP], label = cursor, f"stages.draw.cursors.{GROUP}"
     elif field == "buffer":
-        state["buffer"], label = [_entry(cursor)], r"buffer\[0\]"
+        state, label = _waiting(checkpoint, [_entry(cursor)], None), r"stages.overflow.buffer\[0\]"
     else:
-        state["carry"], state["buffer"], label = _entry(cursor), [], "carry"
+        state, label = _waiting(checkpoint, [], _entry(cursor)), "stages.overflow.carry"
     with pytest.raises(ResumeError, match=f"checkpoint field {label} = .*non-negative.*{named}"):
         _resume(dataset, state)
 
 
 def test_zero_in_every_entry_of_a_waiting_row_is_in_range(dataset, checkpoint):
     """The first row of the first row group of the first unit: each 0 is a valid entry."""
-    state = dict(copy.deepcopy(checkpoint), buffer=[], carry=_entry([0, 0, 0, 0]))
+    state = _waiting(checkpoint, [], _entry([0, 0, 0, 0]))
     assert _resume(dataset, state)["sample_lens"]
 
 
@@ -205,7 +217,9 @@ def test_a_resumed_first_pass_packs_every_row_once_in_order(folder, tokenizer, s
         dataset = _build(folder, tokenizer, special_tokens)
         before = [_rows(batch) for batch in itertools.islice(iter(dataset), cut)]
         state = copy.deepcopy(dataset.state_dict())
-        held_at_cuts.append(len(state["buffer"]) + (state["carry"] is not None))
+        held_at_cuts.append(
+            len(state["stages"]["overflow"]["buffer"]) + (state["stages"]["overflow"]["carry"] is not None)
+        )
         resumed = _build(folder, tokenizer, special_tokens)
         resumed.load_state_dict(state)
         after = [_rows(batch) for batch in itertools.islice(iter(resumed), FIRST_PASS_BATCHES - cut)]

@@ -143,8 +143,15 @@ def by_rows(family) -> bool:
 def furthest_rounds(states: list) -> dict:
     """The furthest round any old worker had begun, per group (-1: none)."""
     return {
-        name: max((s["cursors"][name][0] for s in states if s["cursors"][name] is not None), default=-1)
-        for name in states[0]["cursors"]
+        name: max(
+            (
+                s["stages"]["draw"]["cursors"][name][0]
+                for s in states
+                if s["stages"]["draw"]["cursors"][name] is not None
+            ),
+            default=-1,
+        )
+        for name in states[0]["stages"]["draw"]["cursors"]
     }
 
 
@@ -182,7 +189,7 @@ def leftover_rows(data, tokenizer, special_tokens, state: dict, furthest: dict) 
     left = collections.Counter()
     with as_worker(top["worker_id"] if top["num_workers"] else None, top["num_workers"]):
         for name, family in zip(dataset.group_names, dataset.grouped_datasets):
-            cursor = state["cursors"][name]
+            cursor = state["stages"]["draw"]["cursors"][name]
             plan = family.restart_plan
             limit = cursor[0] if cursor is not None and cursor[0] >= 0 else (-1 if plan else 0)
             if by_rows(family):
@@ -194,7 +201,9 @@ def leftover_rows(data, tokenizer, special_tokens, state: dict, furthest: dict) 
                 if reached:
                     left[name, sample["row_key"]] += 1
                 reached = reached or list(found) == cursor
-            held = ([state["carry"]] if state["carry"] else []) + state["buffer"]
+            held = ([state["stages"]["overflow"]["carry"]] if state["stages"]["overflow"]["carry"] else []) + state[
+                "stages"
+            ]["overflow"]["buffer"]
             for entry in (BufferEntry.read(raw) for raw in held):
                 group, held_cursor = entry.group, entry.cursor
                 if group == name:
@@ -229,8 +238,10 @@ def run_new(data, tokenizer, special_tokens, states, world_size: int, num_worker
                 for _ in range(80):
                     check_batch(next(stream), dataset.config, dataset.special_tokens)
                     state = dataset.state_dict()
-                    pending = [c for c in state["cursors"].values() if c is None or c[0] < 0]
-                    held = state["buffer"] + ([state["carry"]] if state["carry"] else [])
+                    pending = [c for c in state["stages"]["draw"]["cursors"].values() if c is None or c[0] < 0]
+                    held = state["stages"]["overflow"]["buffer"] + (
+                        [state["stages"]["overflow"]["carry"]] if state["stages"]["overflow"]["carry"] else []
+                    )
                     if not pending and all(BufferEntry.read(raw).cursor[0] >= 0 for raw in held):
                         break
                 else:
@@ -264,9 +275,11 @@ def test_every_unread_row_and_buffered_sample_is_packed_once(
     elastic_data, tokenizer, special_tokens, packed_rows, old, new, passes_differ
 ):
     states, packed_before = run_old(elastic_data, tokenizer, special_tokens, *old, packed_rows)
-    assert any(state["buffer"] or state["carry"] for state in states), "no old worker held a sample"
+    assert any(state["stages"]["overflow"]["buffer"] or state["stages"]["overflow"]["carry"] for state in states), (
+        "no old worker held a sample"
+    )
     # Workers with fewer units wrap sooner: old workers in different passes are covered too.
-    passes = {cursor[0] for state in states for cursor in state["cursors"].values() if cursor}
+    passes = {cursor[0] for state in states for cursor in state["stages"]["draw"]["cursors"].values() if cursor}
     assert (len(passes) > 1) == passes_differ
     expected = collections.Counter()
     for state in states:
@@ -326,7 +339,7 @@ def test_a_worker_that_had_not_started_leaves_every_row_to_the_new_workers(
     for rank, batches in ((0, 0), (1, 4)):
         dataset = build(elastic_data, tokenizer, special_tokens, rank, 2, 0)
         states.append(run_worker(dataset, 0, 0, batches=batches)[1])
-    assert all(cursor is None for cursor in states[0]["cursors"].values())
+    assert all(cursor is None for cursor in states[0]["stages"]["draw"]["cursors"].values())
     expected = leftover_rows(elastic_data, tokenizer, special_tokens, states[0], furthest_rounds(states))
     expected += leftover_rows(elastic_data, tokenizer, special_tokens, states[1], furthest_rounds(states))
     _, packed_after, _ = run_new(elastic_data, tokenizer, special_tokens, states, 3, 0, packed_rows)
@@ -352,7 +365,7 @@ def test_a_restarted_run_can_restart_again(elastic_data, tokenizer, special_toke
         dataset = build(elastic_data, tokenizer, special_tokens, rank, 3, 0)
         dataset.load_elastic_state(states)
         middle.append(run_worker(dataset, 0, 0, batches=1 + rank)[1])
-    assert any(c is not None and c[0] < 0 for state in middle for c in state["cursors"].values())
+    assert any(c is not None and c[0] < 0 for state in middle for c in state["stages"]["draw"]["cursors"].values())
     expected = collections.Counter()
     for state in middle:
         expected += leftover_rows(elastic_data, tokenizer, special_tokens, state, furthest_rounds(middle))
@@ -432,6 +445,38 @@ def test_incomplete_or_mixed_checkpoints_are_refused(elastic_data, tokenizer, sp
     with pytest.raises(ResumeError, match="vlm_sft: the checkpoint was taken with 30 units, the dataset now has 20"):
         smaller.load_state_dict(merged)
         next(iter(smaller))
+
+
+def _as_version_5(state: dict) -> dict:
+    """`state` as version 5 wrote it: the cursors, the buffer and the carry at the top."""
+    old = copy.deepcopy(state)
+    stages = old["stages"]
+    old.update(version=5, cursors=stages.pop("draw")["cursors"], **stages.pop("overflow"))
+    return old
+
+
+def test_the_merge_reads_each_stages_part_and_older_versions_alike(
+    elastic_data, tokenizer, special_tokens, packed_rows
+):
+    """The merge reads the cursors, buffer and carry under `stages` (version 6), and a
+    version-5 checkpoint of the same workers (at the top) gives the same plan; a worker's
+    malformed part is a ResumeError naming it, not a KeyError."""
+    states, _ = run_old(elastic_data, tokenizer, special_tokens, 2, 0, packed_rows)
+    assert any(state["stages"]["overflow"]["buffer"] for state in states), "no old worker held a sample"
+    dataset = build(elastic_data, tokenizer, special_tokens, 0, 3, 0)
+    merged = dataset.load_elastic_state(copy.deepcopy(states))
+    assert merged["version"] == 6
+    assert dataset.load_elastic_state([_as_version_5(state) for state in states]) == merged
+    mixed = [_as_version_5(states[0]), states[1]]  # one old worker's from before the upgrade
+    assert dataset.load_elastic_state(mixed) == merged
+    no_cursors = copy.deepcopy(states)
+    del no_cursors[1]["stages"]["draw"]
+    with pytest.raises(ResumeError, match="stages.draw.cursors is missing"):
+        dataset.load_elastic_state(no_cursors)
+    bad_carry = copy.deepcopy(states)
+    bad_carry[0]["stages"]["overflow"]["carry"] = ["no_such_group", [0, 0]]
+    with pytest.raises(ResumeError, match="stages.overflow.carry .*unknown group"):
+        dataset.load_elastic_state(bad_carry)
 
 
 def test_plain_checkpoint_into_another_topology_points_to_the_elastic_path(elastic_data, tokenizer, special_tokens):

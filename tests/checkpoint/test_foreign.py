@@ -4,14 +4,14 @@ the same format through a whole PackedDataset)."""
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 import pytest
 
 from bagel_data import ResumeError
 from bagel_data.checkpoint.foreign import is_nemo_state, load_nemo_state
-from bagel_data.checkpoint.state import PackState
+from bagel_data.checkpoint.state import DRAW, OVERFLOW, PackState
+from bagel_data.packing.groups import DrawState
+from bagel_data.packing.overflow import OverflowState
 from bagel_data.sample import Draw
 from bagel_data.sharding import WorkerTopology
 
@@ -24,11 +24,12 @@ def _state(worker_id: int = 0, num_workers: int = 2) -> PackState:
         data_seed=0,
         units=[1, 1, 1],
         rng=np.random.default_rng(0),
-        cursors=[(9, 9)] * 3,
-        buffer=collections.deque([Draw(0, (5, 5))]),  # left from before the load: must go
         logs=[],
+        stages={DRAW: DrawState(GROUPS), OVERFLOW: OverflowState(GROUPS)},
         packs=17,
     )
+    state.draw.cursors = [(9, 9)] * 3
+    state.overflow.buffer.append(Draw(0, (5, 5)))  # left from before the load: must go
     return state
 
 
@@ -61,8 +62,8 @@ def test_each_group_continues_after_this_workers_position_in_the_first_pass():
     state = _state(worker_id=0)
     load_nemo_state(state, _saved([[[3, 1]], [7], None], yielded_batches=4), GROUPS)
     # a list position and a scalar one both become first-pass cursors; no status, no cursor
-    assert state.cursors == [(0, 3, 1), (0, 7), None]
-    assert list(state.buffer) == []  # the old buffer is cleared
+    assert state.draw.cursors == [(0, 3, 1), (0, 7), None]
+    assert list(state.overflow.buffer) == []  # the old buffer is cleared
     assert state.packs == 4
 
 
@@ -71,9 +72,9 @@ def test_a_missing_pack_count_is_zero_and_a_missing_buffer_is_empty():
     saved = _saved([None, None, None])
     del saved["buffer"]
     load_nemo_state(state, saved, GROUPS)
-    assert state.packs == 0 and list(state.buffer) == [] and state.cursors == [None, None, None]
+    assert state.packs == 0 and list(state.overflow.buffer) == [] and state.draw.cursors == [None, None, None]
     load_nemo_state(state, {**saved, "buffer": None}, GROUPS)
-    assert list(state.buffer) == []
+    assert list(state.overflow.buffer) == []
 
 
 def test_a_group_entry_without_data_status_has_no_cursor():
@@ -81,7 +82,7 @@ def test_a_group_entry_without_data_status_has_no_cursor():
     saved = _saved([None, [4], None])
     saved["grouped_dataset_states"][0] = {"other": 1}
     load_nemo_state(state, saved, GROUPS)
-    assert state.cursors == [None, (0, 4), None]
+    assert state.draw.cursors == [None, (0, 4), None]
 
 
 def test_a_reference_dict_status_is_read_by_worker_id_as_int_or_string():
@@ -89,15 +90,15 @@ def test_a_reference_dict_status_is_read_by_worker_id_as_int_or_string():
     statuses = [{0: [1], 1: [2, 5]}, {"0": 3, "1": [8]}, {0: [1], "1": [6], 1: [4]}]
     load_nemo_state(state, _saved(statuses), GROUPS)
     # the int key wins over its string form; a worker missing from the dict has no cursor
-    assert state.cursors == [(0, 2, 5), (0, 8), (0, 4)]
+    assert state.draw.cursors == [(0, 2, 5), (0, 8), (0, 4)]
     load_nemo_state(state, _saved([{0: [1]}, {}, {"0": 2}]), GROUPS)
-    assert state.cursors == [None, None, None]
+    assert state.draw.cursors == [None, None, None]
 
 
 def test_a_list_status_is_indexed_by_worker_id_and_may_be_short():
     state = _state(worker_id=1)
     load_nemo_state(state, _saved([[None, [2]], [None], []]), GROUPS)
-    assert state.cursors == [(0, 2), None, None]
+    assert state.draw.cursors == [(0, 2), None, None]
 
 
 def test_another_workers_position_is_a_resume_error_naming_it():
@@ -107,7 +108,7 @@ def test_another_workers_position_is_a_resume_error_naming_it():
     assert "data_status=" in str(info.value)
     # its own position beside other workers' Nones is fine
     load_nemo_state(state, _saved([[[1], None, None], None, None]), GROUPS)
-    assert state.cursors == [(0, 1), None, None]
+    assert state.draw.cursors == [(0, 1), None, None]
 
 
 def test_a_different_number_of_groups_is_a_resume_error():
@@ -125,7 +126,7 @@ def test_buffered_samples_are_taken_by_group_name_in_order():
         {"num_tokens": 4, "data_indexes": {"dataset_name": "t2i", "data_indexes": 5}},
     ]
     load_nemo_state(state, _saved([None, None, None], buffer), GROUPS)
-    assert [(b.group, b.cursor, b.sample) for b in state.buffer] == [(2, (0, 2, 0), None), (0, (0, 5), None)]
+    assert [(b.group, b.cursor, b.sample) for b in state.overflow.buffer] == [(2, (0, 2, 0), None), (0, (0, 5), None)]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
-"""Checkpoints written by earlier versions of the library (2, 3 and 4, kept in `fixtures/`,
+"""Checkpoints written by earlier versions of the library (2 to 5, kept in `fixtures/`,
 each written by the code of its version with the packs that code made next) load, and
-continue as that code did. Version 5 moved the fields a stage owns under `stages`."""
+continue as that code did. Version 5 moved the group choice's and the pacer's fields under
+`stages`, version 6 the draw path's cursors and the overflow's buffer and carry."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from helpers.resume import check_save_load_at, rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packing"))  # the schedule of test_pacing.py
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CASES = [(version, case) for version in (2, 3, 4) for case in ("greedy", "best_fit")] + [(4, "mid_drain")]
+CASES = [(version, case) for version in (2, 3, 4, 5) for case in ("greedy", "best_fit")]
+CASES += [(4, "mid_drain"), (5, "mid_drain")]
 
 
 def _fixture(version: int) -> dict:
@@ -71,17 +73,36 @@ def test_an_old_checkpoint_continues_as_its_own_version_did(version, case):
 def test_upgrade_moves_a_stages_fields_under_its_key():
     old = _fixture(4)["mid_drain"]["state"]
     new = upgrade(old)
-    assert new["version"] == STATE_VERSION and not {"group_tokens", "backlog", "packed_tokens"} & set(new)
+    moved = {"group_tokens", "backlog", "packed_tokens", "cursors", "buffer", "carry"}
+    assert new["version"] == STATE_VERSION and not moved & set(new)
     assert new["stages"] == {
         "choose": {"group_tokens": old["group_tokens"]},
         "pace": {"backlog": old["backlog"], "packed_tokens": old["packed_tokens"]},
+        "draw": {"cursors": old["cursors"]},
+        "overflow": {"buffer": old["buffer"], "carry": old["carry"]},
     }
     assert old["backlog"] > 0 and "backlog" in old  # the input is left as it was
     three = upgrade(_fixture(3)["greedy"]["state"])
-    assert three["stages"] == {"choose": {"group_tokens": _fixture(3)["greedy"]["state"]["group_tokens"]}}
+    assert set(three["stages"]) == {"choose", "draw", "overflow"}, "version 3 had no pacer's state"
+
+
+def test_upgrade_of_version_5_keeps_its_stages_and_adds_the_draw_paths_and_the_overflows():
+    old = _fixture(5)["greedy"]["state"]
+    assert old["carry"] is not None, "the fixture should carry a sample"
+    new = upgrade(old)
+    assert new["version"] == STATE_VERSION and not {"cursors", "buffer", "carry"} & set(new)
+    assert new["stages"] == {
+        **old["stages"],
+        "draw": {"cursors": old["cursors"]},
+        "overflow": {"buffer": old["buffer"], "carry": old["carry"]},
+    }
+    assert set(old["stages"]) == {"choose", "pace"}  # the input's stages are left as they were
+    assert upgrade(new) == new  # this version's is taken as it is
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "best_fit"])
 def test_todays_checkpoints_resume_at_several_midpoints(strategy):
     taken = check_save_load_at(lambda: _two_groups(strategy), cuts=[1, 3, 7], total=14)
-    assert all(set(state["stages"]) == {"choose", "pace"} for state in taken)
+    assert all(list(state["stages"]) == ["draw", "overflow", "choose", "pace"] for state in taken)
+    assert all(not {"cursors", "buffer", "carry"} & set(state) for state in taken)
+    assert any(state["stages"]["overflow"]["buffer"] for state in taken), "no cut held a buffered sample"

@@ -100,8 +100,10 @@ def test_restore_gives_the_uninterrupted_stream(dataset_info, tokenizer, special
     checkpoints = check_save_load(build, num_workers, total=12, cuts=cuts)
     states = [s for checkpoint in checkpoints for s in worker_states(checkpoint)]
     # The cut points cover a non-empty buffer and a group that wrapped around its units.
-    assert any(state["buffer"] for state in states), "no cut point had a buffered sample"
-    assert any(c is not None and c[0] > 0 for s in states for c in s["cursors"].values()), "no group wrapped"
+    assert any(state["stages"]["overflow"]["buffer"] for state in states), "no cut point had a buffered sample"
+    assert any(c is not None and c[0] > 0 for s in states for c in s["stages"]["draw"]["cursors"].values()), (
+        "no group wrapped"
+    )
 
 
 def test_checkpoint_is_small_and_holds_no_tensors(dataset_info, tokenizer, special_tokens):
@@ -110,7 +112,7 @@ def test_checkpoint_is_small_and_holds_no_tensors(dataset_info, tokenizer, speci
     for _ in range(6):
         next(stream)
     state = dataset.state_dict()
-    assert state["buffer"], "the configuration should leave samples in the buffer"
+    assert state["stages"]["overflow"]["buffer"], "the configuration should leave samples in the buffer"
     assert len(pickle.dumps(state)) < 4096
 
     def no_tensors(value):
@@ -214,14 +216,18 @@ def test_conservation_every_drawn_sample_is_packed_once_or_buffered(dataset_info
             packed[where["dataset_name"]][repr(where["data_indexes"][:2])] += 1
     state = dataset.state_dict()
     buffered = collections.defaultdict(collections.Counter)
-    for entry in (BufferEntry.read(raw) for raw in state["buffer"] + ([state["carry"]] if state["carry"] else [])):
+    for entry in (
+        BufferEntry.read(raw)
+        for raw in state["stages"]["overflow"]["buffer"]
+        + ([state["stages"]["overflow"]["carry"]] if state["stages"]["overflow"]["carry"] else [])
+    ):
         buffered[entry.group][repr(list(entry.cursor))] += 1
     lengths, total_lost = collections.defaultdict(dict), 0
     t2i = dataset.grouped_datasets[dataset.group_names.index("t2i_pretrain")]
     shortest_mandatory = min(sample_length(s) for _, s in itertools.islice(t2i.iter_samples(), 12))
     for group, family in zip(dataset.group_names, dataset.grouped_datasets):
         drawn = collections.Counter()
-        final = state["cursors"][group]
+        final = state["stages"]["draw"]["cursors"][group]
         if final is None:
             continue
         for cursor, sample in family.iter_samples():

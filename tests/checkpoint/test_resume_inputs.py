@@ -114,10 +114,12 @@ def test_missing_media_of_a_buffered_sample_is_a_counted_skip(tmp_path, tokenize
     stream = iter(dataset)
     for _ in range(20):
         next(stream)
-        if dataset._live.buffer or dataset._live.carry:
+        if dataset._live.overflow.buffer or dataset._live.overflow.carry:
             break
     state = dataset.state_dict()
-    held = state["buffer"] + ([state["carry"]] if state["carry"] else [])
+    held = state["stages"]["overflow"]["buffer"] + (
+        [state["stages"]["overflow"]["carry"]] if state["stages"]["overflow"]["carry"] else []
+    )
     waiting = [list(BufferEntry.read(raw).cursor) for raw in held]
     assert waiting, "the budget should leave a sample waiting"
     for cursor in waiting:  # remove the media of every waiting sample

@@ -47,8 +47,8 @@ def _checkpoint_with_waiting_samples(strategy: str) -> dict:
     for _ in range(40):
         next(stream)
         state = dataset.state_dict()
-        carried = state["carry"] is not None or strategy == "best_fit"  # best-fit carries nothing
-        if len(state["buffer"]) >= 2 and carried:
+        carried = state["stages"]["overflow"]["carry"] is not None or strategy == "best_fit"  # best-fit carries nothing
+        if len(state["stages"]["overflow"]["buffer"]) >= 2 and carried:
             return copy.deepcopy(state)
     raise AssertionError("no pack left samples waiting: the test does not test it")
 
@@ -58,14 +58,18 @@ def _as_version_2(state: dict) -> dict:
     and packs waited when there were any."""
     old = copy.deepcopy(state)
     old["version"] = 2
-    del old["stages"]  # the stages' own states came with version 5 (real old ones: test_old_versions.py)
+    # The stages' own states came with versions 5 and 6 (real old ones: test_old_versions.py);
+    # version 2 kept the cursors, the buffer and the carry at the top.
+    waiting = old.pop("stages")["overflow"]
+    old["cursors"] = state["stages"]["draw"]["cursors"]
 
     def positional(raw: dict) -> list:
         entry = [raw["group"], raw["cursor"]]
         return [*entry, raw["rng_state"], raw["waited"]] if raw["waited"] else entry
 
-    old["buffer"] = [positional(raw) for raw in state["buffer"]]
-    old["carry"] = None if state["carry"] is None else [state["carry"]["group"], state["carry"]["cursor"]]
+    carry = waiting["carry"]
+    old["buffer"] = [positional(raw) for raw in waiting["buffer"]]
+    old["carry"] = None if carry is None else [carry["group"], carry["cursor"]]
     return old
 
 
@@ -78,13 +82,13 @@ def _next_packs(state: dict, strategy: str, count: int = 6) -> list:
 @pytest.mark.parametrize("strategy", ["greedy", "best_fit"])
 def test_a_version_2_checkpoint_continues_as_todays(strategy):
     state = _checkpoint_with_waiting_samples(strategy)
-    assert state["version"] == STATE_VERSION and all(raw["v"] == 1 for raw in state["buffer"])
+    assert state["version"] == STATE_VERSION and all(raw["v"] == 1 for raw in state["stages"]["overflow"]["buffer"])
     today = _next_packs(state, strategy)
     old = _as_version_2(state)
     assert old["buffer"] and all(isinstance(raw, list) for raw in old["buffer"])
     assert _next_packs(old, strategy) == today
     # the waiting samples are the first rows the resumed packs hold: they were read back
-    waiting = {(raw["group"], raw["cursor"][0]) for raw in state["buffer"]}
+    waiting = {(raw["group"], raw["cursor"][0]) for raw in state["stages"]["overflow"]["buffer"]}
     packed = {(where["dataset_name"], where["data_indexes"]) for pack in today for where in pack}
     assert waiting <= packed
 

@@ -189,11 +189,11 @@ def test_a_weight_schedule_reaches_the_dataset_through_bagel_dataset_config(reci
     stream = iter(dataset)
     first = [{d["dataset_name"] for d in next(stream)["batch_data_indexes"]} for _ in range(2)]
     assert all("unified_edit" not in step for step in first), first  # weight 0 before step 2
-    vlm_cursor = dataset.state_dict()["cursors"]["vlm_sft"]
+    vlm_cursor = dataset.state_dict()["stages"]["draw"]["cursors"]["vlm_sft"]
     later = [{d["dataset_name"] for d in next(stream)["batch_data_indexes"]} for _ in range(3)]
     assert any("unified_edit" in step for step in later), later
     # Weight 0 from step 2 on: no vlm sample is drawn (those already buffered may still be packed).
-    assert dataset.state_dict()["cursors"]["vlm_sft"] == vlm_cursor
+    assert dataset.state_dict()["stages"]["draw"]["cursors"]["vlm_sft"] == vlm_cursor
     grouped["vlm_sft"]["weight"] = [[0, 1.0], [0, 2.0]]
     with pytest.raises(ConfigError, match="vlm_sft.weight"):
         BagelDatasetConfig(grouped_datasets=grouped, dataset_info_path=str(folder / "info.json")).build(

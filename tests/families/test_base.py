@@ -9,12 +9,13 @@ import re
 import pytest
 
 from bagel_data.checkpoint.restart import GroupRestart
-from bagel_data.errors import EmptyWorkerError, SkipReason
+from bagel_data.errors import EmptyWorkerError, SkipReason, TooManyFailuresError
 from bagel_data.families.base import DistributedIterableDataset
 from bagel_data.families.t2i import T2IIterableDataset
 from bagel_data.media.images import ImageTransform
 from bagel_data.sharding import INHERITED_PHASE
 from helpers.builders import solid_jpeg, write_t2i
+from helpers.golden import as_worker
 
 TRANSFORM = ImageTransform(32, 16, 16)
 # Eight captions: each pass draws one per row, so two passes rarely agree.
@@ -123,3 +124,111 @@ def test_row_random_hands_back_the_compat_state_before_the_row_and_sets_nothing(
     assert dataset.units.row_random(0, 0, 0, 1).state != draw.state  # the stream moved on: a new state
     default = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1)
     assert default.units.row_random(0, 0, 0, 1).state is None
+
+
+class BadUnits(EmptyUnits):
+    """A family whose every row is bad: each unit's one row is a counted skip."""
+
+    def _unit_samples(self, unit_id, pass_index, start, log, single=False):
+        self.asked.append((unit_id, pass_index))
+        log.skip(SkipReason.SCHEMA, f"unit-{unit_id}", "bad")
+        return iter(())
+
+
+def test_a_worker_of_only_bad_rows_runs_into_the_failure_bound_not_the_empty_error():
+    """Its rows are there but bad: counted, pass after pass, until the failure bound says
+    so (the empty-worker error is for units that hold no rows at all)."""
+    family = BadUnits(3)
+    family.max_consecutive_failures = 4
+    with pytest.raises(TooManyFailuresError):
+        next(family.iter_samples(log=family.new_skip_log()))
+    assert family.asked[:4] == [(unit, 0) for unit, _ in family.asked[:3]] + [(family.asked[3][0], 1)]
+
+
+def test_a_new_skip_log_keeps_the_family_s_failure_bound():
+    family = EmptyUnits(1)
+    family.max_consecutive_failures = 7
+    assert family.new_skip_log().max_consecutive_failures == 7
+
+
+def test_a_rebuild_without_a_log_counts_its_skip_apart_from_the_stream_s(tmp_path, tokenizer):
+    write_t2i(tmp_path, [[[{"image": ROW["image"], "captions": "not json"}, ROW]]])
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1)
+    log = dataset.new_skip_log()
+    cursor, _ = next(dataset.iter_samples(log=log))
+    assert log.as_dict() == {SkipReason.CAPTION_INVALID.value: 1}
+    assert dataset.sample_at((*cursor[:-1], cursor[-1] - 1)) is None  # the bad row, rebuilt
+    assert log.as_dict() == {SkipReason.CAPTION_INVALID.value: 1}  # the stream's count unchanged
+
+
+def test_a_compat_group_continues_the_shared_stream_it_is_handed(tmp_path, tokenizer):
+    """The packer starts compat's one stream and every group draws from it: a group's
+    iteration must not start it again (each group would repeat the others' draws)."""
+    write_t2i(tmp_path, [[[ROW] * 3]])
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1, compat="bagel")
+    stream = dataset.policy.start_stream(dataset.units.epoch_seed)
+    next(dataset.iter_samples())
+    assert dataset.policy.stream.rng is stream
+
+
+def test_num_files_per_rank_and_row_locations(tmp_path, tokenizer):
+    write_t2i(tmp_path, [[[ROW]], [[ROW]], [[ROW]], [[ROW]]])
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [4], 1, 2, num_workers=1)
+    assert dataset.num_files_per_rank == 2 == len(dataset.data_paths_per_rank)
+    unit = dataset.units.unit(3)
+    assert dataset.row_location((3, 5, 0, 1)) == dataset.units.kind.location(unit, (0, 1))  # pass 5 not in it
+
+
+def test_media_folders_on_a_store_make_a_local_group_remote(tmp_path, tokenizer):
+    write_t2i(tmp_path, [[[ROW]]])
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1)
+    remote = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1)
+    remote.media_folders = lambda: ["s3://bucket/images"]  # type: ignore[method-assign]
+    assert dataset.reads_remote() is False and remote.reads_remote() is True
+
+
+def test_each_worker_resumes_at_its_own_data_status_entry(tmp_path, tokenizer):
+    write_t2i(tmp_path, [[[ROW] * 4] for _ in range(4)])
+
+    def rows(worker, status=None, count=6):
+        dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [4], 0, 1, 2, status)
+        with as_worker(worker, 2):
+            return [s["data_indexes"]["data_indexes"] for s in itertools.islice(iter(dataset), count)]
+
+    first, second = rows(0), rows(1)
+    assert rows(1, {0: first[1], 1: second[3]}, 2) == second[4:6]
+    assert rows(0, {0: first[1], 1: second[3]}, 2) == first[2:4]
+
+
+def test_the_per_unit_walk_positions_name_the_worker_s_items(tmp_path, tokenizer, monkeypatch):
+    """Walked by units, a position starts with the unit's index in the worker's list (what a
+    resume reads), not its global id: worker 1 of 2 reads units 1 and 3 as its items 0 and 1."""
+    from bagel_data.families.unit_plan import UnitPlan
+
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+    write_t2i(tmp_path, [[[ROW] * 2] for _ in range(4)])
+    dataset = T2IIterableDataset("t2i", TRANSFORM, tokenizer, [str(tmp_path)], [4], num_workers=2)
+    with as_worker(1, 2):
+        shard, log = dataset.worker_shard(), dataset.new_skip_log()
+        streamed = [s for _, s in itertools.islice(dataset.iter_samples(), 4)]
+    assert sorted(int(unit) for unit in shard.unit_ids) != list(range(len(shard.unit_ids)))
+    walked = [
+        sample
+        for index, unit_id in enumerate(shard.unit_ids)
+        for sample in dataset.unit_samples(shard, index, int(unit_id), log)
+    ]
+    assert sorted(str(s["data_indexes"]) for s in walked) == sorted(str(s["data_indexes"]) for s in streamed)
+
+
+def test_a_family_s_image_formats_widen_its_decodes(tmp_path, tokenizer):
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(buffer, "PPM")
+    write_t2i(tmp_path, [[[ROW]]])
+    dataset = T2IIterableDataset(
+        "t2i", TRANSFORM, tokenizer, [str(tmp_path)], [1], num_workers=1, image_formats=["JPEG", "PNG", "PPM"]
+    )
+    assert dataset.media.decode(buffer.getvalue()).getpixel((0, 0)) == (200, 10, 10)

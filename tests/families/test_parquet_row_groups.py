@@ -91,6 +91,15 @@ def test_the_listing_counts_each_folder_s_own_files_only(tmp_path):
     assert listing.folder_sizes == (3, 2)
 
 
+def test_the_folder_sizes_count_the_files_listed_not_the_files_taken(tmp_path):
+    """A folder's size is what it holds: `num_used_data` may take fewer files than that, or
+    repeat them, and neither changes it (the whole-copies rule divides by it)."""
+    files = [_file(tmp_path / "d" / f"{i}.parquet", [1]) for i in range(3)]
+    listed = {path: (1, 1) for path in files}
+    assert ParquetListing.of([str(tmp_path / "d")], [1], "sorted", files[:1], listed).folder_sizes == (3,)
+    assert ParquetListing.of([str(tmp_path / "d")], [5], "sorted", [*files, *files[:2]], listed).folder_sizes == (3,)
+
+
 @pytest.mark.parametrize(
     "order, used, sizes, free",
     [("filesystem", [1], [3], True), ("sorted", [3], [3], True), ("sorted", [6], [3], True),
@@ -133,3 +142,22 @@ def test_a_row_group_unit_reads_ahead_its_own_row_group_only(tmp_path):
     units = [(a, 1), (a, 2)]
     source = ParquetRowGroups().read_source(lambda unit_id: units[unit_id], lambda names: ["x"])
     assert source.span(0, ()) == (a, 1, 2) and source.span(1, ()) == (a, 2, 3)
+
+
+def test_the_reference_s_files_are_listed_in_its_own_order_once(tmp_path, monkeypatch):
+    """The check lists the folders the reference's way (the filesystem's order), whatever
+    this listing's order, and only once however often it is asked."""
+    from bagel_data.families import parquet_listing
+
+    a, b, c = (_file(tmp_path / "d" / f"{name}.parquet", [1]) for name in "abc")
+    asked: list[str] = []
+
+    def listing_of(data_dirs, num_used, file_order):
+        asked.append(file_order)
+        return ([c, b] if file_order == "filesystem" else [a, b]), {}
+
+    monkeypatch.setattr(parquet_listing, "parquet_data_files", listing_of)
+    listing = ParquetListing((str(tmp_path / "d"),), (2,), "sorted", (a, b), (3,))
+    said = listing.reference_mismatch
+    assert said is not None and f"{a} read 1x here, 0x there" in said
+    assert listing.reference_mismatch == said and asked == ["filesystem"]

@@ -123,7 +123,7 @@ def test_every_sample_packs_at_the_length_the_packer_counted():
     for batch in batches:
         for where, length in zip(batch["batch_data_indexes"], batch["sample_lens"]):
             packed[where["dataset_name"]] += length
-    for item in [*state.buffer, *([state.carry] if state.carry else [])]:
+    for item in [*state.overflow.buffer, *([state.overflow.carry] if state.overflow.carry else [])]:
         packed[dataset.group_names[item.group]] += item.length
     counts = state.stages["choose"].state_dict()["group_tokens"]  # the group choice's own state
     assert counts == dict(packed)
@@ -201,7 +201,7 @@ def test_compat_keeps_the_reference_draw_at_pack_time():
     dataset = packed_groups({"t2i": group}, cfg, TOKENS_DICT, policy=CompatPolicy("bagel", seed=0))
     batch = next(iter(dataset))
     counted = sum(full_length(group.make(i)) for i in group.drawn)  # every sample drawn, whole
-    assert all(item.dropped is None for item in dataset._live.buffer)
+    assert all(item.dropped is None for item in dataset._live.overflow.buffer)
     assert batch["sequence_length"] < counted
 
 

@@ -16,6 +16,7 @@ import itertools
 
 import pytest
 
+from bagel_data.checkpoint.state import STATE_VERSION
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.pacing import DRAIN_FLOOR
 from bagel_data.packing.packed_dataset import PackedDataset
@@ -124,11 +125,20 @@ def test_every_buffered_sample_is_packed_once_at_its_groups_pace(strategy):
                 packed.update(_rows(batch))
                 draining = at_switch is not None and _backlog(state) > 0  # before this pack
                 state = dataset.state_dict()
-                assert len(state["buffer"]) - _backlog(state) <= cfg.max_buffer_size
+                assert len(state["stages"]["overflow"]["buffer"]) - _backlog(state) <= cfg.max_buffer_size
                 if at_switch is None and worker + WORKERS * (n + 1) >= SWITCH:  # the next pack opens Stage 2
-                    at_switch = {(raw["group"], raw["cursor"][0]) for raw in state["buffer"]}
-                    at_switch |= {(state["carry"]["group"], state["carry"]["cursor"][0])} if state["carry"] else set()
-                    state["stages"]["pace"]["backlog"] = len(state["buffer"])
+                    at_switch = {(raw["group"], raw["cursor"][0]) for raw in state["stages"]["overflow"]["buffer"]}
+                    at_switch |= (
+                        {
+                            (
+                                state["stages"]["overflow"]["carry"]["group"],
+                                state["stages"]["overflow"]["carry"]["cursor"][0],
+                            )
+                        }
+                        if state["stages"]["overflow"]["carry"]
+                        else set()
+                    )
+                    state["stages"]["pace"]["backlog"] = len(state["stages"]["overflow"]["buffer"])
                     continue
                 phase_tokens += _tokens(batch) if at_switch is not None else collections.Counter()
                 if draining and _backlog(state) > 0:  # the whole pack made while VLM samples waited
@@ -139,8 +149,12 @@ def test_every_buffered_sample_is_packed_once_at_its_groups_pace(strategy):
         assert at_switch is not None and _backlog(state) == 0, "the backlog did not drain"
         assert all(packed[row] == 1 for row in at_switch), "a sample waiting at the switch was lost or packed twice"
         waited.append(len(at_switch))
-        waiting = collections.Counter((raw["group"], raw["cursor"][0]) for raw in state["buffer"])
-        waiting.update([(state["carry"]["group"], state["carry"]["cursor"][0])] if state["carry"] else [])
+        waiting = collections.Counter((raw["group"], raw["cursor"][0]) for raw in state["stages"]["overflow"]["buffer"])
+        waiting.update(
+            [(state["stages"]["overflow"]["carry"]["group"], state["stages"]["overflow"]["carry"]["cursor"][0])]
+            if state["stages"]["overflow"]["carry"]
+            else []
+        )
         drawn = collections.Counter((name, i) for name, group in groups.items() for i in group.drawn)
         assert packed + waiting == drawn
         assert max((packed + waiting).values()) == 1
@@ -171,12 +185,13 @@ def test_a_checkpoint_of_version_3_loads_with_no_backlog():
         first, _ = _dataset("best_fit", 0, 0)
         head = [_rows(b) for b in itertools.islice(iter(first), 3)]
         state = first.state_dict()
-        state.update(version=3)
-        del state["stages"]
+        stages = state.pop("stages")  # version 3 kept at the top what the stages own now, but the pacer's
+        state.update(version=3, cursors=stages["draw"]["cursors"], group_tokens=stages["choose"]["group_tokens"])
+        state.update(stages["overflow"])
         resumed, _ = _dataset("best_fit", 0, 0)
         resumed.load_state_dict(state)
         assert len(head) == 3 and len(list(itertools.islice(iter(resumed), 3))) == 3
-        assert resumed.state_dict()["version"] == 5
+        assert resumed.state_dict()["version"] == STATE_VERSION
 
 
 def test_a_group_whose_weight_drops_to_0_still_drains_at_the_floor():
@@ -187,9 +202,11 @@ def test_a_group_whose_weight_drops_to_0_still_drains_at_the_floor():
     with as_worker(0, WORKERS):
         stream = iter(dataset)
         batches = list(itertools.islice(stream, SWITCH // WORKERS))
-        waiting = len(dataset.state_dict()["buffer"])
+        waiting = len(dataset.state_dict()["stages"]["overflow"]["buffer"])
         batches += list(itertools.islice(stream, 100))
     after = sum((_tokens(b) for b in batches[SWITCH // WORKERS :]), collections.Counter())
     assert waiting >= 5, "VLM samples wait at the switch"
     assert 0 < after["vlm"] <= DRAIN_FLOOR * sum(after.values()) + 60
-    assert not any(raw["group"] == "vlm" for raw in dataset.state_dict()["buffer"]), "every one was packed"
+    assert not any(raw["group"] == "vlm" for raw in dataset.state_dict()["stages"]["overflow"]["buffer"]), (
+        "every one was packed"
+    )

@@ -31,8 +31,11 @@ from test_pacing import STAGES, SWITCH, TARGETS, WORKERS, _config
 
 
 # -- the pacer alone ---------------------------------------------------------------------
-def _pacer(lengths: list[tuple[int, int]], backlog: int, weights, packed=(0, 0), max_tokens: int = 400):
-    """A pacer over a buffer of (group, length) samples, the first `backlog` of them the backlog."""
+def _pacer(
+    lengths: list[tuple[int, int]], backlog: int, weights, packed=(0, 0), max_tokens: int = 400, readable=lambda d: True
+):
+    """A pacer over a buffer of (group, length) samples, the first `backlog` of them the backlog;
+    `readable(draw)` False: the draw's row became a skip when rebuilt."""
     buffer = collections.deque(Draw(g, (i,), text_sample(n, index=i)) for i, (g, n) in enumerate(lengths))
     pace = PaceState(["a", "b"], 50)
     pace.backlog, pace.packed_tokens = backlog, list(packed)
@@ -43,7 +46,7 @@ def _pacer(lengths: list[tuple[int, int]], backlog: int, weights, packed=(0, 0),
         del buffer[index]
         return draw
 
-    return StagePacer(pace, lambda: buffer, config, weights, True, _Choice(), lambda d: True, remove), buffer
+    return StagePacer(pace, lambda: buffer, config, weights, True, _Choice(), readable, remove), buffer
 
 
 class _Choice:
@@ -79,6 +82,36 @@ def test_taking_from_the_backlog_releases_it_once():
     assert pacer.pace.backlog == 1  # one of the two taken was the backlog's
 
 
+def test_a_restored_backlog_sample_that_became_a_skip_leaves_the_backlog_count():
+    """Rebuilt on resume, a backlog sample whose row is gone leaves the buffer and the backlog
+    count with it; a fresh one that is gone leaves the count alone."""
+    pacer, buffer = _pacer(
+        [(0, 20), (0, 20), (1, 20), (1, 20)], 2, [0.5, 0.5], readable=lambda d: d.cursor[0] in (1, 2)
+    )
+    assert pacer.eligible(0) == [0, 1]
+    assert [d.cursor for d in buffer] == [(1,), (2,)] and pacer.pace.backlog == 1
+
+
+@pytest.mark.parametrize(
+    "backlog, buffered, packed, error",
+    [(4, 8, 100, None), (5, 8, 100, "stages.pace.backlog"), (4, 3, 100, "stages.pace.backlog"),
+     (0, 4, 100, None), (0, 5, 100, "buffer = 5 entries"), (1, 5, 101, "packed_tokens = 101")],
+)  # fmt: skip
+def test_a_loaded_pace_state_is_checked_against_its_buffer_and_tokens(backlog, buffered, packed, error):
+    """A backlog of at most max_buffer_size (4) and the buffer's length, at most
+    max_buffer_size fresh samples beside it, and the phase's tokens within the stream's (100):
+    each limit itself loads, one past it is refused naming the field."""
+    pace = PaceState(["a", "b"], 4)
+    saved = {"backlog": backlog, "packed_tokens": {"a": packed - 40, "b": 40}}
+    worker = {"stages": {"overflow": {"buffer": [None] * buffered}}, "tokens": 100}
+    if error is None:
+        pace.load_state_dict(saved, worker)
+        assert (pace.backlog, pace.packed_tokens) == (backlog, [packed - 40, 40])
+    else:
+        with pytest.raises(ResumeError, match=error):
+            pace.load_state_dict(saved, worker)
+
+
 # -- pacing with dropout on, and a backlog sample skipped ----------------------------------
 def _cfg_sample(length: int, index: int, name: str) -> dict:
     """A caption (CFG on, dropout may drop it) and a supervised answer: `length` tokens whole."""
@@ -110,7 +143,10 @@ def _paced(strategy: str, maker, stages=STAGES, mandatory=None, rank=1, **change
 
 
 def _waiting(state: dict) -> collections.Counter:
-    held = [*state["buffer"], *([state["carry"]] if state["carry"] else [])]
+    held = [
+        *state["stages"]["overflow"]["buffer"],
+        *([state["stages"]["overflow"]["carry"]] if state["stages"]["overflow"]["carry"] else []),
+    ]
     return collections.Counter((raw["group"], raw["cursor"][0]) for raw in held)
 
 
@@ -164,7 +200,7 @@ def test_a_backlog_sample_skipped_leaves_the_backlog_and_its_count():
         for batch in itertools.islice(iter(dataset), 40):
             packed.update((w["dataset_name"], w["data_indexes"]) for w in batch["batch_data_indexes"])
             state = dataset.state_dict()
-            assert 0 <= state["stages"]["pace"]["backlog"] <= len(state["buffer"])
+            assert 0 <= state["stages"]["pace"]["backlog"] <= len(state["stages"]["overflow"]["buffer"])
         check_save_load_at(make, cuts=[SWITCH // WORKERS + 2, SWITCH // WORKERS + 6], total=30)
     skipped = state["skips"]["vlm"].get(SkipReason.NO_ROOM_BESIDE_MANDATORY.value, 0)
     assert skipped >= 1, "a backlog sample was skipped: the test tests its count"
@@ -194,7 +230,7 @@ def test_a_checkpoint_right_after_a_second_change_resumes():
         for _ in itertools.islice(iter(dataset), 24):
             state = dataset.state_dict()
             backlog = state["stages"]["pace"]["backlog"]
-            assert backlog <= 8 and len(state["buffer"]) - backlog <= 8
+            assert backlog <= 8 and len(state["stages"]["overflow"]["buffer"]) - backlog <= 8
             backlogs.append(backlog)
         cuts = [second // WORKERS - 1, second // WORKERS, second // WORKERS + 1]
         check_save_load_at(make, cuts=cuts, total=24)
@@ -240,7 +276,7 @@ def test_best_fit_with_no_buffer_beside_a_mandatory_group_resumes_from_every_che
     dataset = make()
     waiting = []
     for n, _ in enumerate(itertools.islice(iter(dataset), 26)):
-        if dataset.state_dict()["buffer"]:
+        if dataset.state_dict()["stages"]["overflow"]["buffer"]:
             waiting.append(n + 1)
     assert len(waiting) >= 3, "samples waited: the test tests a buffer of one"
     taken = check_save_load_at(make, cuts=waiting[:6], total=28)

@@ -783,7 +783,7 @@ def test_buffer_stays_bounded_when_mandatory_samples_fill_prefer_buffer_before()
     counted = sum(dataset.stats["skips"].get("g", {}).values())
     assert counted > 0, "the long samples cannot fit beside the mandatory one: counted skips"
     assert len(pending) - counted <= cfg.max_buffer_size + 1, sorted(pending)
-    assert len(dataset.state_dict()["buffer"]) <= cfg.max_buffer_size
+    assert len(dataset.state_dict()["stages"]["overflow"]["buffer"]) <= cfg.max_buffer_size
 
 
 # ----------------------------------------------------------------------------------------

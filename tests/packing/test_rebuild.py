@@ -88,7 +88,7 @@ def test_a_buffer_rebuilt_on_threads_resumes_exactly(
         list(itertools.islice(loader, cut))
         state = pickle.loads(pickle.dumps(loader.state_dict()))
         saved = worker_dataset_states(state)[0]
-        restored = len(saved["buffer"]) + (saved["carry"] is not None)
+        restored = len(saved["stages"]["overflow"]["buffer"]) + (saved["stages"]["overflow"]["carry"] is not None)
         del threads_rebuilt[:], in_order[:]
         resumed = packs(build(), 10 - cut, state=state)
         for index, (want, have) in enumerate(zip(reference[cut:], resumed, strict=True)):
@@ -138,7 +138,7 @@ def test_a_row_that_fails_on_a_thread_is_the_same_counted_skip(tmp_path, tokeniz
     list(itertools.islice(loader, 2))
     state = loader.state_dict()
     dataset = _t2i_packed(tmp_path, tokenizer, special_tokens)
-    buffered = worker_dataset_states(state)[0]["buffer"]
+    buffered = worker_dataset_states(state)[0]["stages"]["overflow"]["buffer"]
     assert len(buffered) >= 2, buffered
     unit_id, _, row_group, _ = dataset.grouped_datasets[0].row_key(tuple(buffered[0]["cursor"]))
     path = dataset.grouped_datasets[0].epoch_units[unit_id]

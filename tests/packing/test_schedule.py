@@ -204,7 +204,7 @@ def test_an_elastic_restart_goes_on_from_the_step_the_old_run_reached():
     assert history["steps"] == 13
     again = _totals([state(0, 0, 4, history), state(0, 1, 4, history)])  # a second restart, 1 x 2
     assert again["steps"] == 21
-    restarted = PackState(None, 0, [1], None, [None], collections.deque(), [], history=again)  # type: ignore[arg-type]
+    restarted = PackState(None, 0, [1], None, [], {}, history=again)  # type: ignore[arg-type]
     clock = StepClock([], worker_id=1, num_workers=3, base=restarted.step_base)
     assert [clock.step(n) for n in range(2)] == [22, 25]
 

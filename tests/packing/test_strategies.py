@@ -172,12 +172,16 @@ def test_best_fit_keeps_every_invariant(seed, low, spread, max_tokens, buffer, m
     for batch in batches:
         check_batch(batch, cfg, TOKENS)  # no pack over max_num_tokens, a well-formed batch
     state = dataset.state_dict()
-    assert len(state["buffer"]) <= cfg.max_buffer_size
+    assert len(state["stages"]["overflow"]["buffer"]) <= cfg.max_buffer_size
     # Conservation: each drawn sample is packed once, waiting, or over the per-sample budget.
     drawn = groups["g"].drawn
     packed = collections.Counter(_positions(batches, "g"))
     assert all(count == 1 for count in packed.values()), "a sample was packed twice"
-    held = [BufferEntry.read(raw) for raw in state["buffer"] + ([state["carry"]] if state["carry"] else [])]
+    held = [
+        BufferEntry.read(raw)
+        for raw in state["stages"]["overflow"]["buffer"]
+        + ([state["stages"]["overflow"]["carry"]] if state["stages"]["overflow"]["carry"] else [])
+    ]
     waiting = {entry.cursor[0] for entry in held if entry.group == "g"}
     too_long = {i for i in drawn if lengths(i) > cfg.max_num_tokens_per_sample}
     beside_mandatory = {i for i in drawn if mandatory and lengths(i) + mandatory > cfg.max_num_tokens}

@@ -17,8 +17,19 @@ from ..errors import ResumeError, shown
 from ..sharding import INHERITED_PHASE
 
 _INT_FIELDS = ("packs", "tokens", "data_seed")
-_MAPPING_FIELDS = ("topology", "units", "rng", "cursors", "samples", "skips")
+_MAPPING_FIELDS = ("topology", "units", "rng", "samples", "skips", "stages")
 _TOPOLOGY_KEYS = ("rank", "world_size", "worker_id", "num_workers")
+CURSORS = "stages.draw.cursors"  # where a checkpoint keeps the groups' cursors (`state.DRAW`)
+# The fields older versions kept at the top, and where this version keeps them (`state.upgrade`
+# moves them): one still at the top would be ignored, so it is refused.
+_STAGE_FIELDS = {
+    "cursors": CURSORS,
+    "buffer": "stages.overflow.buffer",
+    "carry": "stages.overflow.carry",
+    "group_tokens": "stages.choose.group_tokens",
+    "backlog": "stages.pace.backlog",
+    "packed_tokens": "stages.pace.packed_tokens",
+}
 
 
 def _is_int(value: Any) -> bool:
@@ -30,11 +41,15 @@ def _bad(field: str, value: Any, want: str) -> ResumeError:
 
 
 def check_shape(saved: Any, group_names: list[str]) -> None:
-    """The checkpoint's fields have the types `PackState.restore` reads (before any use);
-    each stage checks its own part (`stages.<key>`) as it loads it."""
+    """The worker's own fields have the types `PackState.restore` reads (before any use);
+    each stage checks its own part (`stages.<key>`) as it loads it (`check_cursors`,
+    `check_waiting` for the draw path's and the overflow's)."""
     if not isinstance(saved, Mapping):
         raise _bad("(root)", saved, "a checkpoint is a dict (PackedDataset.state_dict())")
-    for key in (*_INT_FIELDS, *_MAPPING_FIELDS, "buffer"):
+    for key, home in _STAGE_FIELDS.items():
+        if key in saved:  # an older version's field, written into this version's form by hand
+            raise _bad(key, saved[key], f"this checkpoint version keeps it under {home}; move it there")
+    for key in (*_INT_FIELDS, *_MAPPING_FIELDS):
         if key not in saved:
             raise ResumeError(f"checkpoint field {key} is missing: this is not a whole PackedDataset checkpoint")
     for key in _INT_FIELDS:
@@ -46,39 +61,54 @@ def check_shape(saved: Any, group_names: list[str]) -> None:
     topology = saved["topology"]
     if sorted(topology) != sorted(_TOPOLOGY_KEYS) or not all(_is_int(v) and v >= 0 for v in topology.values()):
         raise _bad("topology", topology, f"a mapping of {_TOPOLOGY_KEYS} to non-negative ints")
-    for name in group_names:
-        if name in saved["cursors"]:
-            _check_cursor(f"cursors.{name}", saved["cursors"][name], allow_none=True)
-    unknown = sorted(set(saved["cursors"]) - set(group_names))
-    if unknown:
-        raise _bad("cursors", unknown, f"unknown group(s); this pipeline has {group_names}")
-    buffer = saved["buffer"]
-    if not isinstance(buffer, list):
-        raise _bad("buffer", buffer, "a list of [group, cursor] entries")
-    seen: set[tuple] = set()
-    for index, entry in enumerate(buffer):
-        row = _entry(f"buffer[{index}]", entry, group_names)
-        if row in seen:
-            raise _bad(f"buffer[{index}]", entry, "the same row twice in the buffer (it would be packed twice)")
-        seen.add(row)
-    if saved.get("carry") is not None:
-        _check_one_carry(saved["carry"])
-        carry = _entry("carry", saved["carry"], group_names)
-        if carry in seen:
-            raise _bad("carry", saved["carry"], "the carried row is also in the buffer")
     for name, counts in saved["skips"].items():
         if not isinstance(counts, Mapping) or not all(_is_int(v) and v >= 0 for v in counts.values()):
             raise _bad(f"skips.{name}", counts, "a mapping of reasons to non-negative counts")
     values = saved["samples"]
     if not all(_is_int(v) and v >= 0 for v in values.values()):
         raise _bad("samples", values, "a mapping of groups to non-negative ints")
-    stages = saved.get("stages") or {}
-    if not isinstance(stages, Mapping) or not all(isinstance(part, Mapping) for part in stages.values()):
-        raise _bad("stages", stages, "a mapping of stage names to mappings")
+    if not all(isinstance(part, Mapping) for part in saved["stages"].values()):
+        raise _bad("stages", saved["stages"], "a mapping of stage names to mappings")
     for key in ("restart", "history", "inputs"):
         if saved.get(key) is not None and not isinstance(saved[key], Mapping):
             raise _bad(key, saved[key], "null or a mapping")
     check_totals(saved, group_names)
+
+
+def check_cursors(field: str, cursors: Any, group_names: list[str]) -> None:
+    """A saved `{group: cursor or None}` (`field`: where it is) names each group of this
+    pipeline, and only those, with a well-formed cursor."""
+    if cursors is None:
+        raise ResumeError(f"checkpoint field {field} is missing: this is not a whole PackedDataset checkpoint")
+    if not isinstance(cursors, Mapping):
+        raise _bad(field, cursors, "a mapping of groups to cursors")
+    unknown = sorted(set(cursors) - set(group_names))
+    if unknown:
+        raise _bad(field, unknown, f"unknown group(s); this pipeline has {group_names}")
+    missing = [name for name in group_names if name not in cursors]
+    if missing:
+        raise _bad(field, sorted(cursors), f"a cursor (or null) for every group; {missing} missing")
+    for name in group_names:
+        _check_cursor(f"{field}.{name}", cursors[name], allow_none=True)
+
+
+def check_waiting(field: str, buffer: Any, carry: Any, group_names: list[str]) -> None:
+    """The saved buffer (a list of entries) and carry (one entry or null) under `field`:
+    each a known group's well-formed entry, no row twice."""
+    if buffer is None:
+        raise ResumeError(f"checkpoint field {field}.buffer is missing: this is not a whole PackedDataset checkpoint")
+    if not isinstance(buffer, list):
+        raise _bad(f"{field}.buffer", buffer, "a list of [group, cursor] entries")
+    seen: set[tuple] = set()
+    for index, entry in enumerate(buffer):
+        row = _entry(f"{field}.buffer[{index}]", entry, group_names)
+        if row in seen:
+            raise _bad(f"{field}.buffer[{index}]", entry, "the same row twice in the buffer (it would be packed twice)")
+        seen.add(row)
+    if carry is not None:
+        _check_one_carry(f"{field}.carry", carry)
+        if _entry(f"{field}.carry", carry, group_names) in seen:
+            raise _bad(f"{field}.carry", carry, "the carried row is also in the buffer")
 
 
 def check_totals(saved: Mapping, group_names: list[str]) -> None:
@@ -143,11 +173,11 @@ def _negative(cursor: Any) -> str:
     return f"{_cursor_part(position, len(cursor))} is {cursor[position]}"
 
 
-def _check_one_carry(carry: Any) -> None:
+def _check_one_carry(field: str, carry: Any) -> None:
     """The carry is one entry, the sample that opens the next pack: a list of entries in its
     place (a row carried twice, or several rows) is refused as such, not as an unknown group."""
     if isinstance(carry, (list, tuple)) and carry and all(isinstance(item, (list, tuple, Mapping)) for item in carry):
-        raise _bad("carry", carry, "one [group, cursor] entry, not a list of entries (one sample is carried)")
+        raise _bad(field, carry, "one [group, cursor] entry, not a list of entries (one sample is carried)")
 
 
 class CursorCheck(Protocol):
@@ -160,7 +190,7 @@ def check_cursor_ranges(groups: Sequence[CursorCheck], group_names: list[str], c
     """Each cursor names a row of its worker's walk: in its work list, of the group's length,
     and within its unit, row group and row (after the restart plan is applied, so that the
     phases are known); the group says what is wrong (`families/positions.py`)."""
-    places = [(f"cursors.{name}", index, cursor) for index, (name, cursor) in enumerate(zip(group_names, cursors))]
+    places = [(f"{CURSORS}.{name}", index, cursor) for index, (name, cursor) in enumerate(zip(group_names, cursors))]
     places += [(field, group, cursor) for field, group, cursor in buffered]
     for field, group, cursor in places:
         if cursor is None:
@@ -179,7 +209,7 @@ def check_waiting_drawn(group_names: list[str], cursors: list, waiting: list) ->
             raise _bad(
                 field,
                 list(cursor),
-                f"a row after cursors.{group_names[group]} = {shown(drawn_to and list(drawn_to))}: it would be "
+                f"a row after {CURSORS}.{group_names[group]} = {shown(drawn_to and list(drawn_to))}: it would be "
                 "drawn again and packed twice (was the cursor moved back?); resume from an unedited checkpoint",
             )
 

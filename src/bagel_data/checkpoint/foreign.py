@@ -91,7 +91,8 @@ def _worker_position(group: str, entry, worker_id: int):
 
 
 def load_nemo_state(state: PackState, saved: dict, group_names: list[str]) -> None:
-    """Set `state`'s cursors, buffer and pack count from a NeMo AutoModel checkpoint."""
+    """Set `state`'s pack count and its stages' cursors (the draw path's) and buffer (the
+    overflow's) from a NeMo AutoModel checkpoint."""
     groups = saved["grouped_dataset_states"]
     if len(groups) != len(group_names):
         raise ResumeError(
@@ -99,8 +100,9 @@ def load_nemo_state(state: PackState, saved: dict, group_names: list[str]) -> No
             f"({group_names}); configure the same groups in the same order, or {HOW_TO_CONTINUE}"
         )
     worker_id = state.topology.worker_id
-    state.cursors = [_cursor(_worker_position(name, entry, worker_id)) for name, entry in zip(group_names, groups)]
-    state.buffer.clear()
+    cursors = [_cursor(_worker_position(name, entry, worker_id)) for name, entry in zip(group_names, groups)]
+    buffer = state.overflow.buffer
+    buffer.clear()
     for sample in saved.get("buffer") or []:
         where = sample.get("data_indexes") if isinstance(sample, dict) else None
         if not isinstance(where, dict) or where.get("dataset_name") not in group_names or "data_indexes" not in where:
@@ -108,5 +110,6 @@ def load_nemo_state(state: PackState, saved: dict, group_names: list[str]) -> No
                 f"NeMo AutoModel checkpoint: a buffered sample without a known position; {HOW_TO_CONTINUE}"
             )
         group = group_names.index(where["dataset_name"])
-        state.buffer.append(Draw(group, _position_cursor(where["data_indexes"])))
+        buffer.append(Draw(group, _position_cursor(where["data_indexes"])))
+    state.draw.cursors = cursors
     state.packs = int(saved.get("yielded_batches", 0))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import collections
 
+from .checks import CURSORS, check_cursors, check_shape, check_waiting
 from .restart import GroupRestart, check_complete, group_plan
-from .state import ResumeError, check_compatible
+from .state import DRAW, OVERFLOW, READABLE_VERSIONS, ResumeError, check_compatible, upgrade
 
 ELASTIC_KIND = "elastic"
 
@@ -23,9 +24,12 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:  # packed: a
     """One elastic checkpoint from the checkpoints of all workers of all old ranks."""
     if not worker_states:
         raise ResumeError("an elastic restart needs the checkpoints of the old workers; none were given")
+    if any(isinstance(saved, dict) and is_elastic(saved) for saved in worker_states):
+        raise ResumeError("merge the checkpoints taken by the workers, not an elastic checkpoint")
+    # Each in this version's layout (the stages' parts under `stages`), checked as a resume
+    # checks it: the plan reads every worker's cursors, buffer and carry there.
+    worker_states = [_readable(saved, packed.group_names) for saved in worker_states]
     for saved in worker_states:
-        if is_elastic(saved):
-            raise ResumeError("merge the checkpoints taken by the workers, not an elastic checkpoint")
         check_compatible(
             saved,
             packed.data_seed,
@@ -58,6 +62,22 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:  # packed: a
         "restart": {"generation": generations.pop() + 1, "groups": groups},
         "history": _totals(ordered),
     }
+
+
+def _readable(saved, group_names: list[str]) -> dict:
+    """A worker's checkpoint upgraded to this version, its fields and the parts of the
+    stages the merge reads checked."""
+    if not isinstance(saved, dict):
+        raise ResumeError(f"a worker's checkpoint is a dict (PackedDataset.state_dict()), not {type(saved).__name__}")
+    saved = upgrade(saved)
+    if saved.get("version") not in READABLE_VERSIONS:
+        return saved  # check_compatible names the version
+    check_shape(saved, group_names)
+    stages = saved["stages"]
+    check_cursors(CURSORS, (stages.get(DRAW) or {}).get("cursors"), group_names)
+    waiting = stages.get(OVERFLOW) or {}
+    check_waiting(f"stages.{OVERFLOW}", waiting.get("buffer"), waiting.get("carry"), group_names)
+    return saved
 
 
 def _totals(states: list[dict]) -> dict:

@@ -39,7 +39,7 @@ from ..sharding import (
     row_key_at,
     split_evenly,
 )
-from .state import BufferEntry
+from .state import saved_cursor, saved_waiting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,10 +193,9 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
     segments, inherited, first_pass = [], [], 0
     for state, plan in zip(states, old_plans):
         shard = WorkerTopology(**state["topology"]).shard(num_units)
-        cursor = state["cursors"][group]
+        cursor = saved_cursor(state, group)
         left, left_inherited, next_pass = worker_leftover(shard, plan, None if cursor is None else tuple(cursor))
-        held = [BufferEntry.read(raw) for raw in ([state["carry"]] if state["carry"] else []) + list(state["buffer"])]
-        held_keys = [row_key_at(shard, plan, entry.cursor) for entry in held if entry.group == group]
+        held_keys = [row_key_at(shard, plan, entry.cursor) for entry in saved_waiting(state) if entry.group == group]
         segments += left
         inherited += list(left_inherited) + held_keys
         first_pass = max(first_pass, next_pass)
@@ -204,8 +203,7 @@ def group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRes
 
 
 def _held_keys(shard: WorkerShard, plan: GroupRestart | None, state: dict, group: str) -> list[tuple]:
-    held = [BufferEntry.read(raw) for raw in ([state["carry"]] if state["carry"] else []) + list(state["buffer"])]
-    return [tuple(row_key_at(shard, plan, entry.cursor)) for entry in held if entry.group == group]
+    return [tuple(row_key_at(shard, plan, entry.cursor)) for entry in saved_waiting(state) if entry.group == group]
 
 
 def row_group_plan(dataset, group: str, states: list[dict], old_plans: list[GroupRestart | None]) -> GroupRestart:
@@ -218,7 +216,7 @@ def row_group_plan(dataset, group: str, states: list[dict], old_plans: list[Grou
     for state, plan in zip(states, old_plans):
         offset = plan.row_offset if plan is not None else 0
         shard = dataset.units.shard_of(WorkerTopology(**state["topology"]), offset=offset)
-        cursor = state["cursors"][group]
+        cursor = saved_cursor(state, group)
         round_index = cursor[0] if cursor is not None and cursor[0] >= 0 else -1
         entries.append((state, plan, shard, None if cursor is None else tuple(cursor), round_index))
         furthest = max(furthest, round_index)

@@ -4,6 +4,11 @@ A checkpoint holds *where* things are, never the tensors: each group's cursor (t
 sample drawn), the packer's generator state, the overflow buffer and the carried sample as
 the cursors of their samples (rebuilt on restore by re-reading those rows with the same
 per-sample randomness), and the counters. Its size does not depend on image sizes.
+
+The worker's own fields (its identity, generator, totals and restart plan) are at the top;
+each packing stage saves and loads its own state under its key of `stages`, as torchdata's
+nodes nest theirs (`Stage`): the draw path's cursors (`draw`), the overflow's buffer and
+carry (`overflow`), the group choice's counts (`choose`), the pacer's backlog (`pace`).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..compat.streams import RandomSource
 from ..errors import ResumeError, SkipLog, shown
@@ -27,13 +32,21 @@ from .tokens import check_tokenizer
 # 5: each stage's own state nested under `stages.<key>` (`Stage`): the group choice's
 #    `group_tokens` under `choose`, the pacer's `backlog` and `packed_tokens` under `pace`;
 #    `upgrade` moves an older checkpoint's fields there.
-STATE_VERSION = 5
-READABLE_VERSIONS = (2, 3, 4, 5)
-# Version 4's top-level fields that a stage owns from version 5 on: (stage, field).
+# 6: the draw path's `cursors` under `stages.draw`, the overflow's `buffer` and `carry`
+#    under `stages.overflow`.
+STATE_VERSION = 6
+READABLE_VERSIONS = (2, 3, 4, 5, 6)
+# The stages' keys in a worker's checkpoint (`stages.<key>`).
+DRAW, OVERFLOW, CHOOSE, PACE = "draw", "overflow", "choose", "pace"
+# Top-level fields of older versions that a stage owns now: field -> (stage, name, the
+# version that moved it).
 _MOVED = {
-    "group_tokens": ("choose", "group_tokens"),
-    "backlog": ("pace", "backlog"),
-    "packed_tokens": ("pace", "packed_tokens"),
+    "group_tokens": (CHOOSE, "group_tokens", 5),
+    "backlog": (PACE, "backlog", 5),
+    "packed_tokens": (PACE, "packed_tokens", 5),
+    "cursors": (DRAW, "cursors", 6),
+    "buffer": (OVERFLOW, "buffer", 6),
+    "carry": (OVERFLOW, "carry", 6),
 }
 ENTRY_VERSION = 1
 
@@ -89,7 +102,7 @@ class BufferEntry:
         return {
             "v": ENTRY_VERSION,
             "group": self.group,
-            "cursor": _plain(self.cursor),
+            "cursor": plain_cursor(self.cursor),
             "rng_state": self.rng_state,
             "waited": self.waited,
         }
@@ -99,9 +112,9 @@ class BufferEntry:
         """An entry from its saved dict or a version-2 positional list (`checks.py` checked
         its shape first)."""
         if isinstance(raw, Mapping):
-            return cls(raw["group"], _tuple(raw["cursor"]), raw.get("rng_state"), int(raw.get("waited", 0)))
+            return cls(raw["group"], tuple_cursor(raw["cursor"]), raw.get("rng_state"), int(raw.get("waited", 0)))
         rng_state = raw[2] if len(raw) > 2 else None
-        return cls(raw[0], _tuple(raw[1]), rng_state, int(raw[3]) if len(raw) > 3 else 0)
+        return cls(raw[0], tuple_cursor(raw[1]), rng_state, int(raw[3]) if len(raw) > 3 else 0)
 
     @classmethod
     def of(cls, draw: Draw, group_names: list[str]) -> BufferEntry:
@@ -121,33 +134,63 @@ class Stage(Protocol):
     def load_state_dict(self, saved: Mapping, worker: Mapping) -> None: ...
 
 
+class DrawStage(Stage, Protocol):
+    """The draw path's state (`packing/groups.DrawState`): each group's cursor, the last
+    row drawn (None: nothing drawn yet), in group order."""
+
+    cursors: list[tuple | None]
+
+
+class OverflowStage(Stage, Protocol):
+    """The overflow's state (`packing/overflow.OverflowState`): the buffered samples,
+    oldest first, and the sample carried into the next pack."""
+
+    buffer: collections.deque[Draw]
+    carry: Draw | None
+
+
 def upgrade(saved: Mapping) -> dict:
-    """A checkpoint of version 2 to 4 in this version's layout (a newer one as it is): the
-    fields a stage owns now move under `stages` (absent ones stay absent: the stage's
-    defaults, no backlog)."""
+    """A checkpoint of an older version in this version's layout (this version's as it
+    is): the fields a stage owns now move under `stages` (absent ones stay absent: the
+    stage's defaults, e.g. no backlog)."""
     saved = dict(saved)
-    if saved.get("version") not in READABLE_VERSIONS or saved["version"] >= 5:
+    if saved.get("version") not in READABLE_VERSIONS or saved["version"] >= STATE_VERSION:
         return saved
-    stages: dict[str, dict] = {}
-    for field, (stage, name) in _MOVED.items():
-        if field in saved:
+    stages = {key: dict(part) for key, part in (saved.get("stages") or {}).items()}
+    for field, (stage, name, version) in _MOVED.items():
+        if field in saved and saved["version"] < version:
             stages.setdefault(stage, {})[name] = saved.pop(field)
     saved["stages"], saved["version"] = stages, STATE_VERSION
     return saved
 
 
+def saved_cursor(saved: Mapping, group: str):
+    """A group's cursor in a checkpoint of this version (as saved: a list, or None)."""
+    return saved["stages"][DRAW]["cursors"][group]
+
+
+def saved_waiting(saved: Mapping) -> list[BufferEntry]:
+    """The samples a checkpoint of this version holds outside a pack: the carry, then the
+    buffer, oldest first."""
+    part = saved["stages"][OVERFLOW]
+    carry = [part["carry"]] if part.get("carry") else []
+    return [BufferEntry.read(raw) for raw in [*carry, *part["buffer"]]]
+
+
 @dataclasses.dataclass
 class PackState:
-    """Everything a packing worker needs to continue exactly where it stopped."""
+    """Everything a packing worker needs to continue exactly where it stopped: its own
+    fields, and each stage's state by its key (`stages`)."""
 
     topology: WorkerTopology
     data_seed: int
     units: list[int]  # units per group: a checkpoint only fits the same data
     rng: RandomSource  # the packer's: SeededRandom, or compat="bagel"'s shared CompatRandom
-    cursors: list[tuple | None]
-    buffer: collections.deque
     logs: list[SkipLog]
-    carry: Draw | None = None  # the sample that ended the last pack; first in the next
+    # The packing stages' own states by key: the draw path's and the overflow's first (the
+    # others check theirs against them), then the group choice's and the pacer's; each saves
+    # and loads itself (`Stage`); the packer makes them (`StreamSetup.new_stages`).
+    stages: dict[str, Stage]
     restart: dict | None = None  # the elastic-restart plan this stream runs under (restart.py)
     history: dict | None = None  # totals of the topology before the last elastic restart
     inputs: list[dict | None] | None = None  # each group's input files and sizes (inputs.py)
@@ -155,9 +198,22 @@ class PackState:
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    # The packing stages' own states by key (the group choice's, the pacer's): each saves and
-    # loads itself (`Stage`); the packer makes them (`StreamSetup.new_stages`).
-    stages: dict[str, Stage] = dataclasses.field(default_factory=dict)
+
+    @property
+    def draw(self) -> DrawStage:
+        """The draw path's state: where each group's stream is."""
+        return cast(DrawStage, self.stages[DRAW])
+
+    @property
+    def overflow(self) -> OverflowStage:
+        """The overflow's state: the samples waiting outside the open pack."""
+        return cast(OverflowStage, self.stages[OVERFLOW])
+
+    def waiting(self) -> list[tuple[str, Draw]]:
+        """The samples waiting outside the open pack, by the field that saves each."""
+        overflow, field = self.overflow, f"stages.{OVERFLOW}"
+        held = [(f"{field}.buffer[{index}]", draw) for index, draw in enumerate(overflow.buffer)]
+        return held + ([(f"{field}.carry", overflow.carry)] if overflow.carry is not None else [])
 
     @property
     def step_base(self) -> int:
@@ -172,9 +228,6 @@ class PackState:
             "data_seed": self.data_seed,
             "units": dict(zip(group_names, self.units)),
             "rng": self.rng.get_state(),
-            "cursors": {name: _plain(cursor) for name, cursor in zip(group_names, self.cursors)},
-            "buffer": [BufferEntry.of(draw, group_names).to_saved() for draw in self.buffer],
-            "carry": None if self.carry is None else BufferEntry.of(self.carry, group_names).to_saved(),
             "packs": self.packs,
             "tokens": self.tokens,
             "samples": dict(self.samples),
@@ -199,15 +252,17 @@ class PackState:
             )
         self.restart, self.history = saved["restart"], saved["history"]
         set_rng_state(self.rng, saved["rng"])
-        self.cursors = [_tuple(saved["cursors"][name]) for name in group_names]
-        self.buffer = collections.deque(BufferEntry.read(raw).draw(group_names) for raw in saved["buffer"])
-        carry = saved.get("carry")
-        self.carry = None if carry is None else BufferEntry.read(carry).draw(group_names)
         self.packs, self.tokens = saved["packs"], saved["tokens"]
         self.samples = collections.Counter(saved["samples"])
-        # A stage the checkpoint has no state for keeps its fresh one (before version 4 there
-        # was no backlog: the counts it paces by are not read until the next change point,
-        # which restarts them).
+        self.load_stages(saved)
+        for name, log in zip(group_names, self.logs):
+            log.counts = collections.Counter(saved["skips"].get(name, {}))
+
+    def load_stages(self, saved: Mapping) -> None:
+        """Each stage loads its part of `saved["stages"]` (checked against the rest of
+        `saved`); a stage the checkpoint has no state for keeps its fresh one (before
+        version 4 there was no backlog: the counts it paces by are not read until the next
+        change point, which restarts them), unless it needs one (the draw path's cursors)."""
         stages = saved.get("stages") or {}
         unknown = sorted(set(stages) - set(self.stages))
         if unknown:
@@ -216,8 +271,6 @@ class PackState:
             )
         for key, stage in self.stages.items():
             stage.load_state_dict(stages.get(key) or {}, saved)
-        for name, log in zip(group_names, self.logs):
-            log.counts = collections.Counter(saved["skips"].get(name, {}))
 
 
 def set_rng_state(rng: RandomSource, state: Any) -> None:
@@ -233,9 +286,11 @@ def set_rng_state(rng: RandomSource, state: Any) -> None:
         raise ResumeError(f"checkpoint field rng: {shown(str(exc))}; resume from an unedited checkpoint") from None
 
 
-def _plain(cursor):
+def plain_cursor(cursor):
+    """A cursor as a checkpoint saves it (a list of ints, or None)."""
     return None if cursor is None else [int(value) for value in cursor]
 
 
-def _tuple(cursor):
+def tuple_cursor(cursor):
+    """A saved cursor as the packer holds it (a tuple of ints, or None)."""
     return None if cursor is None else tuple(int(value) for value in cursor)

@@ -14,7 +14,6 @@ never imports the packer.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -57,8 +56,10 @@ class StreamSetup:
     data_seed: int
     global_seed: int | None
     policy: CompatPolicy
+    # The packing stages' fresh states, by key: the draw path's and the overflow's at least
+    # (`state.DRAW`, `state.OVERFLOW`), first.
+    new_stages: Callable[[], dict[str, Stage]]
     tokenizer: dict | None = None  # the fingerprint a checkpoint records and is checked against (tokens.py)
-    new_stages: Callable[[], dict[str, Stage]] = dict  # the packing stages' fresh states, by key
 
     @property
     def group_names(self) -> list[str]:
@@ -100,12 +101,11 @@ def fresh_state(setup: StreamSetup, generation: int = 0) -> PackState:
         key += [_GLOBAL_SEED_TAG, setup.global_seed, setup.global_seed >> 32]
     key += seed_tail(setup.data_seed)  # a seed beyond 32 bits: its higher words (none for others)
     rng = setup.policy.packer_random(setup.data_seed, key)
-    cursors = [group.resume_cursor(topology.worker_id) for group in setup.groups]
     logs = [group.new_log() for group in setup.groups]
-    state = PackState(topology, setup.data_seed, setup.group_unit_counts(), rng, cursors, collections.deque(), logs)
+    state = PackState(topology, setup.data_seed, setup.group_unit_counts(), rng, logs, setup.new_stages())
+    state.draw.cursors = [group.resume_cursor(topology.worker_id) for group in setup.groups]
     state.inputs = setup.group_inputs()
     state.tokenizer = setup.tokenizer
-    state.stages = setup.new_stages()
     return state
 
 
@@ -115,13 +115,12 @@ def start_state(setup: StreamSetup, saved: Any) -> PackState:
     _checked(apply_restart, setup, start.restart)
     state = fresh_state(setup, start.generation)
     _checked(start.load, state)
-    waiting = [(f"buffer[{i}]", item.group, item.cursor) for i, item in enumerate(state.buffer)]
-    if state.carry is not None:
-        waiting.append(("carry", state.carry.group, state.carry.cursor))
+    waiting = [(field, draw.group, draw.cursor) for field, draw in state.waiting()]
+    cursors = state.draw.cursors
     if start.reference_positions:
-        check_reference_positions(setup.groups, state.cursors, waiting)
-    check_cursor_ranges(setup.groups, setup.group_names, state.cursors, waiting)
-    check_waiting_drawn(setup.group_names, state.cursors, waiting)
+        check_reference_positions(setup.groups, cursors, waiting)
+    check_cursor_ranges(setup.groups, setup.group_names, cursors, waiting)
+    check_waiting_drawn(setup.group_names, cursors, waiting)
     return state
 
 
@@ -153,7 +152,7 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
         restart = saved["restart"]
 
         def inherit(state: PackState) -> None:
-            state.cursors = [None] * len(names)  # each group starts with its inherited samples
+            state.draw.cursors = [None] * len(names)  # each group starts with its inherited samples
             state.restart, state.history = restart, saved["history"]
 
         return Start(restart, restart["generation"], inherit)

@@ -10,14 +10,16 @@ defaults. Which one a group is, is decided once, when the packer is built.
 `Drawer` is an iteration's draw path: `draw(group)` takes the group's next sample, skips
 (counted) one with no items, records the cursor, decides its CFG dropout (default mode)
 and tells the group choice its tokens (`choosers.GroupChoice.drawn`); what comes out is a
-typed `Draw`.
+typed `Draw`. The cursors are its own state (`DrawState`), saved under `stages.draw` of the
+worker's checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
-from ..checkpoint.state import PackState
+from ..checkpoint.checks import CURSORS, check_cursors
+from ..checkpoint.state import PackState, plain_cursor, tuple_cursor
 from ..compat import CompatPolicy, RandomSource, SeededRandom
 from ..compat.streams import seed_tail
 from ..errors import SkipLog, SkipReason
@@ -154,6 +156,25 @@ class FamilyGroup(GroupSource):
         return self.dataset.read_ahead_stats()
 
 
+class DrawState:
+    """The draw path's state: each group's cursor, the last row drawn (None: none yet; a
+    fresh stream's start sets the reference's `data_status` positions here)."""
+
+    def __init__(self, group_names: Sequence[str]):
+        self.group_names = list(group_names)
+        self.cursors: list[tuple | None] = [None] * len(self.group_names)
+
+    def state_dict(self) -> dict:
+        return {"cursors": {name: plain_cursor(cursor) for name, cursor in zip(self.group_names, self.cursors)}}
+
+    def load_state_dict(self, saved: Mapping, worker: Mapping) -> None:
+        """Load `saved`, checked: a cursor (or null) of the right form for every group."""
+        cursors = saved.get("cursors")
+        check_cursors(CURSORS, cursors, self.group_names)
+        assert isinstance(cursors, Mapping)
+        self.cursors = [tuple_cursor(cursors[name]) for name in self.group_names]
+
+
 class Drawer:
     """An iteration's `draw(group)` (see the module's docstring)."""
 
@@ -161,29 +182,30 @@ class Drawer:
         self,
         groups: list[GroupSource],
         state: PackState,
+        own: DrawState,
         config: PackingConfig,
         policy: CompatPolicy,
         data_seed: int,
         choice: GroupChoice,
     ):
-        self.groups, self.state, self.config, self.data_seed = groups, state, config, data_seed
+        self.groups, self.state, self.own, self.config, self.data_seed = groups, state, own, config, data_seed
         self.policy, self.choice = policy, choice
         # Told of each draw only when the rule counts draws (`mix_by: samples` does not).
         self.drawn = None if type(choice).drawn is GroupChoice.drawn else choice.drawn
         self.streams = [
             group.samples(cursor, log, config.stream_read_ahead(group.reads_remote))
-            for group, cursor, log in zip(groups, state.cursors, state.logs)
+            for group, cursor, log in zip(groups, own.cursors, state.logs)
         ]
 
     def __call__(self, group: int) -> Draw:
-        state = self.state
+        state, cursors = self.state, self.own.cursors
         cursor, sample = next(self.streams[group])
         while not sample["sequence_plan"]:  # a zero-length sample has no place in a pack
-            state.cursors[group] = cursor
+            cursors[group] = cursor
             where = self.groups[group].where(sample.get("row_key"), cursor)
             state.logs[group].skip(SkipReason.SAMPLE_INVALID, where, "the sample has no items (zero length)")
             cursor, sample = next(self.streams[group])
-        state.cursors[group] = cursor
+        cursors[group] = cursor
         draw = Draw(group, cursor, sample, sample.get("compat_rng_state"))
         self.decide(draw)
         if self.drawn is not None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 
+from ..checkpoint.state import OVERFLOW
 from ..errors import ResumeError, shown
 from ..sample import Draw
 from .choosers import GroupChoice, group_counts
@@ -56,7 +57,8 @@ class PaceState:
         """Load `saved`, checked against the rest of the worker's checkpoint (`worker`): the
         backlog is the front of its buffer, the buffer's fresh part within the look-ahead,
         and the phase's tokens part of the stream's."""
-        buffered, tokens = len(worker["buffer"]), worker["tokens"]
+        # The overflow loaded (and checked) its part first: the packer makes it before this stage.
+        buffered, tokens = len(worker["stages"][OVERFLOW]["buffer"]), worker["tokens"]
         backlog = saved.get("backlog", 0)
         if (
             isinstance(backlog, bool)
@@ -69,7 +71,7 @@ class PaceState:
             )
         if buffered - backlog > self.max_buffer:
             raise ResumeError(
-                f"checkpoint field buffer = {buffered} entries: at most max_buffer_size={self.max_buffer} beside "
+                f"checkpoint field stages.{OVERFLOW}.buffer = {buffered} entries: at most max_buffer_size={self.max_buffer} beside "
                 f"the backlog of {backlog}"
             )
         packed = group_counts("stages.pace.packed_tokens", saved.get("packed_tokens"), self.group_names, False)

@@ -31,7 +31,7 @@ from typing import cast
 import torch
 
 from ..checkpoint.merge import merge_worker_states
-from ..checkpoint.state import PackState, ResumeError
+from ..checkpoint.state import CHOOSE, DRAW, OVERFLOW, PACE, PackState, ResumeError
 from ..checkpoint.stream import StreamSetup, save_state, start_state
 from ..checkpoint.tokens import tokenizer_fingerprint
 from ..compat import CompatPolicy
@@ -40,9 +40,10 @@ from ..sources import storage
 from .buffers import PadBufferPool
 from .choosers import GroupChoice, group_choice_rule
 from .config import PackingConfig, SpecialTokens
-from .groups import Drawer, GroupSource
+from .groups import Drawer, DrawState, GroupSource
 from .layout import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .loops import PACK_LOOPS
+from .overflow import OverflowState
 from .pacing import PaceState
 from .pack import PackBuilder
 from .parts import Assembled
@@ -206,7 +207,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
             config=cfg,
             policy=self.policy,
             state=state,
-            draw=Drawer(self.groups, state, cfg, self.policy, self.data_seed, choice),
+            draw=Drawer(
+                self.groups, state, cast(DrawState, state.stages[DRAW]), cfg, self.policy, self.data_seed, choice
+            ),
+            held=cast(OverflowState, state.stages[OVERFLOW]),
             choice=choice,
             pace=cast(PaceState, state.stages[PACE]),
             clock=clock,
@@ -223,14 +227,18 @@ class PackedDataset(torch.utils.data.IterableDataset):
             self.data_seed,
             self.global_seed,
             self.policy,
-            self._fingerprint(),
             self._new_stages,
+            self._fingerprint(),
         )
 
     def _new_stages(self) -> dict:
-        """The fresh states of the stages that keep one, by their checkpoint keys: the group
-        choice's (`stages.choose`) and the pacer's (`stages.pace`)."""
+        """The fresh states of the stages that keep one, by their checkpoint keys: the draw
+        path's (`stages.draw`), the overflow's (`stages.overflow`; loaded before the pacer's,
+        which checks its backlog against the buffer), the group choice's (`stages.choose`)
+        and the pacer's (`stages.pace`)."""
         return {
+            DRAW: DrawState(self.group_names),
+            OVERFLOW: OverflowState(self.group_names),
             CHOOSE: self.group_choice_rule(self.group_names),
             PACE: PaceState(self.group_names, self.config.max_buffer_size),
         }
@@ -298,9 +306,6 @@ class PackedDataset(torch.utils.data.IterableDataset):
             "history": state.history,  # totals before the last elastic restart, if any
             "read_ahead": {name: stats for name, stats in read_ahead.items() if stats is not None},
         }
-
-
-CHOOSE, PACE = "choose", "pace"  # the stages' keys in a worker's checkpoint (`stages.<key>`)
 
 
 def _check_global_seed(global_seed):

@@ -5,8 +5,10 @@ adds to the worker's counts.
 
 A `Placer` is composed of what it uses (the groups, the draw path, the group choice, the
 overflow, the pacer, the state); the loops of `packing/loops.py` decide when each step is
-called. The group choice and the pacer keep states of their own (`choosers.py`,
-`pacing.PaceState`), saved under their keys of the worker's checkpoint.
+called. The stages it calls keep states of their own (the draw path's cursors,
+`groups.DrawState`; the overflow's buffer and carry, `overflow.OverflowState`; the group
+choice's, `choosers.py`; the pacer's, `pacing.PaceState`), saved under their keys of the
+worker's checkpoint; the placer changes only the worker's totals (`emit`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..sample import Draw
 from .choosers import GroupChoice
 from .config import PackingConfig
 from .groups import Drawer, GroupSource
-from .overflow import Overflow
+from .overflow import Overflow, OverflowState
 from .pacing import PaceState, StagePacer
 from .pack import PackBuilder
 from .schedule import StepClock
@@ -45,6 +47,7 @@ class Placer:
         policy: CompatPolicy,
         state: PackState,
         draw: Drawer,
+        held: OverflowState,
         choice: GroupChoice,
         pace: PaceState,
         clock: StepClock,
@@ -54,10 +57,11 @@ class Placer:
         self.groups, self.mandatory, self.config, self.policy = groups, mandatory, config, policy
         self.state, self.draw, self.choice, self.clock, self.weights = state, draw, choice, clock, weights
         self.new_pack = new_pack
-        self.overflow = overflow = Overflow(state, groups, config, policy, draw.decide)
+        self.overflow = overflow = Overflow(state, held, groups, config, policy, draw.decide)
+        self.held = held  # the overflow's state: its buffer is read here at every step
         paces = policy.paces_stage_backlog and config.mix_by == "tokens"
         self.pacer = StagePacer(
-            pace, lambda: state.buffer, config, weights, paces, choice, overflow.materialize, overflow.remove
+            pace, lambda: held.buffer, config, weights, paces, choice, overflow.materialize, overflow.remove
         )
         self.phase_started: int | None = None  # the pack count a phase began at (an empty pack reopens)
         self.empty_run = 0  # samples in a row that added nothing to a pack
@@ -69,7 +73,7 @@ class Placer:
     def has_room(self) -> bool:
         """Room in the look-ahead: a backlog from an earlier phase waits beside it
         (`packing/pacing.py`)."""
-        return len(self.state.buffer) - self.pace.backlog < self.config.max_buffer_size
+        return len(self.held.buffer) - self.pace.backlog < self.config.max_buffer_size
 
     # -- opening and closing a pack ---------------------------------------------------------
     def enter_step(self) -> None:
@@ -89,7 +93,7 @@ class Placer:
         for group, mandatory in enumerate(self.mandatory):
             if mandatory:
                 self.put(pack, self.next_fitting(group))
-        if self.state.carry is not None:
+        if self.held.carry is not None:
             self.add_carry(pack)
 
     def emit(self, pack: PackBuilder) -> dict:
@@ -115,7 +119,7 @@ class Placer:
         from the group `choose` picks. None when it became a counted skip instead (over the
         per-sample budget, or a buffered row that is gone)."""
         cfg = self.config
-        if pack.curr < cfg.prefer_buffer_before and self.state.buffer:
+        if pack.curr < cfg.prefer_buffer_before and self.held.buffer:
             first = self.pacer.first_eligible(pack.curr)  # the oldest, unless a backlog waits its pace
             if first is not None:
                 oldest = self.pacer.take(first)
@@ -154,14 +158,14 @@ class Placer:
         packs), then the buffered samples whose total fills the room left best; while that
         takes samples and room is left, top up and choose again (short samples would
         otherwise leave packs a buffer's worth of samples long)."""
-        cfg, state = self.config, self.state
+        cfg, held = self.config, self.held
         self.top_up()
         # A sample with no room beside this pack's mandatory samples may fit beside a later
         # pack's (smaller) ones: it keeps its place and is skipped, counted, only after it
         # waited a buffer's worth of packs.
         kept: collections.deque = collections.deque()
         backlog = self.pacer.pace.backlog
-        for index, draw in enumerate(state.buffer):
+        for index, draw in enumerate(held.buffer):
             if pack.curr + draw.length > cfg.max_num_tokens:
                 draw.waited += 1
                 if draw.waited > max(cfg.max_buffer_size, 1):
@@ -170,13 +174,13 @@ class Placer:
                     self.skip(draw, SkipReason.NO_ROOM_BESIDE_MANDATORY)
                     continue
             kept.append(draw)
-        state.buffer = kept
+        held.buffer = kept
         first = self.pacer.first_eligible(pack.curr)  # the oldest, unless a backlog waits its pace
-        if first is not None and pack.curr + state.buffer[first].length <= cfg.max_num_tokens:
+        if first is not None and pack.curr + held.buffer[first].length <= cfg.max_num_tokens:
             self.put(pack, *self.pacer.remove([first]))
         while True:
             eligible = self.pacer.eligible(pack.curr)
-            lengths = [state.buffer[index].length for index in eligible]
+            lengths = [held.buffer[index].length for index in eligible]
             chosen = [eligible[k] for k in best_subset(lengths, cfg.max_num_tokens - pack.curr)]
             for draw in self.pacer.remove(chosen):
                 self.put(pack, draw)
@@ -187,14 +191,14 @@ class Placer:
     def top_up(self) -> None:
         """Draw until the buffer holds `max_buffer_size` samples (at least one); a sample over
         the per-sample budget is a counted skip."""
-        cfg, state = self.config, self.state
+        cfg = self.config
         while self.pacer.fresh() < max(cfg.max_buffer_size, 1):
             draw = self.draw(self.choose())
             if draw.full_length > cfg.max_num_tokens_per_sample:
                 self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)
             else:
                 self.overflow.hold(draw)
-        gone = [index for index, draw in enumerate(state.buffer) if not self.overflow.materialize(draw)]
+        gone = [index for index, draw in enumerate(self.held.buffer) if not self.overflow.materialize(draw)]
         self.pacer.remove(gone)  # rows that became counted skips (a resumed buffer's)
 
     # -- into the pack, or counted out ------------------------------------------------------

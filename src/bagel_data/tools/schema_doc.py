@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from ..families.registry import families_reading
+from ..families.registry import DATASET_REGISTRY, families_reading
 from ..schema.kinds import Field
 from ..schema.sections import (
     DATASET_FIELDS,
@@ -79,7 +79,7 @@ _SECTIONS = (
     (
         "`grouped_datasets.<group>`",
         "What to mix (BAGEL's `data/configs/*.yaml` shape): group name -> these keys. The group "
-        "name selects the family: `t2i_pretrain`, `unified_edit`, `vlm_sft`, `interleaved`; see "
+        "name selects the family: <registered>; see "
         "[grouped_datasets](grouped_datasets.md).",
         "group",
         True,
@@ -113,6 +113,12 @@ def section_fields(section: str) -> dict[str, Field]:
         required = all(field.required for _, field in declared)
         fields[key] = dataclasses.replace(first, required=required, scope=scope)
     return fields
+
+
+def _registered_groups() -> str:
+    """The group names `DATASET_REGISTRY` has, as the page lists them: read, not written, so
+    a family added to the registry is listed by regenerating the page."""
+    return ", ".join(f"`{group}`" for group in DATASET_REGISTRY)
 
 
 def _default(field: Field) -> str:
@@ -150,7 +156,7 @@ def render_run_config_doc() -> str:
     for title, text, fields, with_scope in _SECTIONS:
         lines += [f"## {title}", ""]
         if text:
-            lines += [text, ""]
+            lines += [text.replace("<registered>", _registered_groups()), ""]
         if fields is None:
             lines += _table(PACKING_FIELDS, False) + [""]
             lines += ["Beyond the packer's own settings, `packing` also takes:", ""]
