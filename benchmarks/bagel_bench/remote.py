@@ -103,7 +103,8 @@ def measure_phases(make: Callable, counter: RequestCounter | RemoteCounter | Non
     resumed = make(**resume_packing)
     resumed.load_state_dict(state)
     next(iter(resumed))
-    resume = {"seconds": _now() - start, "buffered_samples": len(state.get("buffer", ())), "requests": requests()}
+    waiting = state.get("stages", {}).get("overflow", {}).get("buffer", ())  # checkpoint version 6
+    resume = {"seconds": _now() - start, "buffered_samples": len(waiting), "requests": requests()}
     return {"startup": startup, "steady": steady, "resume": resume}
 
 

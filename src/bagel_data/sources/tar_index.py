@@ -123,10 +123,8 @@ def _text(key: str, sample) -> tuple[bytes, bytes]:
 
 
 # A remote tar's cached index is keyed by its listing (size and store-set time), not by a
-# content digest (a HEAD and about 18 ranged reads). It waited on forked workers reading
-# stores safely (`fork_gate`): before that, a worker could read another request's bytes, and
-# an index listed from them, keyed by the listing alone, would have served the whole node.
-# False keys it by the digest, as a local tar (`bench tars --digest-identity`).
+# content digest (a HEAD and about 18 ranged reads); safe since forked workers build their own
+# store clients (`fork_gate`). False keys it by the digest, as a local tar is keyed.
 LISTED_IDENTITY = True
 
 
