@@ -144,18 +144,17 @@ def listed_identity(path: str, listed: tuple[int, int | None] | None = None) -> 
     return [path, int(listed[0]), int(listed[1]), "listed"]
 
 
-def block_counts(path: str, listed: tuple[int, int | None] | None = None) -> tuple[int, ...]:
-    """The samples of each block of tar `path`, from its index (listed once per node, as
-    `TarIndex` lists it) without keeping the index: what the walk by rows lays out."""
+def mapped_arrays(path: str, listed: tuple[int, int | None] | None = None) -> tuple[tuple, str | None]:
+    """Tar `path`'s index arrays (samples, text), listed once per node, and their folder."""
     identity = listed_identity(path, listed)
-    (samples, _), _ = jsonl_cache.index_arrays(
-        [path],
-        [BLOCK_BYTES, RULES, PARTS],
-        lambda work, allocate: _build(path, allocate),
-        TAR,
-        identities=None if identity is None else [identity],
-    )
-    return tuple(block.stop - block.first for block in _blocks(np.asarray(samples)))
+    build = lambda work, allocate: _build(path, allocate)  # noqa: E731
+    ids = None if identity is None else [identity]
+    return jsonl_cache.index_arrays([path], [BLOCK_BYTES, RULES, PARTS], build, TAR, identities=ids)
+
+
+def block_counts(path: str, listed: tuple[int, int | None] | None = None) -> tuple[int, ...]:
+    """The samples of each block of tar `path`, without keeping its index: the walk by rows' layout."""
+    return tuple(block.stop - block.first for block in _blocks(np.asarray(mapped_arrays(path, listed)[0][0])))
 
 
 class TarIndex:
@@ -165,14 +164,7 @@ class TarIndex:
 
     def __init__(self, path: str, listed: tuple[int, int | None] | None = None):
         self.path = path
-        identity = listed_identity(path, listed)
-        (self.samples, self.text), self.folder = jsonl_cache.index_arrays(
-            [path],
-            [BLOCK_BYTES, RULES, PARTS],
-            lambda work, allocate: _build(path, allocate),
-            TAR,
-            identities=None if identity is None else [identity],
-        )
+        (self.samples, self.text), self.folder = mapped_arrays(path, listed)
         # Open handles of the tar not in use: a block reuses one (no open, no HEAD on a
         # store), and blocks read at once on several threads each take their own.
         self._idle: list = []
