@@ -146,6 +146,9 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "tars": argv_command("bagel_bench.tars", "WebDataset tars in place vs their prepared copy, and at +20 ms"),
     "startup": argv_command("bagel_bench.startup", "Start-up to the first pack on 1,000 remote tars, 1 and 8 ranks"),
     "shuffle": argv_command("bagel_bench.shuffle", "The default mode's shuffle against storage order, same data"),
+    "peers": argv_command(
+        "bagel_bench.peers", "The read path (or --shuffle: the shuffle) beside Megatron-Energon and MosaicML Streaming"
+    ),
 }
 
 app = typer.Typer(add_completion=False, help="Measure the pipeline (`bench` alone: `bench run`).")
