@@ -122,12 +122,14 @@ def ours(path: str, units: int, workers: int, warmup: int, count: int) -> dict:
     first = time.perf_counter() - start
     for _ in range(warmup):
         next(items)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(count):
         next(items)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     del items  # its workers stop
-    return {"samples_per_second": count / seconds, "first_sample_seconds": first}
+    # CPU: this process's alone (with workers, the main process's share only, as for the peers)
+    return {"samples_per_second": count / seconds, "main_cpu_seconds_per_sample": cpu_seconds / count,
+            "first_sample_seconds": first}  # fmt: skip
 
 
 def cell(loader, paths, where, store, python, workers, warmup, count, units) -> dict:
@@ -180,8 +182,8 @@ def run(args) -> dict:
                         try:
                             got = cell(loader, paths, delay, None if delay == "local" else store, python,
                                        workers, args.warmup, args.count, units)  # fmt: skip
-                        except RuntimeError as error:
-                            got = {"error": str(error)}
+                        except Exception as error:  # one cell's failure is its figure, not the run's end
+                            got = {"error": f"{type(error).__name__}: {error}"}
                         found_round[key] = got
                         print(f"round {number + 1} {key}: {got}", flush=True)
             results["rounds"].append(found_round)

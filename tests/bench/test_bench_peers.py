@@ -67,8 +67,8 @@ def test_a_tiny_shuffle_run_measures_ours_and_skips_the_peers(tmp_path, monkeypa
     pytest.importorskip("moto.server")
     monkeypatch.delenv("BAGEL_PEERS_PYTHON", raising=False)
     out = tmp_path / "shuffle.json"
-    args = ["--shuffle", "--shapes", "tiny", "--windows", "0", "16", "--packs", "1", "--delay", "0.001",
-            "--out", str(out)]  # fmt: skip
+    args = ["--shuffle", "--shapes", "tiny", "--windows", "0", "16", "--packs", "1", "--rounds", "1",
+            "--delay", "0.001", "--out", str(out)]  # fmt: skip
     assert peers.main(args) == 0
     results = json.loads(out.read_text())
     assert results["peers"]["skipped"].startswith("not installed:")
@@ -77,3 +77,4 @@ def test_a_tiny_shuffle_run_measures_ours_and_skips_the_peers(tmp_path, monkeypa
     off, on = shape["ours_local"]["0"], shape["ours_local"]["16"]
     assert off["same_row_group_share"] > 0.7 > on["same_row_group_share"]  # the walk by rows mixes row groups
     assert shape["ours"]["0"]["bytes_per_sample"] > 0 and shape["ours"]["16"]["bytes_vs_ours_off"] > 0
+    assert set(shape["packed_tokens_per_cpu_s_vs_off"]) == {"16"}  # against the window 0 of its round
