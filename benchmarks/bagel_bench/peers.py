@@ -206,6 +206,8 @@ def summarize(rounds: list[dict], loaders, workers_list, delays) -> dict:
                 values = [rate(found, key) for found in rounds]
                 local = [rate(found, f"{loader} w{workers} local") for found in rounds]
                 row: dict = _spread(values)
+                cpu = [found.get(key, {}).get("main_cpu_seconds_per_sample") for found in rounds]
+                row["main_cpu_ms_per_sample"] = _spread([1000 * value if value else None for value in cpu])
                 row["vs_own_local"] = _spread([v / lo if v and lo else None for v, lo in zip(values, local)])
                 if loader.startswith("ours"):
                     for other in loaders:
@@ -214,6 +216,31 @@ def summarize(rounds: list[dict], loaders, workers_list, delays) -> dict:
                             row[f"vs_{other}"] = _spread([v / t if v and t else None for v, t in zip(values, theirs)])
                 summary[key] = row
     return summary
+
+
+def table(summary: dict) -> list[str]:
+    """The summary as a markdown table: a row per loader and worker count, a column per storage."""
+    wheres = sorted({key.rsplit(" ", 1)[1] for key in summary}, key=lambda where: (where != "local", len(where), where))
+    rows = sorted(
+        {key.rsplit(" ", 1)[0] for key in summary}, key=lambda row: (row.split()[1], LOADERS.index(row.split()[0]))
+    )
+    lines = ["| loader | " + " | ".join(wheres) + " |", "| --- |" + " --- |" * len(wheres)]
+    for row in rows:
+        cells = []
+        for where in wheres:
+            found = summary.get(f"{row} {where}", {})
+            if found.get("median") is None:
+                cells.append("")
+                continue
+            text = f"{found['median']:.1f} ({found['min']:.1f}-{found['max']:.1f})"
+            ratios = [f"{found['vs_own_local']['median']:.2f}x local"] if where != "local" else []
+            ratios += [f"{found[key]['median']:.2f}x {key[3:].split('_')[0]}" for key in found
+                       if key.startswith("vs_") and key != "vs_own_local" and found[key]["median"]]  # fmt: skip
+            if where == "local" and found["main_cpu_ms_per_sample"]["median"]:
+                ratios.append(f"{found['main_cpu_ms_per_sample']['median']:.1f} CPU ms")
+            cells.append(text + (f"; {', '.join(ratios)}" if ratios else ""))
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _spread(values: list) -> dict:
@@ -244,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         return shuffle_main([arg for arg in argv if arg != "--shuffle"])
     args = parser.parse_args(argv)
     results = run(args)
-    print(json.dumps(results["summary"], indent=1))
+    print("samples/s, median (range) over the rounds; ratios are the median of each round's ratio")
+    print("\n".join(table(results["summary"])))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print("wrote", args.out)
