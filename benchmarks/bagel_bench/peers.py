@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -30,13 +29,15 @@ from pathlib import Path
 
 import torch
 
+from . import child_env
+from .peers_report import LOADERS, summarize, table
+
 INSTALL = (
     "not installed: python3.11 -m venv PEERS && PEERS/bin/pip install torch==2.13.0 && "
     "PEERS/bin/pip install megatron-energon mosaicml-streaming, then --peers-python PEERS/bin/python"
 )
 RUNNER = Path(__file__).with_name("peer_runner.py")
 BUCKET = "s3://bench-peers"
-LOADERS = ("ours_tars", "ours_parquet", "energon_tars", "streaming_mds")
 PEER_LOADERS = {"energon_tars": ("energon", "tars"), "streaming_mds": ("streaming", "mds")}
 
 
@@ -132,6 +133,35 @@ def ours(path: str, units: int, workers: int, warmup: int, count: int) -> dict:
             "first_sample_seconds": first}  # fmt: skip
 
 
+def ours_in_child(path: str, units: int, workers: int, warmup: int, count: int, store) -> dict:
+    """`ours` in a fresh interpreter, as each peer runs: a training process whose DataLoader
+    forks its workers before it reads the store. (Forked after this process had read the
+    store, a worker's S3 request stalled for the client's 60 s timeout: 1.5 samples/s.)"""
+    endpoint = None if store is None else store.proxy.endpoint
+    spec = json.dumps([path, units, workers, warmup, count, endpoint])
+    done = subprocess.run(
+        [sys.executable, "-m", "bagel_bench.peers", "--ours-cell", spec],
+        capture_output=True, text=True, timeout=900, env=child_env(),
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise RuntimeError(f"ours failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    return json.loads(lines[-1])
+
+
+def _ours_cell(spec: str) -> int:
+    from bagel_data.sources import storage
+
+    from .s3_proxy import proxy_storage_options
+
+    path, units, workers, warmup, count, endpoint = json.loads(spec)
+    if endpoint:
+        storage.register_options(BUCKET, proxy_storage_options(endpoint))
+    torch.set_num_threads(1)  # as the peers run, and as a DataLoader worker does
+    print(json.dumps(ours(path, units, workers, warmup, count)), flush=True)
+    return 0
+
+
 def cell(loader, paths, where, store, python, workers, warmup, count, units) -> dict:
     """One loader at one storage: its rates and the requests it asked of the store."""
     if store is not None:
@@ -140,7 +170,8 @@ def cell(loader, paths, where, store, python, workers, warmup, count, units) -> 
     if loader.startswith("ours"):
         form = "tars" if loader == "ours_tars" else "parquet"
         path = str(paths[form]) if store is None else f"{BUCKET}/{form}"
-        got = ours(path, units[form], workers, warmup, count)
+        # The one parquet file repeats to feed each worker, as `bench tars` does.
+        got = ours_in_child(path, max(units[form], workers), workers, warmup, count, store)
     else:
         name, form = PEER_LOADERS[loader]
         path = str(paths[form]) if store is None else f"{BUCKET}/{form}"
@@ -191,65 +222,6 @@ def run(args) -> dict:
     return results
 
 
-def summarize(rounds: list[dict], loaders, workers_list, delays) -> dict:
-    """Medians (and ranges) over rounds: samples/s, each to its own local rate, ours to the peers."""
-    summary: dict = {}
-
-    def rate(found: dict, key: str) -> float | None:
-        return found.get(key, {}).get("samples_per_second")
-
-    for workers in workers_list:
-        for delay in ["local", *delays]:
-            where = "local" if delay == "local" else f"+{delay}ms"
-            for loader in loaders:
-                key = f"{loader} w{workers} {where}"
-                values = [rate(found, key) for found in rounds]
-                local = [rate(found, f"{loader} w{workers} local") for found in rounds]
-                row: dict = _spread(values)
-                cpu = [found.get(key, {}).get("main_cpu_seconds_per_sample") for found in rounds]
-                row["main_cpu_ms_per_sample"] = _spread([1000 * value if value else None for value in cpu])
-                row["vs_own_local"] = _spread([v / lo if v and lo else None for v, lo in zip(values, local)])
-                if loader.startswith("ours"):
-                    for other in loaders:
-                        if not other.startswith("ours"):
-                            theirs = [rate(found, f"{other} w{workers} {where}") for found in rounds]
-                            row[f"vs_{other}"] = _spread([v / t if v and t else None for v, t in zip(values, theirs)])
-                summary[key] = row
-    return summary
-
-
-def table(summary: dict) -> list[str]:
-    """The summary as a markdown table: a row per loader and worker count, a column per storage."""
-    wheres = sorted({key.rsplit(" ", 1)[1] for key in summary}, key=lambda where: (where != "local", len(where), where))
-    rows = sorted(
-        {key.rsplit(" ", 1)[0] for key in summary}, key=lambda row: (row.split()[1], LOADERS.index(row.split()[0]))
-    )
-    lines = ["| loader | " + " | ".join(wheres) + " |", "| --- |" + " --- |" * len(wheres)]
-    for row in rows:
-        cells = []
-        for where in wheres:
-            found = summary.get(f"{row} {where}", {})
-            if found.get("median") is None:
-                cells.append("")
-                continue
-            text = f"{found['median']:.1f} ({found['min']:.1f}-{found['max']:.1f})"
-            ratios = [f"{found['vs_own_local']['median']:.2f}x local"] if where != "local" else []
-            ratios += [f"{found[key]['median']:.2f}x {key[3:].split('_')[0]}" for key in found
-                       if key.startswith("vs_") and key != "vs_own_local" and found[key]["median"]]  # fmt: skip
-            if where == "local" and found["main_cpu_ms_per_sample"]["median"]:
-                ratios.append(f"{found['main_cpu_ms_per_sample']['median']:.1f} CPU ms")
-            cells.append(text + (f"; {', '.join(ratios)}" if ratios else ""))
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def _spread(values: list) -> dict:
-    found = [value for value in values if value]
-    if not found:
-        return {"median": None}
-    return {"median": round(statistics.median(found), 3), "min": round(min(found), 3), "max": round(max(found), 3)}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bagel-data bench peers", description=__doc__.splitlines()[0])
     parser.add_argument("--peers-python", default=None, help="a Python with megatron-energon and mosaicml-streaming")
@@ -265,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=96)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/peers.json"))
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--ours-cell"]:  # one of ours' cells, in the child `ours_in_child` starts
+        return _ours_cell(argv[1])
     if "--shuffle" in argv:  # its options are peers_shuffle's own
         from .peers_shuffle import main as shuffle_main
 
