@@ -147,6 +147,9 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "startup": argv_command("bagel_bench.startup", "Start-up to the first pack on 1,000 remote tars, 1 and 8 ranks"),
     "forks": argv_command("bagel_bench.forked_store", "DataLoader workers forked while a store is read: skips"),
     "shuffle": argv_command("bagel_bench.shuffle", "The default mode's shuffle against storage order, same data"),
+    "peers": argv_command(
+        "bagel_bench.peers", "The read path (or --shuffle: the shuffle) beside Megatron-Energon and MosaicML Streaming"
+    ),
 }
 
 app = typer.Typer(add_completion=False, help="Measure the pipeline (`bench` alone: `bench run`).")

@@ -68,6 +68,10 @@ class StoreProcess:
         """Every file under folder `local` to prefix `uri`, put straight into the child's moto."""
         return self._call("upload", str(local), uri)
 
+    def bytes(self) -> int:
+        """The response bytes the proxy sent since the last call (bodies), then zero."""
+        return self._call("bytes")
+
     def _call(self, command: str, *args):
         assert self._process.stdin is not None
         try:
@@ -157,6 +161,8 @@ def _run(store, command: str, args: list):
         return None
     if command == "reset":
         return store.proxy.counter.reset()
+    if command == "bytes":
+        return store.proxy.counter.reset_bytes()
     raise ValueError(f"unknown command {command!r}")
 
 
