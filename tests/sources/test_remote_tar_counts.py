@@ -257,3 +257,21 @@ def test_the_prepare_command_writes_the_counts_of_a_local_folder(tmp_path):
     written = json.loads((tmp_path / tar_counts.COUNTS_NAME).read_text())
     assert [(s["url"], s["nsamples"]) for s in written["shardlist"]] == [("00000.tar", 2), ("00001.tar", 7)]
     assert CliRunner().invoke(app, ["prepare", "tar-counts", str(tmp_path / "none")]).exit_code != 0
+
+
+def test_validate_names_the_command_without_counts_and_is_quiet_with_them(proxied, tmp_path, tokenizer):
+    from bagel_data.tools.run import RunConfig
+    from bagel_data.tools.validate import validate_config
+
+    said = {}
+    for counts in (False, True):
+        uri = upload(proxied, tmp_path / str(counts), [6, 2], counts=counts)
+        entry = {"data_dir": uri, "storage_options": proxied.proxy.storage_options()}
+        group = {"dataset_names": ["t2i"], "num_used_data": [2], "weight": 1.0,
+                 "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32}}  # fmt: skip
+        report = validate_config(
+            RunConfig({"t2i_pretrain": group}, {"t2i_pretrain": {"t2i": entry}}, {}), tokenizer=tokenizer
+        )
+        assert report.ok, report.errors
+        said[counts] = [w for w in report.warnings if "prepare tar-counts" in w]
+    assert len(said[False]) == 1 and said[True] == [], said

@@ -250,13 +250,8 @@ def interleaved_command(
 def tar_counts_command(
     folder: Annotated[str, typer.Argument(help="Folder (or s3://, gs://, ... URI) of WebDataset .tar shards.")],
 ) -> None:
-    """Count each tar's samples once and write them beside the tars as wids-index.json.
-
-    Tars on an object store are then walked by rows like local ones (every sample equally
-    often) without reading every tar before the first draw: the counts are one GET. Each
-    tar's index is built on the way (and kept in this node's index cache). Run it again
-    after adding or replacing tars; a stale file is ignored with a warning.
-    """
+    """Count each tar's samples once and write them beside the tars as wids-index.json:
+    tars on an object store are then walked by rows (every sample equally often)."""
     from ..sources.tar_counts import write_counts
 
     target, counts = write_counts(folder)

@@ -52,9 +52,10 @@ class CountMismatch(ValueError):
     """A tar holds another number of samples than its counts file says."""
 
 
-def check_count(path: str, found: int, counted: int) -> None:
-    """Raise `CountMismatch` when tar `path`'s index holds `found` samples, not `counted`."""
-    if found != counted:
+def check_count(path: str, found: int, counted: int | None) -> None:
+    """Raise `CountMismatch` when tar `path`'s index holds `found` samples, not `counted`
+    (None: no count to check)."""
+    if counted is not None and found != counted:
         raise CountMismatch(
             f"{path} holds {found} samples, its counts file says {counted}: the counts are stale; "
             f"run `{refresh_command(_folder(path))}`"
@@ -67,6 +68,11 @@ def per_block(count: int, size: int) -> int:
     from .tar_index import BLOCK_BYTES  # read at each call: tests set smaller blocks
 
     return max(1, min(count, BLOCK_BYTES * count // max(size, 1)))
+
+
+def counted_step(counted: int | None, listed: FileStat | None) -> int | None:
+    """A tar's samples per block from its count and listed size; None without either."""
+    return None if counted is None or listed is None else per_block(counted, listed[0])
 
 
 def counted_blocks(count: int, size: int) -> tuple[int, ...]:

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import RowDropped, SkipReason
 from ..instruments import seam
 from . import jsonl_cache, storage
-from .tar_counts import check_count, per_block
+from .tar_counts import check_count, counted_step
 from .tar_members import list_tar
 
 BLOCK_BYTES = 4 << 20
@@ -164,19 +164,15 @@ class TarIndex:
     cached index current costs no request."""
 
     def __init__(self, path: str, listed: tuple[int, int | None] | None = None, counted: int | None = None):
-        """`counted`: its sample count from a counts file (its blocks are then cut by count,
-        `counted_blocks`, so the walk by rows knows them before the tar is read); a tar
-        holding another number is a `CountMismatch`."""
+        """`counted`: its count from a counts file (blocks cut by count; another is a `CountMismatch`)."""
         self.path = path
         (self.samples, self.text), self.folder = mapped_arrays(path, listed)
-        if counted is not None:
-            check_count(path, len(self.samples), counted)
+        check_count(path, len(self.samples), counted)
         # Open handles of the tar not in use: a block reuses one (no open, no HEAD on a
         # store), and blocks read at once on several threads each take their own.
         self._idle: list = []
         self._handles_lock = threading.Lock()
-        step = None if counted is None or listed is None else per_block(counted, listed[0])
-        self.blocks = _blocks(np.asarray(self.samples), step)
+        self.blocks = _blocks(np.asarray(self.samples), counted_step(counted, listed))
         # Python's own values: a field of a numpy record costs microseconds per read.
         self._rows, self._keys = self.samples.tolist(), bytes(self.text)
         self.nbytes = 2 * (self.samples.nbytes + self.text.nbytes)  # what the read-ahead counts it at
@@ -273,12 +269,11 @@ def _cut(data: BlockData, at: int, size: int) -> bytes:
 
 def _blocks(samples: np.ndarray, step: int | None = None) -> list[Block]:
     """Consecutive samples grouped by the `BLOCK_BYTES` stretch their first member starts in
-    (a refused key, which reads nothing, joins the block before it); by `step` samples each
-    where given (a counted tar)."""
+    (a refused key, which reads nothing, joins the block before it); `step` each if given."""
     if not len(samples):
         return []
-    if step is not None:
-        return _blocks_at(samples, list(range(0, len(samples), step)) + [len(samples)])
+    if step is not None:  # a counted tar (`tar_counts.counted_blocks`)
+        return _blocks_at(samples, [*range(0, len(samples), step), len(samples)])
     present = np.stack([samples[f"{part}_at"] for part in PARTS])
     usable = samples["problem"] == 0
     first_byte = np.where(present >= 0, present, np.iinfo(np.int64).max).min(axis=0)
