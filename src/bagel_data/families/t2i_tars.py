@@ -123,7 +123,8 @@ def kept_index(reads: FamilyReads, path: str, listed: FileStat | None = None, co
     """Tar `path`'s index, opened once per process and kept (its handle reused by the next
     blocks and passes); `listed`: its (size, mtime) from the folder's listing; `counted`:
     its sample count from a counts file (`sources/tar_counts.py`), checked as it is built."""
-    return reads.kept(("tarindex", path), functools.partial(TarIndex, path, listed, counted), KEPT_INDEXES)
+    counts = () if counted is None else (counted,)  # an uncounted tar's index as before
+    return reads.kept(("tarindex", path), functools.partial(TarIndex, path, listed, *counts), KEPT_INDEXES)
 
 
 def tar_block_counts(path: str, listed: FileStat | None = None) -> tuple[int, ...] | None:
