@@ -108,6 +108,8 @@ class SkipReason(str, enum.Enum):
     # Bytes of a tar that are no header and no member (resynchronised at the next header).
     TAR_DAMAGED = "tar_damaged"
     TAR_MEMBER_TOO_LARGE = "tar_member_over_size_limit"
+    # A tar on a store holding another number of samples than its counts file says.
+    TAR_COUNT_STALE = "tar_count_differs_from_counts_file"
 
 
 _REASON_VALUES = {reason.value for reason in SkipReason}

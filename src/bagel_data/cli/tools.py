@@ -245,6 +245,19 @@ def interleaved_command(
     )
 
 
+@prepare_app.command("tar-counts")
+@guarded
+def tar_counts_command(
+    folder: Annotated[str, typer.Argument(help="Folder (or s3://, gs://, ... URI) of WebDataset .tar shards.")],
+) -> None:
+    """Count each tar's samples once and write them beside the tars as wids-index.json:
+    tars on an object store are then walked by rows (every sample equally often)."""
+    from ..sources.tar_counts import write_counts
+
+    target, counts = write_counts(folder)
+    console.print(f"{len(counts)} tars, {sum(counts.values())} samples: wrote {target}")
+
+
 def inspect_command(
     config: Annotated[Path, typer.Argument(help="Run config YAML, or a grouped-datasets YAML with --dataset-info.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNGs and packs.txt.")] = Path("inspect_out"),

@@ -8,8 +8,9 @@ the cursor `(round, draw index)`), and an elastic restart's leftover as pieces.
 The counts are asked for all units at once (`kind.count_rows`): a remote file's footer is
 read once per node (`families/row_counts.py`), a tar's blocks come from its node-cached
 index. A family whose rows cannot be counted ahead (a user's family without `row_extent`),
-tars on an object store (their blocks are known after a pass over the tar) and compat mode
-keep the walk by whole units (`sharding.py`).
+tars on an object store without a counts file (their blocks are known after a pass over
+the tar; with one, `sources/tar_counts.py`, they are cut by count) and compat mode keep the
+walk by whole units (`sharding.py`).
 """
 
 from __future__ import annotations

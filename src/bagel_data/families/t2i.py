@@ -36,7 +36,7 @@ from .group_args import FILE_ORDER
 from .media import DECODE_ERRORS, FamilyMedia
 from .parquet_listing import ParquetListing
 from .samples import guarded
-from .t2i_tars import check_no_columns, kept_index, t2i_shard_files, tar_rows
+from .t2i_tars import check_no_columns, kept_index, remote_tar_counts, t2i_shard_files, tar_rows
 from .unit_kinds import ParquetFiles, TarBlocks
 from .worst_case import measured, t2i_worst_length
 
@@ -142,9 +142,12 @@ class T2IIterableDataset(DistributedIterableDataset):
         for folder in data_dir_list:
             if is_save_to_disk(folder):
                 raise ConfigError("data_dir", folder, save_to_disk_fix(folder))
-        self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order)
+        entries: dict = {}  # each folder's listing: a tar folder's counts file is found there
+        self.tars, paths, self.listed_files = t2i_shard_files(data_dir_list, num_used_data, self.file_order, entries)
+        self.tar_counts: dict[str, int] = {}
         if self.tars:
-            self.units.kind = TarBlocks(self._tar_index, self.listed_files)
+            self.tar_counts = remote_tar_counts(paths, self.listed_files, self.policy.reference, entries)
+            self.units.kind = TarBlocks(self._tar_index, self.listed_files, self.tar_counts)
         else:  # the reference reads no tars: only a parquet listing can differ from its
             listing = ParquetListing.of(data_dir_list, num_used_data, self.file_order, paths, self.listed_files)
             self.units.kind = ParquetFiles(listing, self.listed_files)
@@ -152,7 +155,7 @@ class T2IIterableDataset(DistributedIterableDataset):
 
     def _tar_index(self, path: str):
         """Tar `path`'s index, kept by this process; known current by its listing (no request)."""
-        return kept_index(self.reads, path, self.listed_files.get(path))
+        return kept_index(self.reads, path, self.listed_files.get(path), self.tar_counts.get(path))
 
     def media_folders(self):
         """A table's image roots: its path cells are read from there (bytes cells need none)."""
@@ -169,7 +172,10 @@ class T2IIterableDataset(DistributedIterableDataset):
         group_start, row_start = start or (0, 0)
         if self.tars:
             listed = self.listed_files.get(path)
-            yield from tar_rows(self.reads, path, group_start, row_start, log, single, self.class_names, listed)
+            counted = self.tar_counts.get(path)
+            yield from tar_rows(
+                self.reads, path, group_start, row_start, log, single, self.class_names, listed, counted
+            )
             return
         for row_group, row, cells in self._rows(path, group_start, row_start, log, single):
             location = f"{path}, row group {row_group}, row {row}"

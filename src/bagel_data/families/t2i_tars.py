@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import collections
 import functools
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 
-from ..errors import ConfigError, RowDropped, SkipLog, SkipReason
+from ..errors import ConfigError, ConfigWarning, RowDropped, SkipLog, SkipReason
+from ..sources import storage, tar_counts
 from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
 from ..sources.read_ahead import Early, ReadAhead, Task
+from ..sources.tar_counts import CountMismatch, GroupCounts, group_counts
 from ..sources.tar_index import TarIndex, block_counts
 from ..sources.tar_members import COMPRESSED_TARS, class_caption, is_tar, refuse_compressed, sample_captions
 from .reads import FamilyReads
@@ -41,14 +44,15 @@ LISTED_SUFFIXES = (".parquet", *_ARCHIVES, *(suffix.upper() for suffix in _ARCHI
 
 
 def t2i_shard_files(
-    data_dir_list: Sequence[str], num_used_data: Sequence[int], file_order: str
+    data_dir_list: Sequence[str], num_used_data: Sequence[int], file_order: str, aside: dict | None = None
 ) -> tuple[bool, list[str], dict[str, FileStat]]:
     """(whether the folders hold tars, the units' paths as `num_used_data` repeats them,
     each file's (size, mtime_ns) from the listing), each folder listed once. A `.TAR` is a
-    tar; a compressed tar is a `ConfigError` naming it and the fix."""
+    tar; a compressed tar is a `ConfigError` naming it and the fix. `aside`: gets each
+    listed folder's entries (`list_data_files`)."""
     listed = {}
     for folder in data_dir_list:
-        entries = list_parquet_entries(folder, file_order, LISTED_SUFFIXES)
+        entries = list_parquet_entries(folder, file_order, LISTED_SUFFIXES, aside)
         kept = _shards([(path, stat) for path, stat in entries if is_tar(path) or path.endswith(".parquet")])
         if not kept or any(is_tar(path) for path, _ in kept):  # a parquet folder may keep an archive beside
             refuse_compressed("data_dir", folder, [path.rsplit("/", 1)[-1] for path, _ in entries])
@@ -95,10 +99,32 @@ def check_no_columns(image_column: str | None, caption_column: object) -> None:
             )
 
 
-def kept_index(reads: FamilyReads, path: str, listed: FileStat | None = None) -> TarIndex:
+def remote_tar_counts(
+    paths: Sequence[str], listed: dict[str, FileStat], reference: bool, entries: dict | None = None
+) -> dict[str, int]:
+    """Each tar's sample count from its folder's counts file (`sources/tar_counts.py`) for
+    tars on an object store in the default mode; {} otherwise (local tars count their own
+    blocks, compat mode walks whole tars). Stale or absent counts are a `ConfigWarning`
+    naming the command that writes them: the group then walks by whole tars. `entries`:
+    the folders' listings as `t2i_shard_files` took them (no listing again)."""
+    if reference or not paths or not storage.is_remote(paths[0]):
+        return {}
+    found = group_counts(sorted(set(paths)), listed, entries)
+    if found.problem is None and not found.counts:
+        folder = paths[0].rsplit("/", 1)[0]
+        found = GroupCounts({}, f"{folder} holds no tar counts file: {tar_counts.COUNTS_NAME} (wids) or "
+                            f"{tar_counts.ENERGON_INFO} (Megatron-Energon); {tar_counts.fix(folder)}")  # fmt: skip
+    if found.problem is not None:
+        warnings.warn(found.problem, ConfigWarning, stacklevel=4)
+    return found.counts
+
+
+def kept_index(reads: FamilyReads, path: str, listed: FileStat | None = None, counted: int | None = None) -> TarIndex:
     """Tar `path`'s index, opened once per process and kept (its handle reused by the next
-    blocks and passes); `listed`: its (size, mtime) from the folder's listing."""
-    return reads.kept(("tarindex", path), functools.partial(TarIndex, path, listed), KEPT_INDEXES)
+    blocks and passes); `listed`: its (size, mtime) from the folder's listing; `counted`:
+    its sample count from a counts file (`sources/tar_counts.py`), checked as it is built."""
+    counts = () if counted is None else (counted,)  # an uncounted tar's index as before
+    return reads.kept(("tarindex", path), functools.partial(TarIndex, path, listed, *counts), KEPT_INDEXES)
 
 
 def tar_block_counts(path: str, listed: FileStat | None = None) -> tuple[int, ...] | None:
@@ -133,14 +159,18 @@ def tar_rows(
     single: bool = False,
     class_names: Sequence[str] | None = None,
     listed: FileStat | None = None,
+    counted: int | None = None,
 ) -> Iterator[tuple[int, int, dict, str]]:
     """(block, sample within it, {"image", "captions"} cells, location `tar:key`) for every
     usable sample of the tar from the start point on (the one at it only, when `single`);
     the others are counted in `log` with the reason `prepare t2i` gives them. `listed`:
-    the tar's (size, mtime) from its folder's listing."""
+    the tar's (size, mtime) from its folder's listing; `counted`: its count from a counts file."""
     try:
-        opened = functools.partial(kept_index, reads, path, listed)
+        opened = functools.partial(kept_index, reads, path, listed, counted)
         index = reads.take(path, opened, kind="tarindex")  # inline: opened once per process
+    except CountMismatch as exc:  # its draws come up empty; no other tar's draws move
+        log.skip(SkipReason.TAR_COUNT_STALE, path, str(exc), rows=max(counted or 1, 1))
+        return
     except Exception as exc:  # a truncated or unreadable tar: prepare's "not a readable tar file"
         log.skip(SkipReason.UNIT_UNREADABLE, path, f"not a readable tar file: {exc}")
         return

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..sources.jsonl import JsonlIndex
 from ..sources.parquet import ParquetReader, parquet_data_files
+from ..sources.tar_counts import counted_blocks
 from .parquet_listing import ParquetListing
 from .reads import ParquetSource, ReadSource
 from .row_counts import footer_counts, read_all, remote_counts
@@ -279,13 +280,20 @@ class TarBlocks(Listed):
 
     depth = 2
     position_salt = TAR_POSITION_SALT
-    counts_on_store = False  # a remote tar's blocks are known after a pass over it
 
-    def __init__(self, index_of: Callable[[str], Any] | None = None, listed: dict | None = None) -> None:
+    def __init__(
+        self, index_of: Callable[[str], Any] | None = None, listed: dict | None = None, counted: dict | None = None
+    ) -> None:
         """`index_of(path)`: a tar's index as the family keeps it; `listed`: each tar's (size,
-        mtime_ns) from its folder's listing (its index is then known current without a request)."""
+        mtime_ns) from its folder's listing (its index is then known current without a request);
+        `counted`: each tar's samples from a counts file (`sources/tar_counts.py`), given for
+        every tar or none: its blocks are then cut by count and known without reading it."""
         self._indexes: dict = {}  # each tar's samples per block (None: unreadable)
         self._index_of, self._listed = index_of, listed or {}
+        for path, count in (counted or {}).items():
+            self._indexes[path] = counted_blocks(count, self._listed[path][0])
+        # A remote tar's blocks are known after a pass over it, unless a counts file gives them.
+        self.counts_on_store = bool(counted)
 
     def location(self, unit: Any, row: tuple) -> str:
         return f"{unit}, block {row[0]}, sample {row[1]}"

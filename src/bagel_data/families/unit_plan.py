@@ -79,10 +79,11 @@ class UnitPlan:
     def walks_rows(self) -> bool:
         """Whether this group takes the default mode's walk by rows (`row_layout`): not in
         compat mode, nor where the kind cannot count its rows ahead (a user's family's units,
-        one more than two levels deep), nor for tars on an object store: counting a tar's
-        samples takes a pass over it, so every tar would be read before the first draw
-        (`validate` reports the walk by units' draw spread). Parquet files on a store walk
-        by rows: their footers are read once per node (`families/row_counts.py`)."""
+        one more than two levels deep), nor for tars on an object store without a counts file:
+        counting a tar's samples takes a pass over it, so every tar would be read before the
+        first draw (`validate` reports the walk by units' draw spread); with one
+        (`sources/tar_counts.py`) they walk by rows. Parquet files on a store walk by rows:
+        their footers are read once per node (`families/row_counts.py`)."""
         if self.policy.reference or not self.walk_by_rows:
             return False
         depth = self.kind.depth

@@ -31,16 +31,16 @@ def list_parquet_files(data_dir: str, file_order: str = "sorted") -> list[str]:
 
 
 def list_parquet_entries(
-    data_dir: str, file_order: str = "sorted", suffixes: tuple[str, ...] = (".parquet",)
+    data_dir: str, file_order: str = "sorted", suffixes: tuple[str, ...] = (".parquet",), aside: dict | None = None
 ) -> list[tuple[str, FileStat]]:
     """(path, (size, mtime_ns)) of each `*.parquet` file (each file ending in one of
     `suffixes`) of `data_dir` that is the dataset (its split, or its `data_files`:
     `sources/splits.py`), from one listing: on an object store, one request per 1,000
-    files instead of one per file."""
+    files instead of one per file. `aside`: as `list_data_files`'s."""
     if file_order not in FILE_ORDERS:
         raise ConfigError("file_order", file_order, f"use one of {FILE_ORDERS}")
     try:  # no existence check first: on an object store that costs two more requests
-        return list_data_files(data_dir, suffixes, sort=file_order == "sorted")
+        return list_data_files(data_dir, suffixes, sort=file_order == "sorted", aside=aside)
     except FileNotFoundError:
         raise ConfigError("data_dir", data_dir, "the folder does not exist; fix dataset_info") from None
     except OSError as exc:  # e.g. no such bucket, or no access to it

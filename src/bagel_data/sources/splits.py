@@ -130,20 +130,26 @@ def choose_split(paths: Sequence[str], split: str | None, where: str) -> list[st
     return chosen
 
 
-def list_data_files(data_dir: str, suffixes: tuple[str, ...], sort: bool = True) -> list[tuple[str, FileStat]]:
+def list_data_files(
+    data_dir: str, suffixes: tuple[str, ...], sort: bool = True, aside: dict | None = None
+) -> list[tuple[str, FileStat]]:
     """(path, (size, mtime_ns)) of each data file of `data_dir` (ending in one of `suffixes`)
-    that is the dataset: its `data_files`, else its `split`'s files (module docstring)."""
+    that is the dataset: its `data_files`, else its `split`'s files (module docstring).
+    `aside`: gets every entry of each folder listed, by folder (a tar folder's counts file
+    is found there without listing it again: `sources/tar_counts.py`)."""
     split, patterns = (data_dir.split_name, data_dir.data_files) if isinstance(data_dir, DataDir) else (None, None)
     if patterns is not None:
         return _matched(data_dir, _patterns(patterns, split), suffixes, sort)
     entries = storage.list_entries(data_dir, sort=sort)
+    if aside is not None:
+        aside[str(data_dir)] = entries
     files = {entry.name: (entry.size, entry.mtime_ns) for entry in entries if entry.name.endswith(suffixes)}
     if files:
         return [(storage.join(data_dir, name), files[name]) for name in choose_split(list(files), split, data_dir)]
     folders = [entry.name for entry in entries if split_of(entry.name + "/x", split) is not None]
     if not folders and any(entry.name == "data" for entry in entries):  # a Hub repository's root
         inner = storage.join(data_dir, "data")
-        return list_data_files(DataDir(inner, split) if split is not None else inner, suffixes, sort)
+        return list_data_files(DataDir(inner, split) if split is not None else inner, suffixes, sort, aside)
     if not folders:
         if split is not None:
             raise ConfigError("split", split, f"{data_dir} holds no {split}/ folder and no split files")
@@ -157,6 +163,8 @@ def list_data_files(data_dir: str, suffixes: tuple[str, ...], sort: bool = True)
         )  # fmt: skip
     folder = storage.join(data_dir, mine[0])
     listed = storage.list_entries(folder, sort=sort)
+    if aside is not None:
+        aside[folder] = listed
     return [(storage.join(folder, e.name), (e.size, e.mtime_ns)) for e in listed if e.name.endswith(suffixes)]
 
 

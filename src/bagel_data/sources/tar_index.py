@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import RowDropped, SkipReason
 from ..instruments import seam
 from . import jsonl_cache, storage
+from .tar_counts import check_count, counted_step
 from .tar_members import list_tar
 
 BLOCK_BYTES = 4 << 20
@@ -162,14 +163,16 @@ class TarIndex:
     `listed`: its (size, mtime_ns) as its folder's listing gave them, so that telling a
     cached index current costs no request."""
 
-    def __init__(self, path: str, listed: tuple[int, int | None] | None = None):
+    def __init__(self, path: str, listed: tuple[int, int | None] | None = None, counted: int | None = None):
+        """`counted`: its count from a counts file (blocks cut by count; another is a `CountMismatch`)."""
         self.path = path
         (self.samples, self.text), self.folder = mapped_arrays(path, listed)
+        check_count(path, len(self.samples), counted)
         # Open handles of the tar not in use: a block reuses one (no open, no HEAD on a
         # store), and blocks read at once on several threads each take their own.
         self._idle: list = []
         self._handles_lock = threading.Lock()
-        self.blocks = _blocks(np.asarray(self.samples))
+        self.blocks = _blocks(np.asarray(self.samples), counted_step(counted, listed))
         # Python's own values: a field of a numpy record costs microseconds per read.
         self._rows, self._keys = self.samples.tolist(), bytes(self.text)
         self.nbytes = 2 * (self.samples.nbytes + self.text.nbytes)  # what the read-ahead counts it at
@@ -264,17 +267,23 @@ def _cut(data: BlockData, at: int, size: int) -> bytes:
     raise ValueError(f"bytes {at} to {at + size} are in no range the block read")  # a bug, not bad data
 
 
-def _blocks(samples: np.ndarray) -> list[Block]:
+def _blocks(samples: np.ndarray, step: int | None = None) -> list[Block]:
     """Consecutive samples grouped by the `BLOCK_BYTES` stretch their first member starts in
-    (a refused key, which reads nothing, joins the block before it)."""
+    (a refused key, which reads nothing, joins the block before it); `step` each if given."""
     if not len(samples):
         return []
+    if step is not None:  # a counted tar (`tar_counts.counted_blocks`)
+        return _blocks_at(samples, [*range(0, len(samples), step), len(samples)])
     present = np.stack([samples[f"{part}_at"] for part in PARTS])
     usable = samples["problem"] == 0
     first_byte = np.where(present >= 0, present, np.iinfo(np.int64).max).min(axis=0)
     first_byte = np.maximum.accumulate(np.where(usable, first_byte, 0))
     stretch = first_byte // BLOCK_BYTES
-    cuts = [0, *(np.flatnonzero(np.diff(stretch)) + 1).tolist(), len(samples)]
+    return _blocks_at(samples, [0, *(np.flatnonzero(np.diff(stretch)) + 1).tolist(), len(samples)])
+
+
+def _blocks_at(samples: np.ndarray, cuts: list[int]) -> list[Block]:
+    usable = samples["problem"] == 0
     number = np.zeros(len(samples), np.int64)
     number[cuts[1:-1]] = 1
     reads = _reads(samples, np.cumsum(number), usable)

@@ -2,8 +2,8 @@
 
 Every worker of every rank draws at the same rate (a DataLoader takes from its workers in
 turn, ranks step together), so a sample's draw rate is one over the usable rows of the
-worker that reads it. The walk by whole units (compat mode, tars on an object store, a
-user's family) gives a worker the rows of its units, so a worker with fewer rows repeats them sooner; the default
+worker that reads it. The walk by whole units (compat mode, tars on an object store
+without a counts file, a user's family) gives a worker the rows of its units, so a worker with fewer rows repeats them sooner; the default
 mode's walk by rows (`families/row_share.py`) gives every worker the same number, and the spread over
 whole rounds is 1.0.
 """
@@ -44,7 +44,8 @@ def spread_warning(name: str, spread: float | None, compat: bool) -> list[str]:
     why = (
         'compat="bagel" keeps the reference\'s rule: each worker loops over its own files'
         if compat
-        else "this group is walked by whole units (its rows cannot be counted ahead)"
+        else "this group is walked by whole units (its rows cannot be counted ahead; for tars on an object "
+        "store, `bagel-data prepare tar-counts FOLDER` writes the counts that let it walk by rows)"
     )
     return [
         f"{name}: its most-drawn sample is drawn {spread:.2f}x as often as its least-drawn one ({why}, so a "
