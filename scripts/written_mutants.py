@@ -222,6 +222,78 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a group's image_formats ignored",
         ),
     ],
+    "packing/placer.py": [
+        (
+            "return len(self.state.buffer) - self.pace.backlog < self.config.max_buffer_size",
+            "return len(self.state.buffer) < self.config.max_buffer_size",
+            "the backlog counted toward the look-ahead: greedy holds no overflow while it drains",
+        ),
+        (
+            "if self.clock.phase_changed(state.packs) and self.phase_started != state.packs:",
+            "if self.clock.phase_changed(state.packs):",
+            "a reopened empty pack starts the phase again",
+        ),
+        (
+            "if pack.curr < cfg.prefer_buffer_before and self.state.buffer:",
+            "if pack.curr <= cfg.prefer_buffer_before and self.state.buffer:",
+            "the buffer preferred one token past prefer_buffer_before",
+        ),
+        (
+            "        draw = self.draw(self.choose())\n        if draw.full_length > cfg.max_num_tokens_per_sample:\n            self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)\n            return None",
+            "        draw = self.draw(self.choose())\n        if draw.length > cfg.max_num_tokens_per_sample:\n            self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)\n            return None",
+            "greedy's per-sample budget checked after dropout",
+        ),
+        (
+            "if pack.curr + draw.length > self.config.max_num_tokens:",
+            "if pack.curr + draw.length >= self.config.max_num_tokens:",
+            "a carried sample filling the pack exactly skipped",
+        ),
+        (
+            "if draw.full_length < self.config.max_num_tokens_per_sample:",
+            "if draw.full_length <= self.config.max_num_tokens_per_sample:",
+            "a mandatory sample at the per-sample budget taken",
+        ),
+        (
+            "if draw.waited > max(cfg.max_buffer_size, 1):",
+            "if draw.waited >= max(cfg.max_buffer_size, 1):",
+            "a sample beside mandatory ones skipped one pack early",
+        ),
+        (
+            "                    if index < backlog:\n                        self.pacer.release(draw)  # counted now, and off again as a skip\n",
+            "",
+            "a skipped backlog sample not released: the backlog count stays",
+        ),
+        (
+            "if first is not None and pack.curr + state.buffer[first].length <= cfg.max_num_tokens:",
+            "if first is not None and pack.curr + state.buffer[first].length < cfg.max_num_tokens:",
+            "the oldest sample filling the pack exactly left waiting",
+        ),
+        (
+            "self.pacer.packed(draw.group, pack.curr - before)",
+            "self.pacer.packed(draw.group, draw.length)",
+            "the phase's tokens counted before compat's dropout",
+        ),
+        (
+            "        if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):\n            self.empty_run = 0\n",
+            "        if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):\n",
+            "the run of emptied samples never reset",
+        ),
+        (
+            "length = draw.full_length if reason == SkipReason.OVER_SAMPLE_BUDGET else draw.length",
+            "length = draw.length",
+            "an over-budget skip names the length after dropout",
+        ),
+        (
+            "        self.choice.dropped(draw.group, draw.length)\n",
+            "",
+            "a skipped sample's tokens left in the group choice's counts",
+        ),
+        (
+            "while self.pacer.fresh() < max(cfg.max_buffer_size, 1):",
+            "while len(state.buffer) < max(cfg.max_buffer_size, 1):",
+            "best fit draws no look-ahead while a backlog drains",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
