@@ -294,6 +294,58 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "best fit draws no look-ahead while a backlog drains",
         ),
     ],
+    "packing/choosers.py": [
+        (
+            "if self._shares[0] != key:",
+            "if not self._shares[1]:",
+            "the shares of the first weights kept: a schedule change ignored",
+        ),
+        (
+            "    def released(self, group, tokens):\n        self.tokens[group] += tokens",
+            "    def released(self, group, tokens):\n        pass",
+            "a released backlog sample never counted",
+        ),
+        (
+            "    def dropped(self, group, tokens):\n        self.tokens[group] -= tokens",
+            "    def dropped(self, group, tokens):\n        pass",
+            "a skipped sample's tokens kept",
+        ),
+        (
+            "    def new_phase(self):\n        self.tokens = [0] * len(self.tokens)",
+            "    def new_phase(self):\n        pass",
+            "the counts carried across a change point",
+        ),
+        (
+            'saved.get("group_tokens"), self.group_names)',
+            'saved.get("tokens"), self.group_names)',
+            "the counts loaded from the wrong key: every resume starts them at 0",
+        ),
+        (
+            "values = [counts.get(name, 0) for name in group_names]",
+            "values = [counts[name] for name in group_names]",
+            "a group the checkpoint does not name refused",
+        ),
+        (
+            "isinstance(v, int) and not isinstance(v, bool) and (allow_negative or v >= 0)",
+            "isinstance(v, int) and (allow_negative or v >= 0)",
+            "a bool taken for a count",
+        ),
+        (
+            "(allow_negative or v >= 0) for v in values)",
+            "(v >= 0) for v in values)",
+            "negative counts refused where a skip may leave them",
+        ),
+        (
+            "    if unknown:\n        raise ResumeError(",
+            "    if False:\n        raise ResumeError(",
+            "a checkpoint naming an unknown group accepted",
+        ),
+        (
+            "    if name not in MIX_BY:\n        MIX_BY.append(name)",
+            "    pass",
+            "a registered rule's name refused by the config",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
