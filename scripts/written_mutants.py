@@ -346,6 +346,180 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a registered rule's name refused by the config",
         ),
     ],
+    "packing/dropout.py": [
+        (
+            "return bool(config.text_cond_dropout_prob or config.vit_cond_dropout_prob or config.vae_cond_dropout_prob)",
+            "return bool(config.text_cond_dropout_prob or config.vit_cond_dropout_prob)",
+            "VAE-only dropout taken for no dropout",
+        ),
+        (
+            'if item["type"] != "vae_image" or not policy.keeps_multi_frame_splits:',
+            'if item["type"] != "vae_image":',
+            "compat's frames inside a split kept too",
+        ),
+        (
+            'return bool(item.get("split_start", True) and item.get("split_end", True))',
+            'return bool(item.get("split_start", True) or item.get("split_end", True))',
+            "a split's first and last frames dropped",
+        ),
+        (
+            "size, probability = len(next(texts)) + 2, config.text_cond_dropout_prob",
+            "size, probability = len(next(texts)), config.text_cond_dropout_prob",
+            "a dropped text's markers not counted as saved",
+        ),
+        (
+            "stride = config.vit_patch_size if vit else config.vae_image_downsample",
+            "stride = config.vae_image_downsample if vit else config.vit_patch_size",
+            "the ViT and VAE strides swapped",
+        ),
+        (
+            "size = (image.shape[1] // stride) * (image.shape[2] // stride) + 2",
+            "size = (image.shape[1] // stride) * (image.shape[2] // stride)",
+            "a dropped image's markers not counted as saved",
+        ),
+        (
+            "probability = config.vit_cond_dropout_prob if vit else config.vae_cond_dropout_prob",
+            "probability = config.vae_cond_dropout_prob if vit else config.vit_cond_dropout_prob",
+            "the ViT and VAE probabilities swapped",
+        ),
+        (
+            'if item["enable_cfg"] == 1 and is_droppable(item, policy) and rng.random() < probability:',
+            "if is_droppable(item, policy) and rng.random() < probability:",
+            "an item without enable_cfg dropped",
+        ),
+        (
+            'if item["enable_cfg"] == 1 and is_droppable(item, policy) and rng.random() < probability:',
+            'if rng.random() < probability and item["enable_cfg"] == 1 and is_droppable(item, policy):',
+            "a draw for every item, not one per droppable item",
+        ),
+    ],
+    "packing/schedule.py": [
+        (
+            "return self.base + self.worker_id + packs * self.stride",
+            "return self.base + packs * self.stride",
+            "every worker's packs counted from step 0",
+        ),
+        (
+            "self.worker_id, self.stride, self.base = worker_id, max(num_workers, 1), base",
+            "self.worker_id, self.stride, self.base = worker_id, num_workers, base",
+            "no DataLoader workers: the step never moves",
+        ),
+        (
+            "return bisect.bisect_right(self.changes, step)",
+            "return bisect.bisect_left(self.changes, step)",
+            "a change point's own step still in the old phase",
+        ),
+        (
+            "return packs > 0 and self.phase(self.step(packs)) != self.phase(self.step(packs - 1))",
+            "return self.phase(self.step(packs)) != self.phase(self.step(packs - 1))",
+            "a worker's first pack taken for a change point",
+        ),
+        (
+            "self.changes = sorted({step for schedule in self.schedules for step in schedule.steps})",
+            "self.changes = sorted(self.schedules[0].steps)",
+            "only the first group's change points",
+        ),
+    ],
+    "packing/strategies.py": [
+        (
+            "        if u < share:\n            return group",
+            "        if u <= share:\n            return group",
+            "a draw equal to a share given to its group",
+        ),
+        (
+            "tied = [group for group, deficit in zip(candidates, deficits) if deficit >= best - 1e-9]",
+            "tied = [group for group, deficit in zip(candidates, deficits) if deficit >= best]",
+            "float ties broken by rounding, not the generator",
+        ),
+        ("    if len(tied) == 1:\n        return tied[0]\n", "", "a clear deficit draws from the generator anyway"),
+        (
+            "return tied[choose_by_weight(cumulative_shares([weights[g] for g in tied]), rng.random())]",
+            "return tied[choose_by_weight(cumulative_shares([1.0 for g in tied]), rng.random())]",
+            "a tie drawn uniformly, not by weight",
+        ),
+        (
+            "total_weight = sum(weights[group] for group in candidates)",
+            "total_weight = sum(weights)",
+            "the targets computed over every group's weight",
+        ),
+        ("mask = (1 << (room + 1)) - 1", "mask = (1 << room) - 1", "a subset filling the room exactly not reachable"),
+        ("total = reachable[-1].bit_length() - 1", "total = reachable[-1].bit_length()", "the best total off by one"),
+        (
+            "if not (reachable[k - 1] >> total) & 1:  # `total` needs item k-1",
+            "if (reachable[k - 1] >> total) & 1:  # `total` needs item k-1",
+            "the backtrack's test reversed",
+        ),
+    ],
+    "tools/draw_spread.py": [
+        ("    if family.units.walks_rows():\n        return 1.0\n", "", "the walk by rows measured by units"),
+        (
+            "split = reference_shard_unit_ids if family.policy.reference else shard_unit_ids",
+            "split = shard_unit_ids",
+            "compat's spread measured on the default mode's sharding",
+        ),
+        (
+            "units = len(family.epoch_units)",
+            "units = len(unit_rows)",
+            "the unit count taken from the rows counted (units without a usable row left out)",
+        ),
+        (
+            "        for worker in range(max(num_workers, 1))\n",
+            "        for worker in range(num_workers)\n",
+            "no DataLoader workers: no worker counted",
+        ),
+        (
+            "    if unit_rows is None:\n        return None",
+            "    if unit_rows is None:\n        unit_rows = {}",
+            "a sampled validate's rows taken as every row: a spread from part of the data",
+        ),
+        (
+            "if spread is None or spread <= SPREAD_LIMIT:",
+            "if spread is None or spread < SPREAD_LIMIT:",
+            "a spread at the limit warned",
+        ),
+        (
+            '        if compat\n        else "this group is walked',
+            '        if not compat\n        else "this group is walked',
+            "the two reasons swapped",
+        ),
+    ],
+    "families/walk.py": [
+        (
+            "return INHERITED_PHASE if restart_plan is not None else 0",
+            "return 0",
+            "a restarted worker skips its inherited rows",
+        ),
+        (
+            "        return restart_plan.first_pass\n    return phase + 1",
+            "        return phase + 1\n    return phase + 1",
+            "after the remainder, pass -1 + 1 instead of the plan's first pass",
+        ),
+        (
+            "        for index in range(first, len(refs)):\n            unit_id, pass_index, *row = refs[index]",
+            "        for index in range(first + 1, len(refs)):\n            unit_id, pass_index, *row = refs[index]",
+            "an inherited resume skips one row",
+        ),
+        (
+            "        if start and index == first and len(start) > 1:",
+            "        if start and len(start) > 1:",
+            "every unit after a resumed one starts at the resumed row",
+        ),
+        (
+            "yield Phase(phase, start is None, phase_items(shard, restart_plan, phase, start))",
+            "yield Phase(phase, True, phase_items(shard, restart_plan, phase, start))",
+            "a resumed phase taken as whole: an empty tail raises",
+        ),
+        (
+            "        start = None\n        phase = next_phase(restart_plan, phase)",
+            "        phase = next_phase(restart_plan, phase)",
+            "every pass resumed at the first one's cursor",
+        ),
+        (
+            "        elif item.draw.piece not in seen:\n            seen.add(item.draw.piece)\n            yield item",
+            "        else:\n            yield item",
+            "a piece read ahead once per draw",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
