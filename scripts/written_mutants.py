@@ -438,9 +438,9 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a tie drawn uniformly, not by weight",
         ),
         (
-            "total_weight = sum(weights[group] for group in candidates)",
-            "total_weight = sum(weights)",
-            "the targets computed over every group's weight",
+            "        shares.append(running / total)",
+            "        shares.append(running)",
+            "weights taken as shares without normalising: right only when they sum to 1",
         ),
         ("mask = (1 << (room + 1)) - 1", "mask = (1 << room) - 1", "a subset filling the room exactly not reachable"),
         ("total = reachable[-1].bit_length() - 1", "total = reachable[-1].bit_length()", "the best total off by one"),
@@ -518,6 +518,139 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "        elif item.draw.piece not in seen:\n            seen.add(item.draw.piece)\n            yield item",
             "        else:\n            yield item",
             "a piece read ahead once per draw",
+        ),
+    ],
+    "families/media.py": [
+        ("    (FileNotFoundError, SkipReason.IMAGE_MISSING),\n", "", "a missing image counted as unreadable"),
+        (
+            "MEDIA_ERRORS = (*DECODE_ERRORS, VideoDecodeError, OutsideRootError, FileNotFoundError,",
+            "MEDIA_ERRORS = (*DECODE_ERRORS, VideoDecodeError, FileNotFoundError,",
+            "a path outside the root stops the run",
+        ),
+        (
+            "    (MediaTooLargeError, SkipReason.IMAGE_UNREADABLE),\n",
+            "",
+            "a media file over the size cap not a media skip",
+        ),
+        (
+            "options = self._options if not transforms else decode_options(transforms, self.policy, self.formats)",
+            "options = self._options",
+            "an image for one transform decoded at every transform's size",
+        ),
+        (
+            "options = self._options if not transforms else decode_options(transforms, self.policy, self.formats)",
+            "options = self._options if not transforms else decode_options(transforms, self.policy)",
+            "the group's image_formats lost for a decode for one transform",
+        ),
+        ('"formats": tuple(formats),', '"formats": tuple(ALLOWED_IMAGE_FORMATS),', "the group's image_formats ignored"),
+        (
+            'width, height = transform.target_size(*image.info.get("bagel_original_size", image.size))',
+            "width, height = transform.target_size(*image.size)",
+            "a drafted image's tokens counted at its drafted size",
+        ),
+        (
+            "log.skip(reason, location, str(exc) if detail is None else detail)",
+            "log.skip(reason, location, str(exc))",
+            "the caller's detail of a skip dropped",
+        ),
+    ],
+    "families/positions.py": [
+        (
+            "        if row[level] >= size:\n",
+            "        if row[level] > size:\n",
+            "a row one past the unit's last taken as one",
+        ),
+        (
+            "found = [status[key] for key in (worker_id, str(worker_id)) if key in status]",
+            "found = [status[key] for key in (worker_id,) if key in status]",
+            "a data_status read back from JSON (string keys) has no entries",
+        ),
+        (
+            "if isinstance(status, (list, tuple)) and worker_id < len(status) else []",
+            "if isinstance(status, (list, tuple)) and worker_id <= len(status) else []",
+            "a data_status list one short raises IndexError",
+        ),
+        (
+            "isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in values",
+            "isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values",
+            "a negative position accepted",
+        ),
+        (
+            "    if cursor[1] >= len(shard.unit_ids):\n",
+            "    if cursor[1] > len(shard.unit_ids):\n",
+            "a position one past the worker's units accepted",
+        ),
+        (
+            "        check_reference_position(dataset, what)  # untagged here",
+            "        pass  # untagged here",
+            "a reference position on another file list resumed on other rows",
+        ),
+        (
+            "return zlib.crc32(ids, (len(dataset.epoch_units) ^ _salt(dataset)) & 0xFFFFFFFF) & 0x7FFFFFFF",
+            "return zlib.crc32(ids, len(dataset.epoch_units) & 0xFFFFFFFF) & 0x7FFFFFFF",
+            "tar and parquet positions fingerprint alike",
+        ),
+        (
+            "key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, plan.share.offset, 1]",
+            "key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, 1]",
+            "the rounds' offset not in the walk by rows' fingerprint",
+        ),
+        (
+            "key = (shard.rank, shard.world_size, shard.worker_id, shard.num_workers, len(dataset.epoch_units))",
+            "key = (shard.rank, shard.world_size, shard.num_workers, len(dataset.epoch_units))",
+            "one worker's cached tag reused by another",
+        ),
+        (
+            "or not values[0] >= INHERITED_PHASE:",
+            "or not values[0] >= 0:",
+            "a position in a restart's inherited rows refused",
+        ),
+    ],
+    "families/row_share.py": [
+        (
+            "return (int(self.groups[block]), int(offset))",
+            "return (int(self.units[block]), int(offset))",
+            "a row's row group taken from its unit id",
+        ),
+        (
+            'block = int(np.searchsorted(self.starts, flat, side="right")) - 1',
+            'block = int(np.searchsorted(self.starts, flat, side="left")) - 1',
+            "a block's first row taken as one past the previous block's last",
+        ),
+        (
+            "return -(-self.total // self.workers)",
+            "return self.total // self.workers",
+            "the chunk rounded down: the remainder rows never drawn",
+        ),
+        (
+            "start = self.offset + (round_index * self.workers + worker) * self.chunk",
+            "start = self.offset + (worker * self.workers + round_index) * self.chunk",
+            "the round and the worker swapped in a chunk's place",
+        ),
+        (
+            "return self.offset + (round_index + 1) * self.workers * self.chunk",
+            "return self.offset + round_index * self.workers * self.chunk",
+            "a round's end taken as its start",
+        ),
+        (
+            "count = min(int(layout.counts[block]) - offset, stop - t)",
+            "count = min(int(layout.counts[block]), stop - t)",
+            "a piece starting inside a block read past its end",
+        ),
+        (
+            "        if self.buffer_size > 0 and len(pieces) > 1:\n            _generator(*self.seed, 0).shuffle(order)",
+            "        if len(pieces) > 1:\n            _generator(*self.seed, 0).shuffle(order)",
+            "buffer_size 0 still shuffles the pieces",
+        ),
+        (
+            "                if done[k] < self.pieces[piece_index].count:",
+            "                if done[k] <= self.pieces[piece_index].count:",
+            "a piece fully drawn listed as left to read",
+        ),
+        (
+            "            left += [(piece, 0) for piece in self.pieces[int(self.edges[window + 1]) :]]\n",
+            "",
+            "a resumed round's later windows never read",
         ),
     ],
     "checkpoint/inputs.py": [
