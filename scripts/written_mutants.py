@@ -653,6 +653,58 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a resumed round's later windows never read",
         ),
     ],
+    "families/reads.py": [
+        (
+            "return parquet_ahead.file_tasks(path, first, first + 1 if single else stop, self.columns, files, footer)",
+            "return parquet_ahead.file_tasks(path, first, stop, self.columns, files, footer)",
+            "an inherited row's whole file read ahead, not its row group",
+        ),
+        (
+            "            if footer.future is None:\n                yield Early(footer)",
+            "            yield Early(footer)",
+            "a file whose footer was started asked to open again",
+        ),
+        (
+            "by_file[found[0]][found[1]] += 1",
+            "by_file[found[0]][found[1]] = 1",
+            "a row group pinned once for two buffered rows: the second rebuild reads it again",
+        ),
+        (
+            'ahead.pin(self._task(key), {("row", key): (_same, count)})',
+            'ahead.pin(self._task(key), {("row", key): (_same, 1)})',
+            "a line buffered twice pinned for one rebuild",
+        ),
+        (
+            "                if phases > 2:\n                    break",
+            "                if phases > 1:\n                    break",
+            "the look ahead stops at the next phase: no file of the next pass opened early",
+        ),
+        (
+            "if phase is not None and phase.whole and phase.number >= 0 and not units:",
+            "if phase is not None and phase.number >= 0 and not units:",
+            "a resumed phase with nothing left stops the read-ahead",
+        ),
+        (
+            "            while len(held) > limit:",
+            "            while len(held) >= limit:",
+            "one kept value fewer than the limit",
+        ),
+        (
+            "            if key in held:\n                held.move_to_end(key)\n                return held[key]",
+            "            if key in held:\n                return held[key]",
+            "the kept values evicted oldest-made, not least-used",
+        ),
+        (
+            "if ahead is None or ahead.closed or ahead.budget != budget_bytes:",
+            "if ahead is None or ahead.closed:",
+            "a new budget not applied to a running read-ahead",
+        ),
+        (
+            "            if ahead.following is plan:\n                ahead.close()",
+            "            ahead.close()",
+            "an older stream's end stops a newer stream's read-ahead",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
