@@ -601,8 +601,8 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "one worker's cached tag reused by another",
         ),
         (
-            "or not values[0] >= INHERITED_PHASE:",
-            "or not values[0] >= 0:",
+            "not values[0] >= INHERITED_PHASE",
+            "not values[0] >= 0",
             "a position in a restart's inherited rows refused",
         ),
     ],
@@ -761,6 +761,41 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "picked = [int(start) + int(fix_start) for start in starts]",
             "picked = [int(start) + int(fix_start) - 1 for start in starts]",
             "fix_start counted from one",
+        ),
+        (
+            '    if fix_start is None or sample != "middle":',
+            "    if fix_start is None:",
+            "fix_start applied to 'rand' too, which the reference ignores",
+        ),
+        (
+            "    return picked + [picked[-1]] * (num_frames - segments)",
+            "    return picked",
+            "a short video's fixed-start frames not padded to num_frames",
+        ),
+        (
+            "return int(rng.integers(min_num_frames, num_frames + 1))",
+            "return int(rng.integers(min_num_frames, num_frames))",
+            "num_frames itself never drawn",
+        ),
+        (
+            "    return decode_frames(path, [index + offset for index in chosen])",
+            "    return decode_frames(path, chosen)",
+            "a clip's frames read from the video's start",
+        ),
+        (
+            "    rng = np.random.default_rng() if rng is None else rng\n    folder = os.fspath(video_path)",
+            "    rng = np.random.default_rng(0) if rng is None else rng\n    folder = os.fspath(video_path)",
+            "a frame folder read with a fixed seed where no generator is passed",
+        ),
+        (
+            "names = sort_frames(sorted(os.listdir(folder)))",
+            "names = sort_frames(os.listdir(folder))",
+            "frames of equal number in the listing's order",
+        ),
+        (
+            "chosen = get_frame_indices(count, vlen, sample, fix_start, input_fps=fps, rng=rng)",
+            "chosen = get_frame_indices(count, vlen, sample, fix_start, rng=rng)",
+            "'fps<r>' sampling at one frame per second whatever the video's rate",
         ),
     ],
     "sources/tar_walk.py": [
