@@ -249,3 +249,37 @@ def test_a_family_asked_for_several_workers_tags_each_with_its_own_list(t2i_fold
             tags.append(position_tag(shared, shared.worker_shard()))
             assert tags[-1] == position_tag(fresh, fresh.worker_shard()) is not None
     assert tags[0] != tags[1]
+
+
+def test_a_unit_kind_s_salt_sets_its_list_fingerprint_apart():
+    """Tars' positions carry their kind's salt: the `prepare t2i` copy's parquet list of as
+    many units fingerprints otherwise, so neither's data_status resumes the other."""
+    import types
+
+    import numpy as np
+
+    from bagel_data.families.positions import list_fingerprint
+
+    def fingerprint(salt):
+        family = types.SimpleNamespace(
+            epoch_units=list(range(6)), units=types.SimpleNamespace(kind=types.SimpleNamespace(position_salt=salt))
+        )
+        return list_fingerprint(family, types.SimpleNamespace(unit_ids=np.array([1, 4])))
+
+    assert fingerprint(0) == fingerprint(0) != fingerprint(0x7A5)
+
+
+@pytest.mark.parametrize("round_index", [-2, -1])
+def test_a_walk_by_rows_position_in_a_restart_phase_is_read_as_one(t2i, monkeypatch, round_index):
+    """A sample drawn in an elastic restart's inherited or remainder phase has a negative
+    round: its position is read as such, and without the restart plan it names, said so
+    (not refused as a position of another kind)."""
+    from bagel_data.families.positions import position_tag
+
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", True)
+    dataset = t2i(7)
+    tag = position_tag(dataset, dataset.worker_shard())
+    with pytest.raises(ResumeError, match="a restart phase, but the checkpoint has no restart plan"):
+        _rows(t2i(7, None, {0: [round_index, 0, tag]}), 1)
+    with pytest.raises(ResumeError, match="not a position of this worker's walk by rows"):
+        _rows(t2i(7, None, {0: [-3, 0, tag]}), 1)
