@@ -15,6 +15,7 @@ import pytest
 from bagel_data.errors import ConfigError, ResumeError, SkipReason
 from bagel_data.families.positions import cursor_problem
 from bagel_data.families.t2i import T2IIterableDataset
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.media.images import ImageTransform
 from bagel_data.sources import storage, tar_index, tar_members
 from bagel_data.tools.prepare.sharded import prepare_sharded
@@ -174,7 +175,8 @@ def test_a_member_over_the_media_cap_is_a_counted_skip(tmp_path, tokenizer, monk
     assert report.rows_written == len(smaller)
 
 
-def test_a_position_past_a_tar_s_blocks_or_samples_is_refused(tmp_path, tokenizer):
+def test_a_position_past_a_tar_s_blocks_or_samples_is_refused(tmp_path, tokenizer, monkeypatch):
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)  # positions of whole tars: [unit, block, sample, tag]
     path = tmp_path / "tars" / "a.tar"
     _tar(path, 6)
     dataset = _dataset(path.parent, tokenizer)
@@ -196,12 +198,20 @@ def test_a_position_past_a_tar_s_blocks_or_samples_is_refused(tmp_path, tokenize
     assert cursor_problem(dataset, (0, 0, 0, 5)) is None
 
 
-def test_the_data_status_of_the_prepared_copy_is_refused_for_the_tars(tmp_path, tokenizer):
+@pytest.mark.parametrize("by_rows", [False, True])
+def test_the_data_status_of_the_prepared_copy_is_refused_for_the_tars(tmp_path, tokenizer, monkeypatch, by_rows):
+    """By units the copy's positions are untagged; by rows both are `[round, draw, tag]` over
+    as many rows, and the tars' tag is salted apart (`positions.row_fingerprint`)."""
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", by_rows)
     path = tmp_path / "tars" / "a.tar"
     _tar(path, 6)
     prepare_sharded("t2i", path.parent, tmp_path / "prepared")
     copy = _dataset(tmp_path / "prepared", tokenizer)
     position = _first_pass(copy)[2][1]["data_indexes"]["data_indexes"]
+    if by_rows:
+        with pytest.raises(ResumeError, match="not a position of this worker's walk by rows"):
+            next(iter(_dataset(path.parent, tokenizer, data_status=[position])))
+        return
     with pytest.raises(ResumeError, match="untagged: a position of parquet rows"):
         next(iter(_dataset(path.parent, tokenizer, data_status=[position])))
     tagged = [*position, 12345]  # a tag, but not of these tars' list

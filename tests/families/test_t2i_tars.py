@@ -15,6 +15,7 @@ from bagel_bench.slow_reads import delayed_storage
 from bagel_data.errors import ConfigError, SkipReason
 from bagel_data.families import t2i_tars
 from bagel_data.families.t2i import T2IIterableDataset
+from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.media.images import ImageTransform
 from bagel_data.sources import tar_index
 from bagel_data.tools.prepare.sharded import prepare_sharded
@@ -64,12 +65,20 @@ def _text(sample, tokenizer) -> str:
 
 
 @pytest.fixture()
+def by_units(monkeypatch):
+    """The walk by whole tars (compat mode's, and tars on an object store's): the cases that
+    compare orders, cursors `(pass, unit, block, sample)` or one pass's skips describe it;
+    the walk by rows over tars is tests/families/test_tar_rows.py's."""
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+
+
+@pytest.fixture()
 def small_blocks(monkeypatch):
     """Blocks of two or three samples, so that a tar holds several."""
     monkeypatch.setattr(tar_index, "BLOCK_BYTES", 8192)
 
 
-def test_tars_in_place_give_the_samples_of_their_prepared_copy(tmp_path, tokenizer, small_blocks):
+def test_tars_in_place_give_the_samples_of_their_prepared_copy(tmp_path, tokenizer, small_blocks, by_units):
     _tars(tmp_path / "tars", 3)
     prepare_sharded("t2i", tmp_path / "tars", tmp_path / "prepared")
     in_place = _dataset(tmp_path / "tars", tokenizer, 3)
@@ -98,7 +107,9 @@ def test_every_sample_is_read_once_per_epoch_over_two_ranks_of_two_workers(tmp_p
 
 
 @pytest.mark.parametrize("read_ahead", [0, 1 << 20])
-def test_a_resume_after_any_cursor_continues_the_stream_exactly(tmp_path, tokenizer, small_blocks, read_ahead):
+def test_a_resume_after_any_cursor_continues_the_stream_exactly(
+    tmp_path, tokenizer, small_blocks, by_units, read_ahead
+):
     _tars(tmp_path / "tars", 2)
     full = list(itertools.islice(_dataset(tmp_path / "tars", tokenizer, 2).iter_samples(), 16))
     assert len({cursor[2] for cursor, _ in full}) > 1 and max(cursor[3] for cursor, _ in full) > 0, "several blocks"
@@ -153,7 +164,7 @@ def test_through_a_slow_store_the_read_ahead_gives_the_local_samples(tmp_path, t
     assert stats["hits"] > 0 and stats["misses"] == 0, stats
 
 
-def test_a_failed_block_read_loses_that_block_only(tmp_path, tokenizer, small_blocks):
+def test_a_failed_block_read_loses_that_block_only(tmp_path, tokenizer, small_blocks, by_units):
     paths = _tars(tmp_path / "tars", 2)
     index = tar_index.TarIndex(paths[0])
     lost = index.blocks[1]
@@ -238,6 +249,9 @@ def test_tars_on_an_object_store_give_the_local_samples(tmp_path, tokenizer, mon
         cached = tar_index.TarIndex("s3://wds/tars/00000.tar")
     finally:
         server.stop()
+    # Tars on a store keep the walk by units (counting a tar's samples is a pass over it).
+    assert not remote.units.walks_rows() and _dataset(tmp_path / "tars", tokenizer, 2).units.walks_rows()
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
     want = _first_pass(_dataset(tmp_path / "tars", tokenizer, 2))
     assert [_text(s, tokenizer) for _, s in got] == [_text(s, tokenizer) for _, s in want]
     assert all(torch.equal(a["image_tensor_list"][0], b["image_tensor_list"][0]) for (_, a), (_, b) in zip(got, want))

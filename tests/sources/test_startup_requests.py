@@ -1,7 +1,9 @@
 """Start-up against an object store sends a constant number of requests per worker: each
-folder is listed once (the listing gives the sizes a checkpoint records), footers are read
-only for the units a worker reads, and repeated files are looked at once. Counted by the
-proxy in front of a moto S3 server (bench/moto_store.py), at 10 and at 1,000 shards."""
+folder is listed once (the listing gives the sizes a checkpoint records), every footer is
+read once per node (a HEAD and a ranged GET each: the walk by rows counts the rows of all
+files, `families/row_counts.py`) and every other worker of the node reads none, and
+repeated files are looked at once. Counted by the proxy in front of a moto S3 server
+(bench/moto_store.py), at 10 and at 1,000 shards."""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ from bagel_data import ImageTransform, T2IIterableDataset, UnifiedEditIterableDa
 from bagel_data.checkpoint.inputs import input_record
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
-from bagel_data.sources import storage
+from bagel_data.sources import shared_listing, storage
 from helpers.builders import png_bytes, solid_jpeg, write_edit, write_t2i
 from helpers.object_store import copies
 
-# Files on an object store are walked by units in the default mode (families/unit_plan.py,
-# `walks_rows`): counting their rows for the walk by rows would read every footer at start-up.
+# Parquet files on an object store are walked by rows in the default mode: the first process
+# of a node reads every footer once, into the node cache; the others read that file.
 
 pytest.importorskip("moto.server")  # a dev dependency (moto_store imports it when started)
 
@@ -48,8 +50,13 @@ def store(tmp_path_factory):
 
 
 @pytest.fixture()
-def proxied(store, monkeypatch):
-    """Every path of the bucket goes through the proxy (this test's storage options only)."""
+def proxied(store, monkeypatch, tmp_path):
+    """Every path of the bucket goes through the proxy (this test's storage options only);
+    a node cache of this test's own (the row counts of a cold node are read once). Each
+    process lists for itself here (these count one process's requests; the node's shared
+    listing is tests/sources/test_shared_listing.py's)."""
+    monkeypatch.setenv("BAGEL_DATA_INDEX_CACHE", str(tmp_path / "node-cache"))
+    monkeypatch.setenv(shared_listing.TTL_ENV, "0")
     monkeypatch.setattr(storage, "_OPTIONS", {})
     store.register(BUCKET)
     store.proxy.counter.reset()
@@ -96,12 +103,19 @@ def objects(counts: dict) -> int:
 def test_start_up_lists_each_folder_once_and_sends_a_constant_per_worker(proxied, family, tokenizer, special_tokens):
     seen = {}
     for count in SHARDS:
-        construction, worker = start_up(proxied, family, count, tokenizer, special_tokens)
+        construction, cold = start_up(proxied, family, count, tokenizer, special_tokens)
         # One listing (1,000 keys fit one page), no request per shard: no HEAD, no footer.
         assert construction == {"GET list": 1}, (count, construction)
+        # The node's first worker: every footer once (a HEAD and a GET each).
+        construction, worker = start_up(proxied, family, count, tokenizer, special_tokens)
+        assert construction == {"GET list": 1}, (count, construction)
+        for kind in ("GET object", "HEAD object"):
+            assert cold.get(kind, 0) - worker.get(kind, 0) == count, (count, cold, worker)
+        # Every later worker of the node: nothing per shard.
         assert "GET list" not in worker and objects(worker) <= PER_WORKER, (count, worker)
         seen[count] = worker
-    assert seen[SHARDS[0]] == seen[SHARDS[-1]], "a worker's start-up grew with the shard count"
+    # Not equal: the first shuffle window spans more files at 1,000 shards of 2 rows.
+    assert max(objects(worker) for worker in seen.values()) <= PER_WORKER
 
 
 @pytest.mark.parametrize("family", ["t2i", "edit"])
@@ -119,8 +133,11 @@ def test_with_read_ahead_a_worker_still_lists_nothing(proxied, family, tokenizer
 
 
 def test_repeated_files_are_listed_once(proxied, tokenizer, special_tokens):
-    """num_used_data three times the files: still one listing and nothing per file."""
+    """num_used_data three times the files: still one listing, each footer read once on the
+    node (not once per repeat), and nothing per file in a later worker."""
+    construction, cold = start_up(proxied, "edit", 10, tokenizer, special_tokens, num_used=30)
     construction, worker = start_up(proxied, "edit", 10, tokenizer, special_tokens, num_used=30)
+    assert cold["HEAD object"] - worker.get("HEAD object", 0) == 10
     assert construction == {"GET list": 1} and objects(worker) <= PER_WORKER
 
 
@@ -136,13 +153,20 @@ def test_the_listed_input_record_is_the_one_each_file_gives(proxied, family, tok
     assert all(size > 0 and stamp for _, size, stamp in listed["files"])
 
 
-def test_through_the_config_each_folder_costs_a_probe_and_one_listing(proxied, tokenizer, special_tokens):
+def test_through_the_config_each_folder_costs_one_listing(proxied, tokenizer, special_tokens, tmp_path, monkeypatch):
     """Built from dataset_info (its storage_options send the client through the proxy): the
-    config's existence check of data_dir (a HEAD and a one-key listing) and the listing."""
+    config's check that data_dir is a folder is its listing, which the family then reads
+    from the node cache (a HEAD and a one-key listing before, then the listing); the node's
+    first construction reads each footer once too (it lays the rows out in the parent, whose
+    workers inherit the counts)."""
     from bagel_data import make_bagel_multimodal_dataset
+    from bagel_data.sources import node_cache
 
+    monkeypatch.delenv(shared_listing.TTL_ENV)  # the node's shared listing, as by default
+    monkeypatch.setenv(node_cache.ENV, str(tmp_path / "cache"))
     seen = []
-    for count in SHARDS:
+    for count in (*SHARDS, *SHARDS):  # a cold node, then one that holds the counts
+        monkeypatch.setenv(shared_listing.RUN_ENV, f"launch-{count}-{len(seen)}")
         entry = {"data_dir": f"{BUCKET}/t2i_{count}", "storage_options": proxied.proxy.storage_options()}
         group = {"dataset_names": ["t2i"], "num_used_data": [count], "weight": 1.0, "is_mandatory": True,
                  "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32}}  # fmt: skip
@@ -153,11 +177,14 @@ def test_through_the_config_each_folder_costs_a_probe_and_one_listing(proxied, t
             expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, prefer_buffer_before=10,
             read_ahead_bytes=0,
         )  # fmt: skip
-        assert proxied.proxy.counter.reset() == {"HEAD object": 1, "GET list": 2}, count
+        construction = proxied.proxy.counter.reset()
+        footers = 0 if len(seen) >= len(SHARDS) else count  # a HEAD and a GET each
+        expected = {"GET list": 1} | ({"HEAD object": footers, "GET object": footers} if footers else {})
+        assert construction == expected, (count, construction)
         next(iter(dataset))
         seen.append(proxied.proxy.counter.reset())
         assert "GET list" not in seen[-1] and objects(seen[-1]) <= PER_WORKER
-    assert seen[0] == seen[-1]
+    assert seen[: len(SHARDS)] == seen[len(SHARDS) :], "a worker's start-up depends on the node's cache"
 
 
 def test_a_stale_row_group_count_of_a_remote_file_is_named_when_a_worker_opens_it(proxied, tokenizer):
@@ -211,6 +238,7 @@ def test_tars_start_up_reads_no_tar_it_does_not_pack(tar_store, monkeypatch, wit
     the folder's listing (size and modification time, which the store sets at each write),
     so neither the first pack nor a checkpoint reads the tars it has not reached; the
     requests to the first pack do not grow with the shard count."""
+    monkeypatch.setenv(shared_listing.TTL_ENV, "0")  # one process's requests, as in `proxied`
     monkeypatch.setattr(storage, "_OPTIONS", {})
     tar_store.register(BUCKET)
     seen = {}

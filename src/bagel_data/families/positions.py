@@ -55,7 +55,16 @@ def cursor_problem(dataset: Family, cursor: tuple) -> str | None:
     if index >= len(work):
         return f"index {index} is past the {len(work)} item(s) of the worker's work list"
     if shard.rows is not None:  # the walk by rows: a cursor is (round, draw index)
-        return None if not row else "a cursor of the walk by rows: [round, draw index]"
+        if not row:
+            return None
+        if len(row) == dataset.units.kind.depth:  # [pass, index, *row]: the walk by whole units'
+            return (
+                "a cursor of the walk by whole units, saved while this group was walked by whole units (local "
+                "tars and parquet on an object store were, before they were walked by rows); this run walks its "
+                "rows, [round, draw index], and cannot continue that walk: finish the run with the version that "
+                "saved the checkpoint"
+            )
+        return "a cursor of the walk by rows: [round, draw index]"
     depth = dataset.units.kind.depth
     if depth is not None and len(row) != depth:
         return f"{dataset.dataset_name} cursors have {2 + depth} entries"
@@ -115,7 +124,7 @@ def position_tag(dataset: Family, shard: WorkerShard) -> int | None:
     if dataset.units.kind.depth is None or (dataset.policy.reference and not _salt(dataset)):
         return None
     if shard.rows is not None:  # never the reference's list: always tagged
-        return row_fingerprint(shard)
+        return row_fingerprint(shard, _salt(dataset))
     key = (shard.rank, shard.world_size, shard.worker_id, shard.num_workers, len(dataset.epoch_units))
     held = dataset.__dict__.get("_position_tag")
     if held is None or held[0] != key:
@@ -140,11 +149,14 @@ def _salt(dataset: Family) -> int:
     return int(dataset.units.kind.position_salt)
 
 
-def row_fingerprint(shard: WorkerShard) -> int:
+def row_fingerprint(shard: WorkerShard, salt: int = 0) -> int:
     """A 31-bit fingerprint of a worker's share in the walk by rows: its worker index and
-    count, the rows of a pass, the window size and the rounds' offset."""
+    count, the rows of a pass, the window size and the rounds' offset, and the unit kind's
+    `position_salt` where it has one (tars: the `prepare t2i` copy's rows, as many, walk
+    alike)."""
     plan = shard.rows
     key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, plan.share.offset, 1]
+    key += [salt] if salt else []  # parquet's and JSONL's fingerprints as before
     return zlib.crc32(np.asarray(key, dtype="<i8").tobytes()) & 0x7FFFFFFF
 
 
@@ -232,7 +244,12 @@ def _row_status_cursor(dataset: Family, shard: WorkerShard, worker_id: int, posi
     of a list this mode does not walk."""
     what = f"data_status[{worker_id}] = {str(position)[:80]}"
     ints = all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values)
-    if len(values) != 3 or not ints or values[2] != row_fingerprint(shard) or not values[0] >= INHERITED_PHASE:
+    if (
+        len(values) != 3
+        or not ints
+        or values[2] != row_fingerprint(shard, _salt(dataset))
+        or not values[0] >= INHERITED_PHASE
+    ):
         raise ResumeError(
             f"{dataset.dataset_name}: {what} is not a position of this worker's walk by rows, [round, draw, "
             "fingerprint] (the default mode reads every row equally often, in shuffled rounds, not the "

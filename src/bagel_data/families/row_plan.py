@@ -5,8 +5,10 @@ module ties it to a family: the group's `RowLayout` from the family's own row co
 (`row_depth` / `row_extent`), a worker's `RowPlan` (its rounds as work lists of single rows,
 the cursor `(round, draw index)`), and an elastic restart's leftover as pieces.
 
-A family whose rows cannot be counted ahead (WebDataset tars: their members are known from
-an index built when a tar is read; a user's family without `row_extent`) and compat mode
+The counts are asked for all units at once (`kind.count_rows`): a remote file's footer is
+read once per node (`families/row_counts.py`), a tar's blocks come from its node-cached
+index. A family whose rows cannot be counted ahead (a user's family without `row_extent`),
+tars on an object store (their blocks are known after a pass over the tar) and compat mode
 keep the walk by whole units (`sharding.py`).
 """
 
@@ -19,7 +21,7 @@ from typing import Any
 from ..schema.settings import SHUFFLE_BUFFER_SIZE
 from ..sharding import split_evenly, stable_hash
 from .row_share import EqualShare, Piece, RoundOrder, RowLayout, pieces_of
-from .unit_kinds import Listed, TarBlocks
+from .unit_kinds import Listed
 
 # `plan`: the family's UnitPlan (families/unit_plan.py), which calls these; named by type
 # there only, so that the two modules do not import each other.
@@ -38,6 +40,8 @@ def row_layout(plan: UnitPlan) -> RowLayout | None:
     if depth is None or depth > 2 or (depth > 0 and counts_unknown(kind)):
         return None
     blocks: list[tuple[int, int, int]] = []
+    if depth > 0:
+        kind.count_rows(plan.data_paths)
     for unit_id in range(len(plan.epoch_units)):
         if depth == 0:
             blocks.append((unit_id, -1, 1))
@@ -58,8 +62,8 @@ def row_layout(plan: UnitPlan) -> RowLayout | None:
 
 def counts_unknown(kind: Listed) -> bool:
     """True where a unit kind never tells row counts ahead: a user family's units (the base
-    `extent`) and tars (their members are known from an index built when a tar is read)."""
-    return type(kind).extent is Listed.extent or isinstance(kind, TarBlocks)
+    `extent`)."""
+    return type(kind).extent is Listed.extent
 
 
 @dataclasses.dataclass(frozen=True)

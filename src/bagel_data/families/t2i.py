@@ -147,7 +147,7 @@ class T2IIterableDataset(DistributedIterableDataset):
             self.units.kind = TarBlocks(self._tar_index, self.listed_files)
         else:  # the reference reads no tars: only a parquet listing can differ from its
             listing = ParquetListing.of(data_dir_list, num_used_data, self.file_order, paths, self.listed_files)
-            self.units.kind = ParquetFiles(listing)
+            self.units.kind = ParquetFiles(listing, self.listed_files)
         return paths
 
     def _tar_index(self, path: str):

@@ -20,7 +20,7 @@ from ..errors import ConfigError, RowDropped, SkipLog, SkipReason
 from ..sources.captions import numbered_captions
 from ..sources.parquet import FileStat, list_parquet_entries, repeated_files
 from ..sources.read_ahead import Early, ReadAhead, Task
-from ..sources.tar_index import TarIndex
+from ..sources.tar_index import TarIndex, block_counts
 from ..sources.tar_members import COMPRESSED_TARS, class_caption, is_tar, refuse_compressed, sample_captions
 from .reads import FamilyReads
 from .walk import WorkItem
@@ -101,21 +101,27 @@ def kept_index(reads: FamilyReads, path: str, listed: FileStat | None = None) ->
     return reads.kept(("tarindex", path), functools.partial(TarIndex, path, listed), KEPT_INDEXES)
 
 
-def tar_extent(indexes: dict, path: str, row: tuple, listed: FileStat | None = None) -> tuple[str, int, str] | None:
+def tar_block_counts(path: str, listed: FileStat | None = None) -> tuple[int, ...] | None:
+    """The samples of each block of tar `path`; None when it cannot be listed (a counted
+    skip when it is read)."""
+    try:
+        return block_counts(path, listed)
+    except Exception:
+        return None
+
+
+def tar_extent(counts: dict, path: str, row: tuple, listed: FileStat | None = None) -> tuple[str, int, str] | None:
     """How many blocks tar `path` holds (`row` ()), or samples block `row[0]` holds; None
-    when the tar cannot be listed (then a counted skip when it is read)."""
-    if path not in indexes:
-        try:
-            indexes[path] = TarIndex(path, listed)
-        except Exception:
-            indexes[path] = None
-    index = indexes[path]
-    if index is None:
+    when the tar cannot be listed (then a counted skip when it is read). `counts` keeps each
+    tar's samples per block (not its index: a worker asks about every tar of its group)."""
+    if path not in counts:
+        counts[path] = tar_block_counts(path, listed)
+    found = counts[path]
+    if found is None:
         return None
     if not row:
-        return "block", len(index.blocks), path
-    block = index.blocks[row[0]]
-    return "sample", block.stop - block.first, f"{path}, block {row[0]}"
+        return "block", len(found), path
+    return "sample", found[row[0]], f"{path}, block {row[0]}"
 
 
 def tar_rows(

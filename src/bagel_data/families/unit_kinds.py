@@ -28,7 +28,8 @@ from ..sources.jsonl import JsonlIndex
 from ..sources.parquet import ParquetReader, parquet_data_files
 from .parquet_listing import ParquetListing
 from .reads import ParquetSource, ReadSource
-from .t2i_tars import TAR_POSITION_SALT, TarSource, tar_extent
+from .row_counts import footer_counts, read_all, remote_counts
+from .t2i_tars import TAR_POSITION_SALT, TarSource, tar_block_counts, tar_extent
 
 
 class Span(NamedTuple):
@@ -58,6 +59,13 @@ def footer_rows(cache: dict, path: str) -> tuple[int, ...] | None:
     return cache[path]
 
 
+def count_footers(cache: dict, paths: Sequence[str], listed: dict) -> None:
+    """Put the footer row counts of the remote files of `paths` not yet in `cache` there,
+    read once per node (`families/row_counts.py`); local footers are read when asked."""
+    missing = [path for path in paths if path not in cache]
+    cache.update(remote_counts("parquet", missing, listed, footer_counts))
+
+
 UnitOf = Callable[[int], Any]  # a unit id of the epoch order -> its unit value
 
 
@@ -67,6 +75,9 @@ class Listed:
     says it, how many ints address a row within one (`Listed(depth=0)`: a unit is one row)."""
 
     depth: int | None = None  # ints of a row address within a unit (None: unknown)
+    # Whether its units' rows can be counted ahead on an object store at little cost (a
+    # parquet footer each, once per node); a tar's needs a pass over the whole tar.
+    counts_on_store = True
     listing: ParquetListing | None = None  # what a parquet kind listed
     position_salt = 0  # salts the tag of its positions (families/positions.py): 0, none
 
@@ -94,6 +105,10 @@ class Listed:
 
     def input_paths(self, units: Sequence) -> list[str]:
         return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in units or ()})
+
+    def count_rows(self, units: Sequence) -> None:
+        """Read ahead, at once, what `extent` asks for the units `units` (the walk by rows
+        asks for all of them before its first draw); nothing where it is asked unit by unit."""
 
     def media_folders(self, units: Sequence) -> Sequence[str]:
         return ()
@@ -160,6 +175,7 @@ class ParquetRowGroups(Listed):
 
     def __init__(self) -> None:
         self._footers: dict = {}
+        self.listed: dict = {}  # each file's (size, mtime_ns) as its folder's listing gave them
 
     def list_units(
         self, data_dir_list, num_used_data, file_order: str, row_groups: Callable[[str, str], int | None]
@@ -185,7 +201,11 @@ class ParquetRowGroups(Listed):
                     counts[path] = count
                 units.extend((path, group) for group in range(count))
         self.listing = ParquetListing.of(data_dir_list, num_used_data, file_order, taken, listed_files)
+        self.listed = listed_files
         return units, listed_files
+
+    def count_rows(self, units: Sequence) -> None:
+        count_footers(self._footers, self.input_paths(units), self.listed)
 
     @staticmethod
     def span(unit: tuple) -> Span:
@@ -219,9 +239,14 @@ class ParquetFiles(Listed):
 
     depth = 2
 
-    def __init__(self, listing: ParquetListing | None = None) -> None:
+    def __init__(self, listing: ParquetListing | None = None, listed: dict | None = None) -> None:
+        """`listed`: each file's (size, mtime_ns) as its folder's listing gave them."""
         self.listing = listing
         self._footers: dict = {}
+        self.listed = listed or {}
+
+    def count_rows(self, units: Sequence) -> None:
+        count_footers(self._footers, self.input_paths(units), self.listed)
 
     @staticmethod
     def span(unit: str) -> Span:
@@ -254,11 +279,12 @@ class TarBlocks(Listed):
 
     depth = 2
     position_salt = TAR_POSITION_SALT
+    counts_on_store = False  # a remote tar's blocks are known after a pass over it
 
     def __init__(self, index_of: Callable[[str], Any] | None = None, listed: dict | None = None) -> None:
         """`index_of(path)`: a tar's index as the family keeps it; `listed`: each tar's (size,
         mtime_ns) from its folder's listing (its index is then known current without a request)."""
-        self._indexes: dict = {}
+        self._indexes: dict = {}  # each tar's samples per block (None: unreadable)
         self._index_of, self._listed = index_of, listed or {}
 
     def location(self, unit: Any, row: tuple) -> str:
@@ -266,6 +292,12 @@ class TarBlocks(Listed):
 
     def extent(self, unit: Any, row: tuple) -> tuple[str, int, str] | None:
         return tar_extent(self._indexes, unit, row, self._listed.get(unit))
+
+    def count_rows(self, units: Sequence) -> None:
+        """Each tar's samples per block, on a few threads: a tar not yet listed on this
+        node is listed (once per node, `sources/tar_index.py`), the others' indexes mapped."""
+        missing = [path for path in self.input_paths(units) if path not in self._indexes]
+        self._indexes.update(read_all(missing, lambda path: tar_block_counts(path, self._listed.get(path))))
 
     def read_source(self, unit_of: UnitOf, columns) -> ReadSource:
         return TarSource(unit_of) if self._index_of is None else TarSource(unit_of, self._index_of)

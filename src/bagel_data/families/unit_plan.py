@@ -78,10 +78,11 @@ class UnitPlan:
 
     def walks_rows(self) -> bool:
         """Whether this group takes the default mode's walk by rows (`row_layout`): not in
-        compat mode, nor where the kind cannot count its rows ahead (tars, a user's family's
-        units, one more than two levels deep), nor for files on an object store: counting
-        their rows reads every file's footer at start-up, a request per file in every
-        worker, where the walk by units reads none (`validate` reports its draw spread)."""
+        compat mode, nor where the kind cannot count its rows ahead (a user's family's units,
+        one more than two levels deep), nor for tars on an object store: counting a tar's
+        samples takes a pass over it, so every tar would be read before the first draw
+        (`validate` reports the walk by units' draw spread). Parquet files on a store walk
+        by rows: their footers are read once per node (`families/row_counts.py`)."""
         if self.policy.reference or not self.walk_by_rows:
             return False
         depth = self.kind.depth
@@ -89,7 +90,7 @@ class UnitPlan:
             return False
         if depth == 0:
             return True
-        return not counts_unknown(self.kind) and not self.reads_remote_files()
+        return not counts_unknown(self.kind) and (self.kind.counts_on_store or not self.reads_remote_files())
 
     def reads_remote_files(self) -> bool:
         """Whether the group's files are read over a network (its first file says it)."""

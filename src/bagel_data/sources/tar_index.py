@@ -122,11 +122,12 @@ def _text(key: str, sample) -> tuple[bytes, bytes]:
     return key.encode("utf-8", "surrogateescape"), detail.encode("utf-8", "surrogateescape")
 
 
-# Off for now: a DataLoader worker forked after its parent used a store can read another's
-# bytes (the store's client is not fork-safe); an index listed from such bytes, keyed by the
-# listing alone, would be mapped by every process of the node until the tar changes, where a
-# content digest keys it apart. Turn on once workers read stores safely.
-LISTED_IDENTITY = False
+# A remote tar's cached index is keyed by its listing (size and store-set time), not by a
+# content digest (a HEAD and about 18 ranged reads). It waited on forked workers reading
+# stores safely (`fork_gate`): before that, a worker could read another request's bytes, and
+# an index listed from them, keyed by the listing alone, would have served the whole node.
+# False keys it by the digest, as a local tar (`bench tars --digest-identity`).
+LISTED_IDENTITY = True
 
 
 def listed_identity(path: str, listed: tuple[int, int | None] | None = None) -> list | None:
@@ -145,6 +146,19 @@ def listed_identity(path: str, listed: tuple[int, int | None] | None = None) -> 
     return [path, int(listed[0]), int(listed[1]), "listed"]
 
 
+def mapped_arrays(path: str, listed: tuple[int, int | None] | None = None) -> tuple[tuple, str | None]:
+    """Tar `path`'s index arrays (samples, text), listed once per node, and their folder."""
+    identity = listed_identity(path, listed)
+    build = lambda work, allocate: _build(path, allocate)  # noqa: E731
+    ids = None if identity is None else [identity]
+    return jsonl_cache.index_arrays([path], [BLOCK_BYTES, RULES, PARTS], build, TAR, identities=ids)
+
+
+def block_counts(path: str, listed: tuple[int, int | None] | None = None) -> tuple[int, ...]:
+    """The samples of each block of tar `path`, without keeping its index: the walk by rows' layout."""
+    return tuple(block.stop - block.first for block in _blocks(np.asarray(mapped_arrays(path, listed)[0][0])))
+
+
 class TarIndex:
     """The samples of one tar (`path`, local or a URI) and the blocks they are read in.
     `listed`: its (size, mtime_ns) as its folder's listing gave them, so that telling a
@@ -152,14 +166,7 @@ class TarIndex:
 
     def __init__(self, path: str, listed: tuple[int, int | None] | None = None):
         self.path = path
-        identity = listed_identity(path, listed)
-        (self.samples, self.text), self.folder = jsonl_cache.index_arrays(
-            [path],
-            [BLOCK_BYTES, RULES, PARTS],
-            lambda work, allocate: _build(path, allocate),
-            TAR,
-            identities=None if identity is None else [identity],
-        )
+        (self.samples, self.text), self.folder = mapped_arrays(path, listed)
         # Open handles of the tar not in use: a block reuses one (no open, no HEAD on a
         # store), and blocks read at once on several threads each take their own.
         self._idle: list = []

@@ -2,8 +2,8 @@
 
 Every worker of every rank draws at the same rate (a DataLoader takes from its workers in
 turn, ranks step together), so a sample's draw rate is one over the usable rows of the
-worker that reads it. The walk by whole units (compat mode, tars, a user's family) gives a
-worker the rows of its units, so a worker with fewer rows repeats them sooner; the default
+worker that reads it. The walk by whole units (compat mode, tars on an object store, a
+user's family) gives a worker the rows of its units, so a worker with fewer rows repeats them sooner; the default
 mode's walk by rows (`families/row_share.py`) gives every worker the same number, and the spread over
 whole rounds is 1.0.
 """
