@@ -705,6 +705,53 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "an older stream's end stops a newer stream's read-ahead",
         ),
     ],
+    "families/unit_plan.py": [
+        (
+            "if world_size < 1 or not 0 <= local_rank < world_size:",
+            "if world_size < 1 or not 0 <= local_rank <= world_size:",
+            "a rank equal to the world size accepted",
+        ),
+        (
+            "return (self.epoch_seed, id(self.data_paths), len(self.data_paths))",
+            "return (self.epoch_seed, len(self.data_paths))",
+            "units replaced by as many others keep the old epoch order",
+        ),
+        (
+            "random.Random(self.epoch_seed).shuffle(view)",
+            "random.shuffle(view)",
+            "the epoch order drawn from the global random stream",
+        ),
+        (
+            "        key += seed_tail(self.epoch_seed)  # a seed beyond 32 bits",
+            "        # a seed beyond 32 bits",
+            "two seeds equal in their low 32 bits give the same rows' choices",
+        ),
+        (
+            "key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.name), int(unit_id), *position]",
+            "key = [self.epoch_seed & 0xFFFFFFFF, int(unit_id), *position]",
+            "two groups' rows at the same address make the same choices",
+        ),
+        (
+            '        held = self.__dict__.get("_row_plan")\n        if held is None or held[0] != key:',
+            '        held = self.__dict__.get("_row_plan")\n        if held is None:',
+            "one worker's row plan reused by another",
+        ),
+        (
+            'offset = getattr(self.restart_plan, "row_offset", 0) or 0',
+            "offset = 0",
+            "an elastic restart's rounds start at the old run's first",
+        ),
+        (
+            "needed = self.world_size * max(num_workers, 1)",
+            "needed = self.world_size * num_workers",
+            "no DataLoader workers: no unit needed",
+        ),
+        (
+            "        if not self.walks_rows():  # the walk by rows feeds any worker count\n            self.check_enough(num_units, self.num_workers)",
+            "        self.check_enough(num_units, self.num_workers)",
+            "the walk by rows refuses fewer files than workers",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
