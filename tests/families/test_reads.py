@@ -264,3 +264,53 @@ def test_the_walk_s_look_ahead_reaches_into_the_next_phase_and_no_further():
     walked = _Walked([phase(0, [1, 2]), phase(1, [3, 4]), phase(2, [5])])
     assert [item.unit_id for item in walked.upcoming(10)] == [1, 2, 3, 4]
     assert [item.unit_id for item in walked.upcoming(3)] == [1, 2, 3]
+
+
+def test_a_resumed_phase_with_nothing_left_does_not_stop_the_read_ahead():
+    """Only a whole pass with no unit ends the plan (an empty worker); a phase resumed at its
+    end goes on to the next."""
+    from bagel_data.families.reads import source_tasks
+
+    class Units:
+        def unit_tasks(self, unit_id, row_start, single, files):
+            yield ("task", unit_id)
+
+        def pin(self, ahead, row_keys, files):
+            pass
+
+    def phases(first_whole: bool):
+        return [Phase(0, first_whole, iter(())), Phase(1, True, iter([WorkItem(0, 7, 1, ())]))]
+
+    assert list(source_tasks(Units(), phases(False), set())) == [("task", 7)]
+    assert list(source_tasks(Units(), phases(True), set())) == []
+
+
+def test_kept_values_keep_the_last_used_keys_up_to_the_limit():
+    reads, made = FamilyReads(), []
+
+    def keep(key):
+        return reads.kept(key, lambda: made.append(key) or key.upper(), limit=2)
+
+    assert [keep("a"), keep("b"), keep("a")] == ["A", "B", "A"] and made == ["a", "b"]
+    keep("c")  # evicts b, the least recently used
+    keep("a")
+    assert made == ["a", "b", "c"]
+    keep("b")
+    assert made == ["a", "b", "c", "b"]
+
+
+def test_a_new_budget_starts_a_new_read_ahead_and_an_old_stream_leaves_a_newer_one_running():
+    reads = FamilyReads()
+    try:
+        first = reads.start(ON)
+        assert reads.start(ON) is first
+        second = reads.start(2 * ON)
+        assert second is not first and second.budget == 2 * ON and first.closed
+        stop_old = reads.follow(2 * ON, None, [])
+        stop_new = reads.follow(2 * ON, None, [])
+        stop_old()
+        assert not reads.active().closed  # type: ignore[union-attr]
+        stop_new()
+        assert reads.active().closed  # type: ignore[union-attr]
+    finally:
+        reads.stop()
