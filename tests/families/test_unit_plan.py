@@ -120,3 +120,12 @@ def test_kinds_name_their_rows_where_messages_show_them():
     assert ParquetFiles().location("a.parquet", (2, 5)) == "a.parquet, row group 2, row 5"
     assert Listed(depth=0).depth == 0 and Listed().depth is None
     assert list(Listed().sorted_units(["b", "a"])) == ["a", "b"]
+
+
+def test_units_replaced_by_as_many_others_are_ordered_anew():
+    """The epoch order is made once per (seed, units): a family that lists its units again
+    (another folder of as many files) gets the new units in order, not the old ones."""
+    plan = _plan(4)
+    assert sorted(plan.epoch_units) == ["f00", "f01", "f02", "f03"]
+    plan.data_paths = [f"g{i:02d}" for i in range(4)]
+    assert sorted(plan.epoch_units) == ["g00", "g01", "g02", "g03"]
