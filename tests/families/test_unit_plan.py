@@ -129,3 +129,18 @@ def test_units_replaced_by_as_many_others_are_ordered_anew():
     assert sorted(plan.epoch_units) == ["f00", "f01", "f02", "f03"]
     plan.data_paths = [f"g{i:02d}" for i in range(4)]
     assert sorted(plan.epoch_units) == ["g00", "g01", "g02", "g03"]
+
+
+def test_a_row_s_generator_is_keyed_by_its_group_and_the_whole_seed():
+    """Two groups' rows at the same address, or one row under two seeds equal in their low
+    32 bits, make different choices; the same key again, the same."""
+
+    def draws(name="g", seed=5):
+        plan = UnitPlan(name, 0, 1, 1, CompatPolicy.of(None))
+        plan.data_paths = ["f00", "f01"]
+        plan.set_epoch(seed)
+        rng = plan.sample_rng(1, 0, 3)
+        return [rng.random() for _ in range(4)]
+
+    assert draws() == draws()
+    assert draws("h") != draws() and draws(seed=5 + 2**32) != draws() and draws(seed=6) != draws()
