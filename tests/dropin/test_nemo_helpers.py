@@ -154,3 +154,12 @@ def test_read_frames_folder_keeps_frame_order(tmp_path):
     assert grey_levels(frames) == [8, 5, 2]
     everything = read_frames_folder(str(tmp_path), num_frames=12, min_num_frames=10)
     assert grey_levels(everything) == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]  # no more frames than drawn: all of them
+
+
+def test_fix_start_picks_for_middle_only_and_pads_a_short_video():
+    """The reference reads `fix_start` for 'middle' only ('rand' draws as without it), and a
+    video shorter than `num_frames` gives its segments' frames padded with the last one."""
+    plain = get_frame_indices(4, 40, "rand", rng=np.random.default_rng(3))
+    assert get_frame_indices(4, 40, "rand", fix_start=2, rng=np.random.default_rng(3)) == plain
+    assert get_frame_indices(4, 40, "middle", fix_start=2) == [2, 12, 22, 32]
+    assert get_frame_indices(6, 4, "middle", fix_start=0) == [0, 1, 2, 3, 3, 3]
