@@ -144,3 +144,30 @@ def test_a_row_s_generator_is_keyed_by_its_group_and_the_whole_seed():
 
     assert draws() == draws()
     assert draws("h") != draws() and draws(seed=5 + 2**32) != draws() and draws(seed=6) != draws()
+
+
+def test_each_worker_gets_its_own_row_plan_and_a_restart_s_offset(tmp_path, tokenizer):
+    """In the walk by rows, one plan asked for two workers' shares gives each its own rows
+    (the cached plan is keyed by the worker), starting at an elastic restart's row offset."""
+    import dataclasses
+
+    from bagel_data.families.t2i import T2IIterableDataset
+    from bagel_data.sharding import WorkerTopology
+    from helpers.builders import solid_jpeg, write_t2i
+
+    row = {"image": solid_jpeg(16, 16), "captions": {"k": "a caption"}}
+    write_t2i(tmp_path, [[[row] * 3] for _ in range(2)])
+    family = T2IIterableDataset("t2i", ImageTransform(32, 16, 16), tokenizer, [str(tmp_path)], [2], num_workers=2)
+    plan = family.units
+    assert plan.walks_rows()
+    shares = [plan.shard_of(WorkerTopology(0, 1, worker, 2)).rows for worker in (0, 1)]
+    assert [share.worker for share in shares] == [0, 1]
+    plan.restart_plan = dataclasses.replace(GroupRestart(first_pass=1, segments=(), inherited=()), row_offset=30)
+    assert plan.shard_of(WorkerTopology(0, 1, 1, 2)).rows.share.offset == 30
+
+
+def test_no_dataloader_workers_need_a_unit_per_rank():
+    plan = UnitPlan("g", 0, 2, 0, CompatPolicy.of(None))
+    with pytest.raises(ConfigError):
+        plan.check_enough(1, 0)
+    plan.check_enough(2, 0)
