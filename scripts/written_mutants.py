@@ -752,6 +752,36 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "the walk by rows refuses fewer files than workers",
         ),
     ],
+    "families/row_plan.py": [
+        (
+            "        if extent is None:\n            blocks.append((unit_id, 0 if depth == 2 else -1, 1))\n            continue",
+            "        if extent is None:\n            continue",
+            "an unreadable unit left out of the layout: its skip never counted",
+        ),
+        (
+            "blocks.append((unit_id, group, inner[1] if inner is not None else 1))",
+            "blocks.append((unit_id, group, inner[1] if inner is not None else 0))",
+            "an unreadable row group left out of the layout",
+        ),
+        ("last = offset == piece.count - 1", "last = offset == piece.count", "a piece's reader never closed"),
+        (
+            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, self.worker, round_index))",
+            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, round_index))",
+            "every worker's rounds shuffled alike",
+        ),
+        ("            seen += piece.count\n", "", "a restart's leftover shared as if each piece started the list"),
+        ("        plan.shuffle_buffer_size,\n", "", "a new shuffle_buffer_size keeps the old row plan"),
+        (
+            "return plan.epoch_seed & 0xFFFFFFFF, stable_hash(plan.name)",
+            "return plan.epoch_seed & 0xFFFFFFFF, 0",
+            "two groups' rounds shuffled alike",
+        ),
+        (
+            "[piece.block, piece.pass_index, piece.start + done, piece.count - done]",
+            "[piece.block, piece.pass_index, piece.start + done, piece.count]",
+            "a leftover piece counted whole past its drawn rows",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
