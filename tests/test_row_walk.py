@@ -277,3 +277,14 @@ def test_the_row_plan_key_holds_every_setting_it_is_made_from():
     plan.shuffle_buffer_size = 16
     others.append(plan_key(plan, 0, 2, 0))
     assert key not in others
+
+
+def test_the_leftover_of_a_round_counts_only_the_rows_not_drawn():
+    from bagel_data.families.row_plan import RowPlan
+    from bagel_data.families.row_share import RowLayout
+
+    layout = RowLayout.of([(0, -1, 3), (1, -1, 2)], 1)
+    plan = RowPlan(layout, 0, 1, 0, (1, 2))
+    work = plan.round(0)  # buffer 0: storage order
+    assert plan.leftover(work, 1) == [[0, 0, 1, 2], [1, 0, 0, 2]]
+    assert plan.leftover(work, 4) == [[1, 0, 1, 1]]
