@@ -940,5 +940,21 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "            return path, row_group, row_group + 2",
             "read-ahead fetching the next row group too",
         ),
+        (
+            "return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in units or ()})",
+            "return sorted({unit for unit in units or ()})",
+            "a row-group unit's tuple recorded as an input file",
+        ),
+        (
+            "            num_units if self.asked is None else self.asked,",
+            "            num_units,",
+            "a JSONL group's error names the line count, not the num_used_data configured",
+        ),
+        (
+            "                    count = row_groups(path, data_dir)",
+            "                    count = row_groups(path, data_dir_list[0])",
+            "every file's row groups asked under the first folder",
+        ),
+        ("            listed_files.update(listed)\n", "", "the files' listed sizes and times kept for none"),
     ],
 }
