@@ -191,6 +191,9 @@ MORE: dict[str, list[str]] = {
     ],
     "families/registry.py": ["tests/families", "tests/config", "tests/test_config.py"],
     "families/worst_case.py": ["tests/families", "tests/tools/test_validate_guarantee.py"],
+    # The walk by rows: its arithmetic and its walk are tested outside tests/families.
+    "families/row_share.py": ["tests/test_row_share.py", "tests/test_row_walk.py", "tests/families"],
+    "families/row_plan.py": ["tests/test_row_walk.py", "tests/test_row_share.py", "tests/families"],
     "media/convert.py": [  # the writers, the transforms that make PendingImages, the packer that writes them
         "tests/media/test_convert.py",
         "tests/media/test_images.py",

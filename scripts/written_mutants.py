@@ -222,6 +222,566 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a group's image_formats ignored",
         ),
     ],
+    "packing/placer.py": [
+        (
+            "return len(self.state.buffer) - self.pace.backlog < self.config.max_buffer_size",
+            "return len(self.state.buffer) < self.config.max_buffer_size",
+            "the backlog counted toward the look-ahead: greedy holds no overflow while it drains",
+        ),
+        (
+            "if self.clock.phase_changed(state.packs) and self.phase_started != state.packs:",
+            "if self.clock.phase_changed(state.packs):",
+            "a reopened empty pack starts the phase again",
+        ),
+        (
+            "if pack.curr < cfg.prefer_buffer_before and self.state.buffer:",
+            "if pack.curr <= cfg.prefer_buffer_before and self.state.buffer:",
+            "the buffer preferred one token past prefer_buffer_before",
+        ),
+        (
+            "        draw = self.draw(self.choose())\n        if draw.full_length > cfg.max_num_tokens_per_sample:\n            self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)\n            return None",
+            "        draw = self.draw(self.choose())\n        if draw.length > cfg.max_num_tokens_per_sample:\n            self.skip(draw, SkipReason.OVER_SAMPLE_BUDGET)\n            return None",
+            "greedy's per-sample budget checked after dropout",
+        ),
+        (
+            "if pack.curr + draw.length > self.config.max_num_tokens:",
+            "if pack.curr + draw.length >= self.config.max_num_tokens:",
+            "a carried sample filling the pack exactly skipped",
+        ),
+        (
+            "if draw.full_length < self.config.max_num_tokens_per_sample:",
+            "if draw.full_length <= self.config.max_num_tokens_per_sample:",
+            "a mandatory sample at the per-sample budget taken",
+        ),
+        (
+            "if draw.waited > max(cfg.max_buffer_size, 1):",
+            "if draw.waited >= max(cfg.max_buffer_size, 1):",
+            "a sample beside mandatory ones skipped one pack early",
+        ),
+        (
+            "                    if index < backlog:\n                        self.pacer.release(draw)  # counted now, and off again as a skip\n",
+            "",
+            "a skipped backlog sample not released: the backlog count stays",
+        ),
+        (
+            "if first is not None and pack.curr + state.buffer[first].length <= cfg.max_num_tokens:",
+            "if first is not None and pack.curr + state.buffer[first].length < cfg.max_num_tokens:",
+            "the oldest sample filling the pack exactly left waiting",
+        ),
+        (
+            "self.pacer.packed(draw.group, pack.curr - before)",
+            "self.pacer.packed(draw.group, draw.length)",
+            "the phase's tokens counted before compat's dropout",
+        ),
+        (
+            "        if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):\n            self.empty_run = 0\n",
+            "        if pack.add(draw.sample, None if draw.dropped is None else draw.dropped.items):\n",
+            "the run of emptied samples never reset",
+        ),
+        (
+            "length = draw.full_length if reason == SkipReason.OVER_SAMPLE_BUDGET else draw.length",
+            "length = draw.length",
+            "an over-budget skip names the length after dropout",
+        ),
+        (
+            "        self.choice.dropped(draw.group, draw.length)\n",
+            "",
+            "a skipped sample's tokens left in the group choice's counts",
+        ),
+        (
+            "while self.pacer.fresh() < max(cfg.max_buffer_size, 1):",
+            "while len(state.buffer) < max(cfg.max_buffer_size, 1):",
+            "best fit draws no look-ahead while a backlog drains",
+        ),
+    ],
+    "packing/choosers.py": [
+        (
+            "if self._shares[0] != key:",
+            "if not self._shares[1]:",
+            "the shares of the first weights kept: a schedule change ignored",
+        ),
+        (
+            "    def released(self, group, tokens):\n        self.tokens[group] += tokens",
+            "    def released(self, group, tokens):\n        pass",
+            "a released backlog sample never counted",
+        ),
+        (
+            "    def dropped(self, group, tokens):\n        self.tokens[group] -= tokens",
+            "    def dropped(self, group, tokens):\n        pass",
+            "a skipped sample's tokens kept",
+        ),
+        (
+            "    def new_phase(self):\n        self.tokens = [0] * len(self.tokens)",
+            "    def new_phase(self):\n        pass",
+            "the counts carried across a change point",
+        ),
+        (
+            'saved.get("group_tokens"), self.group_names)',
+            'saved.get("tokens"), self.group_names)',
+            "the counts loaded from the wrong key: every resume starts them at 0",
+        ),
+        (
+            "values = [counts.get(name, 0) for name in group_names]",
+            "values = [counts[name] for name in group_names]",
+            "a group the checkpoint does not name refused",
+        ),
+        (
+            "isinstance(v, int) and not isinstance(v, bool) and (allow_negative or v >= 0)",
+            "isinstance(v, int) and (allow_negative or v >= 0)",
+            "a bool taken for a count",
+        ),
+        (
+            "(allow_negative or v >= 0) for v in values)",
+            "(v >= 0) for v in values)",
+            "negative counts refused where a skip may leave them",
+        ),
+        (
+            "    if unknown:\n        raise ResumeError(",
+            "    if False:\n        raise ResumeError(",
+            "a checkpoint naming an unknown group accepted",
+        ),
+        (
+            "    if name not in MIX_BY:\n        MIX_BY.append(name)",
+            "    pass",
+            "a registered rule's name refused by the config",
+        ),
+    ],
+    "packing/dropout.py": [
+        (
+            "return bool(config.text_cond_dropout_prob or config.vit_cond_dropout_prob or config.vae_cond_dropout_prob)",
+            "return bool(config.text_cond_dropout_prob or config.vit_cond_dropout_prob)",
+            "VAE-only dropout taken for no dropout",
+        ),
+        (
+            'if item["type"] != "vae_image" or not policy.keeps_multi_frame_splits:',
+            'if item["type"] != "vae_image":',
+            "compat's frames inside a split kept too",
+        ),
+        (
+            'return bool(item.get("split_start", True) and item.get("split_end", True))',
+            'return bool(item.get("split_start", True) or item.get("split_end", True))',
+            "a split's first and last frames dropped",
+        ),
+        (
+            "size, probability = len(next(texts)) + 2, config.text_cond_dropout_prob",
+            "size, probability = len(next(texts)), config.text_cond_dropout_prob",
+            "a dropped text's markers not counted as saved",
+        ),
+        (
+            "stride = config.vit_patch_size if vit else config.vae_image_downsample",
+            "stride = config.vae_image_downsample if vit else config.vit_patch_size",
+            "the ViT and VAE strides swapped",
+        ),
+        (
+            "size = (image.shape[1] // stride) * (image.shape[2] // stride) + 2",
+            "size = (image.shape[1] // stride) * (image.shape[2] // stride)",
+            "a dropped image's markers not counted as saved",
+        ),
+        (
+            "probability = config.vit_cond_dropout_prob if vit else config.vae_cond_dropout_prob",
+            "probability = config.vae_cond_dropout_prob if vit else config.vit_cond_dropout_prob",
+            "the ViT and VAE probabilities swapped",
+        ),
+        (
+            'if item["enable_cfg"] == 1 and is_droppable(item, policy) and rng.random() < probability:',
+            "if is_droppable(item, policy) and rng.random() < probability:",
+            "an item without enable_cfg dropped",
+        ),
+        (
+            'if item["enable_cfg"] == 1 and is_droppable(item, policy) and rng.random() < probability:',
+            'if rng.random() < probability and item["enable_cfg"] == 1 and is_droppable(item, policy):',
+            "a draw for every item, not one per droppable item",
+        ),
+    ],
+    "packing/schedule.py": [
+        (
+            "return self.base + self.worker_id + packs * self.stride",
+            "return self.base + packs * self.stride",
+            "every worker's packs counted from step 0",
+        ),
+        (
+            "self.worker_id, self.stride, self.base = worker_id, max(num_workers, 1), base",
+            "self.worker_id, self.stride, self.base = worker_id, num_workers, base",
+            "no DataLoader workers: the step never moves",
+        ),
+        (
+            "return bisect.bisect_right(self.changes, step)",
+            "return bisect.bisect_left(self.changes, step)",
+            "a change point's own step still in the old phase",
+        ),
+        (
+            "return packs > 0 and self.phase(self.step(packs)) != self.phase(self.step(packs - 1))",
+            "return self.phase(self.step(packs)) != self.phase(self.step(packs - 1))",
+            "a worker's first pack taken for a change point",
+        ),
+        (
+            "self.changes = sorted({step for schedule in self.schedules for step in schedule.steps})",
+            "self.changes = sorted(self.schedules[0].steps)",
+            "only the first group's change points",
+        ),
+    ],
+    "packing/strategies.py": [
+        (
+            "        if u < share:\n            return group",
+            "        if u <= share:\n            return group",
+            "a draw equal to a share given to its group",
+        ),
+        (
+            "tied = [group for group, deficit in zip(candidates, deficits) if deficit >= best - 1e-9]",
+            "tied = [group for group, deficit in zip(candidates, deficits) if deficit >= best]",
+            "float ties broken by rounding, not the generator",
+        ),
+        ("    if len(tied) == 1:\n        return tied[0]\n", "", "a clear deficit draws from the generator anyway"),
+        (
+            "return tied[choose_by_weight(cumulative_shares([weights[g] for g in tied]), rng.random())]",
+            "return tied[choose_by_weight(cumulative_shares([1.0 for g in tied]), rng.random())]",
+            "a tie drawn uniformly, not by weight",
+        ),
+        (
+            "        shares.append(running / total)",
+            "        shares.append(running)",
+            "weights taken as shares without normalising: right only when they sum to 1",
+        ),
+        ("mask = (1 << (room + 1)) - 1", "mask = (1 << room) - 1", "a subset filling the room exactly not reachable"),
+        ("total = reachable[-1].bit_length() - 1", "total = reachable[-1].bit_length()", "the best total off by one"),
+        (
+            "if not (reachable[k - 1] >> total) & 1:  # `total` needs item k-1",
+            "if (reachable[k - 1] >> total) & 1:  # `total` needs item k-1",
+            "the backtrack's test reversed",
+        ),
+    ],
+    "tools/draw_spread.py": [
+        ("    if family.units.walks_rows():\n        return 1.0\n", "", "the walk by rows measured by units"),
+        (
+            "split = reference_shard_unit_ids if family.policy.reference else shard_unit_ids",
+            "split = shard_unit_ids",
+            "compat's spread measured on the default mode's sharding",
+        ),
+        (
+            "units = len(family.epoch_units)",
+            "units = len(unit_rows)",
+            "the unit count taken from the rows counted (units without a usable row left out)",
+        ),
+        (
+            "        for worker in range(max(num_workers, 1))\n",
+            "        for worker in range(num_workers)\n",
+            "no DataLoader workers: no worker counted",
+        ),
+        (
+            "    if unit_rows is None:\n        return None",
+            "    if unit_rows is None:\n        unit_rows = {}",
+            "a sampled validate's rows taken as every row: a spread from part of the data",
+        ),
+        (
+            "if spread is None or spread <= SPREAD_LIMIT:",
+            "if spread is None or spread < SPREAD_LIMIT:",
+            "a spread at the limit warned",
+        ),
+        (
+            '        if compat\n        else "this group is walked',
+            '        if not compat\n        else "this group is walked',
+            "the two reasons swapped",
+        ),
+    ],
+    "families/walk.py": [
+        (
+            "return INHERITED_PHASE if restart_plan is not None else 0",
+            "return 0",
+            "a restarted worker skips its inherited rows",
+        ),
+        (
+            "        return restart_plan.first_pass\n    return phase + 1",
+            "        return phase + 1\n    return phase + 1",
+            "after the remainder, pass -1 + 1 instead of the plan's first pass",
+        ),
+        (
+            "        for index in range(first, len(refs)):\n            unit_id, pass_index, *row = refs[index]",
+            "        for index in range(first + 1, len(refs)):\n            unit_id, pass_index, *row = refs[index]",
+            "an inherited resume skips one row",
+        ),
+        (
+            "        if start and index == first and len(start) > 1:",
+            "        if start and len(start) > 1:",
+            "every unit after a resumed one starts at the resumed row",
+        ),
+        (
+            "yield Phase(phase, start is None, phase_items(shard, restart_plan, phase, start))",
+            "yield Phase(phase, True, phase_items(shard, restart_plan, phase, start))",
+            "a resumed phase taken as whole: an empty tail raises",
+        ),
+        (
+            "        start = None\n        phase = next_phase(restart_plan, phase)",
+            "        phase = next_phase(restart_plan, phase)",
+            "every pass resumed at the first one's cursor",
+        ),
+        (
+            "        elif item.draw.piece not in seen:\n            seen.add(item.draw.piece)\n            yield item",
+            "        else:\n            yield item",
+            "a piece read ahead once per draw",
+        ),
+    ],
+    "families/media.py": [
+        ("    (FileNotFoundError, SkipReason.IMAGE_MISSING),\n", "", "a missing image counted as unreadable"),
+        (
+            "MEDIA_ERRORS = (*DECODE_ERRORS, VideoDecodeError, OutsideRootError, FileNotFoundError,",
+            "MEDIA_ERRORS = (*DECODE_ERRORS, VideoDecodeError, FileNotFoundError,",
+            "a path outside the root stops the run",
+        ),
+        (
+            "    (MediaTooLargeError, SkipReason.IMAGE_UNREADABLE),\n",
+            "",
+            "a media file over the size cap not a media skip",
+        ),
+        (
+            "options = self._options if not transforms else decode_options(transforms, self.policy, self.formats)",
+            "options = self._options",
+            "an image for one transform decoded at every transform's size",
+        ),
+        (
+            "options = self._options if not transforms else decode_options(transforms, self.policy, self.formats)",
+            "options = self._options if not transforms else decode_options(transforms, self.policy)",
+            "the group's image_formats lost for a decode for one transform",
+        ),
+        ('"formats": tuple(formats),', '"formats": tuple(ALLOWED_IMAGE_FORMATS),', "the group's image_formats ignored"),
+        (
+            'width, height = transform.target_size(*image.info.get("bagel_original_size", image.size))',
+            "width, height = transform.target_size(*image.size)",
+            "a drafted image's tokens counted at its drafted size",
+        ),
+        (
+            "log.skip(reason, location, str(exc) if detail is None else detail)",
+            "log.skip(reason, location, str(exc))",
+            "the caller's detail of a skip dropped",
+        ),
+    ],
+    "families/positions.py": [
+        (
+            "        if row[level] >= size:\n",
+            "        if row[level] > size:\n",
+            "a row one past the unit's last taken as one",
+        ),
+        (
+            "found = [status[key] for key in (worker_id, str(worker_id)) if key in status]",
+            "found = [status[key] for key in (worker_id,) if key in status]",
+            "a data_status read back from JSON (string keys) has no entries",
+        ),
+        (
+            "if isinstance(status, (list, tuple)) and worker_id < len(status) else []",
+            "if isinstance(status, (list, tuple)) and worker_id <= len(status) else []",
+            "a data_status list one short raises IndexError",
+        ),
+        (
+            "isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in values",
+            "isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values",
+            "a negative position accepted",
+        ),
+        (
+            "    if cursor[1] >= len(shard.unit_ids):\n",
+            "    if cursor[1] > len(shard.unit_ids):\n",
+            "a position one past the worker's units accepted",
+        ),
+        (
+            "        check_reference_position(dataset, what)  # untagged here",
+            "        pass  # untagged here",
+            "a reference position on another file list resumed on other rows",
+        ),
+        (
+            "return zlib.crc32(ids, (len(dataset.epoch_units) ^ _salt(dataset)) & 0xFFFFFFFF) & 0x7FFFFFFF",
+            "return zlib.crc32(ids, len(dataset.epoch_units) & 0xFFFFFFFF) & 0x7FFFFFFF",
+            "tar and parquet positions fingerprint alike",
+        ),
+        (
+            "key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, plan.share.offset, 1]",
+            "key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, 1]",
+            "the rounds' offset not in the walk by rows' fingerprint",
+        ),
+        (
+            "key = (shard.rank, shard.world_size, shard.worker_id, shard.num_workers, len(dataset.epoch_units))",
+            "key = (shard.rank, shard.world_size, shard.num_workers, len(dataset.epoch_units))",
+            "one worker's cached tag reused by another",
+        ),
+        (
+            "not values[0] >= INHERITED_PHASE",
+            "not values[0] >= 0",
+            "a position in a restart's inherited rows refused",
+        ),
+    ],
+    "families/row_share.py": [
+        (
+            "return (int(self.groups[block]), int(offset))",
+            "return (int(self.units[block]), int(offset))",
+            "a row's row group taken from its unit id",
+        ),
+        (
+            'block = int(np.searchsorted(self.starts, flat, side="right")) - 1',
+            'block = int(np.searchsorted(self.starts, flat, side="left")) - 1',
+            "a block's first row taken as one past the previous block's last",
+        ),
+        (
+            "return -(-self.total // self.workers)",
+            "return self.total // self.workers",
+            "the chunk rounded down: the remainder rows never drawn",
+        ),
+        (
+            "start = self.offset + (round_index * self.workers + worker) * self.chunk",
+            "start = self.offset + (worker * self.workers + round_index) * self.chunk",
+            "the round and the worker swapped in a chunk's place",
+        ),
+        (
+            "return self.offset + (round_index + 1) * self.workers * self.chunk",
+            "return self.offset + round_index * self.workers * self.chunk",
+            "a round's end taken as its start",
+        ),
+        (
+            "count = min(int(layout.counts[block]) - offset, stop - t)",
+            "count = min(int(layout.counts[block]), stop - t)",
+            "a piece starting inside a block read past its end",
+        ),
+        (
+            "        if self.buffer_size > 0 and len(pieces) > 1:\n            _generator(*self.seed, 0).shuffle(order)",
+            "        if len(pieces) > 1:\n            _generator(*self.seed, 0).shuffle(order)",
+            "buffer_size 0 still shuffles the pieces",
+        ),
+        (
+            "                if done[k] < self.pieces[piece_index].count:",
+            "                if done[k] <= self.pieces[piece_index].count:",
+            "a piece fully drawn listed as left to read",
+        ),
+        (
+            "            left += [(piece, 0) for piece in self.pieces[int(self.edges[window + 1]) :]]\n",
+            "",
+            "a resumed round's later windows never read",
+        ),
+    ],
+    "families/reads.py": [
+        (
+            "return parquet_ahead.file_tasks(path, first, first + 1 if single else stop, self.columns, files, footer)",
+            "return parquet_ahead.file_tasks(path, first, stop, self.columns, files, footer)",
+            "an inherited row's whole file read ahead, not its row group",
+        ),
+        (
+            "            if footer.future is None:\n                yield Early(footer)",
+            "            yield Early(footer)",
+            "a file whose footer was started asked to open again",
+        ),
+        (
+            "by_file[found[0]][found[1]] += 1",
+            "by_file[found[0]][found[1]] = 1",
+            "a row group pinned once for two buffered rows: the second rebuild reads it again",
+        ),
+        (
+            'ahead.pin(self._task(key), {("row", key): (_same, count)})',
+            'ahead.pin(self._task(key), {("row", key): (_same, 1)})',
+            "a line buffered twice pinned for one rebuild",
+        ),
+        (
+            "                if phases > 2:\n                    break",
+            "                if phases > 1:\n                    break",
+            "the look ahead stops at the next phase: no file of the next pass opened early",
+        ),
+        (
+            "if phase is not None and phase.whole and phase.number >= 0 and not units:",
+            "if phase is not None and phase.number >= 0 and not units:",
+            "a resumed phase with nothing left stops the read-ahead",
+        ),
+        (
+            "            while len(held) > limit:",
+            "            while len(held) >= limit:",
+            "one kept value fewer than the limit",
+        ),
+        (
+            "            if key in held:\n                held.move_to_end(key)\n                return held[key]",
+            "            if key in held:\n                return held[key]",
+            "the kept values evicted oldest-made, not least-used",
+        ),
+        (
+            "if ahead is None or ahead.closed or ahead.budget != budget_bytes:",
+            "if ahead is None or ahead.closed:",
+            "a new budget not applied to a running read-ahead",
+        ),
+        (
+            "            if ahead.following is plan:\n                ahead.close()",
+            "            ahead.close()",
+            "an older stream's end stops a newer stream's read-ahead",
+        ),
+    ],
+    "families/unit_plan.py": [
+        (
+            "if world_size < 1 or not 0 <= local_rank < world_size:",
+            "if world_size < 1 or not 0 <= local_rank <= world_size:",
+            "a rank equal to the world size accepted",
+        ),
+        (
+            "return (self.epoch_seed, id(self.data_paths), len(self.data_paths))",
+            "return (self.epoch_seed, len(self.data_paths))",
+            "units replaced by as many others keep the old epoch order",
+        ),
+        (
+            "random.Random(self.epoch_seed).shuffle(view)",
+            "random.shuffle(view)",
+            "the epoch order drawn from the global random stream",
+        ),
+        (
+            "        key += seed_tail(self.epoch_seed)  # a seed beyond 32 bits",
+            "        # a seed beyond 32 bits",
+            "two seeds equal in their low 32 bits give the same rows' choices",
+        ),
+        (
+            "key = [self.epoch_seed & 0xFFFFFFFF, stable_hash(self.name), int(unit_id), *position]",
+            "key = [self.epoch_seed & 0xFFFFFFFF, int(unit_id), *position]",
+            "two groups' rows at the same address make the same choices",
+        ),
+        (
+            '        held = self.__dict__.get("_row_plan")\n        if held is None or held[0] != key:',
+            '        held = self.__dict__.get("_row_plan")\n        if held is None:',
+            "one worker's row plan reused by another",
+        ),
+        (
+            'offset = getattr(self.restart_plan, "row_offset", 0) or 0',
+            "offset = 0",
+            "an elastic restart's rounds start at the old run's first",
+        ),
+        (
+            "needed = self.world_size * max(num_workers, 1)",
+            "needed = self.world_size * num_workers",
+            "no DataLoader workers: no unit needed",
+        ),
+        (
+            "        if not self.walks_rows():  # the walk by rows feeds any worker count\n            self.check_enough(num_units, self.num_workers)",
+            "        self.check_enough(num_units, self.num_workers)",
+            "the walk by rows refuses fewer files than workers",
+        ),
+    ],
+    "families/row_plan.py": [
+        (
+            "        if extent is None:\n            blocks.append((unit_id, 0 if depth == 2 else -1, 1))\n            continue",
+            "        if extent is None:\n            continue",
+            "an unreadable unit left out of the layout: its skip never counted",
+        ),
+        (
+            "blocks.append((unit_id, group, inner[1] if inner is not None else 1))",
+            "blocks.append((unit_id, group, inner[1] if inner is not None else 0))",
+            "an unreadable row group left out of the layout",
+        ),
+        ("last = offset == piece.count - 1", "last = offset == piece.count", "a piece's reader never closed"),
+        (
+            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, self.worker, round_index))",
+            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, round_index))",
+            "every worker's rounds shuffled alike",
+        ),
+        ("            seen += piece.count\n", "", "a restart's leftover shared as if each piece started the list"),
+        ("        plan.shuffle_buffer_size,\n", "", "a new shuffle_buffer_size keeps the old row plan"),
+        (
+            "return plan.epoch_seed & 0xFFFFFFFF, stable_hash(plan.name)",
+            "return plan.epoch_seed & 0xFFFFFFFF, 0",
+            "two groups' rounds shuffled alike",
+        ),
+        (
+            "[piece.block, piece.pass_index, piece.start + done, piece.count - done]",
+            "[piece.block, piece.pass_index, piece.start + done, piece.count]",
+            "a leftover piece counted whole past its drawn rows",
+        ),
+    ],
     "checkpoint/inputs.py": [
         (
             'return not path.endswith(".parquet") and not storage.is_remote(path)',
@@ -278,6 +838,41 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "picked = [int(start) + int(fix_start) for start in starts]",
             "picked = [int(start) + int(fix_start) - 1 for start in starts]",
             "fix_start counted from one",
+        ),
+        (
+            '    if fix_start is None or sample != "middle":',
+            "    if fix_start is None:",
+            "fix_start applied to 'rand' too, which the reference ignores",
+        ),
+        (
+            "    return picked + [picked[-1]] * (num_frames - segments)",
+            "    return picked",
+            "a short video's fixed-start frames not padded to num_frames",
+        ),
+        (
+            "return int(rng.integers(min_num_frames, num_frames + 1))",
+            "return int(rng.integers(min_num_frames, num_frames))",
+            "num_frames itself never drawn",
+        ),
+        (
+            "    return decode_frames(path, [index + offset for index in chosen])",
+            "    return decode_frames(path, chosen)",
+            "a clip's frames read from the video's start",
+        ),
+        (
+            "    rng = np.random.default_rng() if rng is None else rng\n    folder = os.fspath(video_path)",
+            "    rng = np.random.default_rng(0) if rng is None else rng\n    folder = os.fspath(video_path)",
+            "a frame folder read with a fixed seed where no generator is passed",
+        ),
+        (
+            "names = sort_frames(sorted(os.listdir(folder)))",
+            "names = sort_frames(os.listdir(folder))",
+            "frames of equal number in the listing's order",
+        ),
+        (
+            "chosen = get_frame_indices(count, vlen, sample, fix_start, input_fps=fps, rng=rng)",
+            "chosen = get_frame_indices(count, vlen, sample, fix_start, rng=rng)",
+            "'fps<r>' sampling at one frame per second whatever the video's rate",
         ),
     ],
     "sources/tar_walk.py": [
@@ -345,5 +940,21 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "            return path, row_group, row_group + 2",
             "read-ahead fetching the next row group too",
         ),
+        (
+            "return sorted({unit[0] if isinstance(unit, tuple) else unit for unit in units or ()})",
+            "return sorted({unit for unit in units or ()})",
+            "a row-group unit's tuple recorded as an input file",
+        ),
+        (
+            "            num_units if self.asked is None else self.asked,",
+            "            num_units,",
+            "a JSONL group's error names the line count, not the num_used_data configured",
+        ),
+        (
+            "                    count = row_groups(path, data_dir)",
+            "                    count = row_groups(path, data_dir_list[0])",
+            "every file's row groups asked under the first folder",
+        ),
+        ("            listed_files.update(listed)\n", "", "the files' listed sizes and times kept for none"),
     ],
 }

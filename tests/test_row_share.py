@@ -69,6 +69,23 @@ def test_whole_rounds_draw_a_contiguous_run():
     assert set(drawn.values()) == {46}
 
 
+def test_a_round_ends_after_every_worker_s_chunk_past_the_offset():
+    share = EqualShare(90, 4)
+    assert [share.round_end(k) for k in range(3)] == [92, 184, 276]
+    assert share.span(3, 0) == range(69, 92) and share.span(0, 1) == range(92, 115)
+    assert EqualShare(90, 4, offset=5).round_end(0) == 97
+
+
+def test_buffer_size_0_reads_the_pieces_in_storage_order():
+    layout = layout_of([3, 2, 4, 1])
+    pieces = pieces_of(layout, range(0, layout.total))
+    order = RoundOrder(pieces, 0, (7,))
+    assert order.pieces == pieces
+    assert [(piece.block, piece.start + row) for piece, row in map(order.at, range(len(order)))] == [
+        (block, row) for block, size in enumerate([3, 2, 4, 1]) for row in range(size)
+    ]
+
+
 def test_the_issue_files_draw_evenly_and_feed_more_workers_than_files():
     """40/40/10 rows, two workers: the reference's rule draws the short file 8x as often;
     here the spread is at most 2/1 at a pass boundary and 1.0 after whole passes. Three files
@@ -144,6 +161,7 @@ def test_an_order_is_rebuilt_from_its_seed_and_what_is_left_is_exact(sizes, buff
         (p.block, p.pass_index, p.start + k) for p, done in again.drawn_before(stop) for k in range(done, p.count)
     )
     assert rest == left
+    assert all(done < piece.count for piece, done in again.drawn_before(stop))  # none drawn whole
 
 
 def test_windows_are_bounded():

@@ -205,3 +205,86 @@ def test_a_malformed_cursor_of_the_walk_by_rows_is_a_resume_error(special_tokens
     with pytest.raises(ResumeError, match=named):
         resumed.load_state_dict(state)
         next(iter(resumed))
+
+
+def test_an_unreadable_unit_or_row_group_is_one_row_of_the_layout():
+    """A unit (or row group) whose rows cannot be counted stays in the layout as one row,
+    whose read counts its skip once per pass, instead of vanishing from the walk."""
+    import types
+
+    from bagel_data.families.row_plan import row_layout
+    from bagel_data.families.unit_kinds import Listed
+
+    class Counted(Listed):
+        def __init__(self, depth: int):
+            super().__init__()
+            self.depth = depth
+
+        def count_rows(self, units) -> None:
+            pass
+
+        def extent(self, unit, row):
+            if unit == "bad" or (unit == "half" and row == (1,)):
+                return None
+            return ("row group" if not row and self.depth == 2 else "row", 2 if not row else 3, unit)
+
+    units = ["a", "bad", "half"]
+    for depth, counts in ((1, [2, 1, 2]), (2, [3, 3, 1, 3, 1])):
+        plan = types.SimpleNamespace(kind=Counted(depth), data_paths=units, epoch_units=units, unit=units.__getitem__)
+        layout = row_layout(plan)
+        assert layout is not None and layout.counts.tolist() == counts, (depth, layout)
+
+
+def test_a_piece_opens_at_its_first_draw_and_closes_at_its_last():
+    from bagel_data.families.row_plan import RowWork
+    from bagel_data.families.row_share import RoundOrder, RowLayout, pieces_of
+
+    layout = RowLayout.of([(0, -1, 3), (1, -1, 2)], 1)
+    work = RowWork(layout, RoundOrder(pieces_of(layout, range(0, 5)), 0, (1,)))
+    items = [work.row_item(index) for index in range(len(work))]
+    assert [(item.unit_id, item.row, item.opens, item.closes) for item in items] == [
+        (0, (0,), True, False), (0, (1,), False, False), (0, (2,), False, True), (1, (0,), True, False),
+        (1, (1,), False, True),
+    ]  # fmt: skip
+
+
+def test_a_restart_s_leftover_is_shared_out_once():
+    """The old workers' unread pieces (3 + 2 + 1 rows) over 2 new workers: 3 rows each, every
+    row once, each worker a contiguous run of the list."""
+    from bagel_data.families.row_plan import RowPlan
+    from bagel_data.families.row_share import RowLayout
+
+    layout = RowLayout.of([(0, -1, 4), (1, -1, 2), (2, -1, 5)], 1)
+    plan = RowPlan(layout, 0, 2, 0, (1, 2))
+    left = [[0, 0, 1, 3], [1, 0, 0, 2], [2, 1, 4, 1]]
+    rows = [
+        sorted((p.block, p.pass_index, p.start + r) for p, r in map(work.order.at, range(len(work))))
+        for work in (plan.remainder(left, worker, 2) for worker in (0, 1))
+    ]
+    assert rows == [[(0, 0, 1), (0, 0, 2), (0, 0, 3)], [(1, 0, 0), (1, 0, 1), (2, 1, 4)]]
+
+
+def test_the_row_plan_key_holds_every_setting_it_is_made_from():
+    import types
+
+    from bagel_data.families.row_plan import plan_key
+
+    paths = ["a", "b"]
+    plan = types.SimpleNamespace(epoch_seed=3, data_paths=paths, shuffle_buffer_size=8)
+    key = plan_key(plan, 0, 2, 0)
+    assert plan_key(plan, 0, 2, 0) == key
+    others = [plan_key(plan, 1, 2, 0), plan_key(plan, 0, 3, 0), plan_key(plan, 0, 2, 5)]
+    plan.shuffle_buffer_size = 16
+    others.append(plan_key(plan, 0, 2, 0))
+    assert key not in others
+
+
+def test_the_leftover_of_a_round_counts_only_the_rows_not_drawn():
+    from bagel_data.families.row_plan import RowPlan
+    from bagel_data.families.row_share import RowLayout
+
+    layout = RowLayout.of([(0, -1, 3), (1, -1, 2)], 1)
+    plan = RowPlan(layout, 0, 1, 0, (1, 2))
+    work = plan.round(0)  # buffer 0: storage order
+    assert plan.leftover(work, 1) == [[0, 0, 1, 2], [1, 0, 0, 2]]
+    assert plan.leftover(work, 4) == [[1, 0, 1, 1]]

@@ -154,3 +154,39 @@ def test_read_frames_folder_keeps_frame_order(tmp_path):
     assert grey_levels(frames) == [8, 5, 2]
     everything = read_frames_folder(str(tmp_path), num_frames=12, min_num_frames=10)
     assert grey_levels(everything) == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]  # no more frames than drawn: all of them
+
+
+def test_fix_start_picks_for_middle_only_and_pads_a_short_video():
+    """The reference reads `fix_start` for 'middle' only ('rand' draws as without it), and a
+    video shorter than `num_frames` gives its segments' frames padded with the last one."""
+    plain = get_frame_indices(4, 40, "rand", rng=np.random.default_rng(3))
+    assert get_frame_indices(4, 40, "rand", fix_start=2, rng=np.random.default_rng(3)) == plain
+    assert get_frame_indices(4, 40, "middle", fix_start=2) == [2, 12, 22, 32]
+    assert get_frame_indices(6, 4, "middle", fix_start=0) == [0, 1, 2, 3, 3, 3]
+
+
+def test_read_frames_folder_without_rng_draws_anew_and_orders_ties_by_name(tmp_path, monkeypatch):
+    """No generator passed: the frames kept are drawn afresh each call; frames of the same
+    number come in name order whatever order the folder lists them in."""
+    import os
+
+    from bagel_data.nemo import video
+
+    for i in range(24):
+        Image.new("RGB", (16, 12), (10 * (i % 20),) * 3).save(tmp_path / f"f_{i}.jpg")
+    counts = {len(read_frames_folder(str(tmp_path), 6, min_num_frames=2, sample="middle")) for _ in range(12)}
+    assert len(counts) > 1, counts
+    ties = tmp_path / "ties"
+    ties.mkdir()
+    for name, grey in (("a_1.jpg", 50), ("b_1.jpg", 150), ("c_0.jpg", 250)):
+        Image.new("RGB", (16, 12), (grey,) * 3).save(ties / name)
+    listed = os.listdir
+    monkeypatch.setattr(video.os, "listdir", lambda folder: sorted(listed(folder), reverse=True))
+    assert grey_levels(read_frames_folder(str(ties), 3, min_num_frames=3)) == [25, 5, 15]
+
+
+def test_read_frames_decord_samples_fps_at_the_video_s_rate(tmp_path):
+    """'fps2' on a 4 fps video of 6 seconds keeps every second frame: 12 of 24."""
+    path = write_video(tmp_path / "clip.mp4", num_frames=24, rate=4)
+    frames = read_frames_decord(path, num_frames=16, min_num_frames=16, sample="fps2")
+    assert len(frames) == 12

@@ -6,7 +6,7 @@ import pytest
 
 from bagel_data.compat import CompatPolicy
 from bagel_data.errors import ImageDecodeError, ImageTooLargeError, SkipLog, SkipReason, VideoDecodeError
-from bagel_data.families.media import FamilyMedia, decode_options, skip_reason
+from bagel_data.families.media import MEDIA_ERRORS, FamilyMedia, decode_options, skip_reason
 from bagel_data.media.images import ImageTransform
 from bagel_data.media.safe_read import ALLOWED_IMAGE_FORMATS, MediaTooLargeError, NotRegularFileError, OutsideRootError
 from helpers.builders import solid_jpeg
@@ -32,9 +32,15 @@ class _GoneFile(FileNotFoundError):
 )
 def test_each_media_error_is_skipped_under_its_own_reason(error, reason):
     assert skip_reason(error) is reason
+    # a row's skip, never the run's stop (a disk's own OSError is a read error, READ_ERRORS)
+    assert isinstance(error, MEDIA_ERRORS) or type(error) is PermissionError
     log = SkipLog("g", strict=False, max_consecutive_failures=10)
     FamilyMedia.skip(log, "a.parquet, row 3", error)
     assert log.counts == {reason.value: 1}
+    assert log.examples[reason.value] == f"a.parquet, row 3: {error}"
+    detailed = SkipLog("g", strict=False, max_consecutive_failures=10)
+    FamilyMedia.skip(detailed, "a.parquet, row 4", error, "what the family saw")
+    assert detailed.examples[reason.value] == "a.parquet, row 4: what the family saw"
 
 
 def test_an_error_that_is_not_about_media_is_no_skip():
@@ -70,6 +76,7 @@ def test_a_group_s_image_formats_reach_every_decode(tmp_path):
         FamilyMedia([transform], CompatPolicy.of(None)).decode(buffer.getvalue())
     widened = FamilyMedia([transform], CompatPolicy.of(None), (*ALLOWED_IMAGE_FORMATS, "PPM"))
     assert widened.decode(buffer.getvalue()).getpixel((0, 0)) == (200, 10, 10)
+    assert widened.decode(buffer.getvalue(), transform).getpixel((0, 0)) == (200, 10, 10)  # for one transform
 
 
 def test_a_drafted_image_counts_the_tokens_of_its_original_size():
@@ -81,3 +88,26 @@ def test_a_drafted_image_counts_the_tokens_of_its_original_size():
     exact = FamilyMedia([ImageTransform(256, 128, 16)], CompatPolicy.of(None)).decode(data)
     assert drafted.size != exact.size
     assert FamilyMedia.tokens(transform, drafted) == FamilyMedia.tokens(transform, exact) == 16 * 12
+
+
+def test_a_decode_for_one_transform_drafts_for_that_transform_alone():
+    """Decoded for the small fast-decode transform alone, an image is drafted smaller than
+    for all the family's transforms (the larger one needs more pixels)."""
+    from PIL import Image
+
+    small, large = ImageTransform(256, 128, 16, fast_decode=True), ImageTransform(1024, 512, 16, fast_decode=True)
+    media = FamilyMedia([small, large], CompatPolicy.of(None))
+    data = solid_jpeg(2048, 1536)
+    for_all, for_small = media.decode(data), media.decode(data, small)
+    assert for_small.size[0] < for_all.size[0]
+    assert FamilyMedia.tokens(small, for_small) == FamilyMedia.tokens(small, Image.new("RGB", (2048, 1536)))
+
+
+def test_a_drafted_image_s_tokens_come_from_its_original_size():
+    from PIL import Image
+
+    transform = ImageTransform(256, 128, 16)
+    drafted = Image.new("RGB", (100, 75))
+    drafted.info["bagel_original_size"] = (1024, 768)
+    assert FamilyMedia.tokens(transform, drafted) == FamilyMedia.tokens(transform, Image.new("RGB", (1024, 768)))
+    assert FamilyMedia.tokens(transform, drafted) != FamilyMedia.tokens(transform, Image.new("RGB", (100, 75)))

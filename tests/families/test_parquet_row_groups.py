@@ -161,3 +161,31 @@ def test_the_reference_s_files_are_listed_in_its_own_order_once(tmp_path, monkey
     said = listing.reference_mismatch
     assert said is not None and f"{a} read 1x here, 0x there" in said
     assert listing.reference_mismatch == said and asked == ["filesystem"]
+
+
+def test_row_group_units_record_each_file_once_as_an_input():
+    assert ParquetRowGroups().input_paths([("b.parquet", 0), ("a.parquet", 1), ("b.parquet", 1)]) == [
+        "a.parquet",
+        "b.parquet",
+    ]
+
+
+def test_each_file_s_row_groups_are_asked_under_its_own_folder(tmp_path):
+    """Several data_dirs: a file's count (its parquet_info entry, relative to its folder) is
+    asked with the folder it was listed from."""
+    a, b = _file(tmp_path / "d1" / "a.parquet", [1]), _file(tmp_path / "d2" / "b.parquet", [1, 1])
+    asked: list[tuple[str, str]] = []
+    kind = ParquetRowGroups()
+    folders = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    got, _ = kind.list_units(folders, [1, 1], "sorted", lambda path, folder: asked.append((path, folder)) or 1)
+    assert asked == [(a, folders[0]), (b, folders[1])] and got == [(a, 0), (b, 0)]
+
+
+def test_a_jsonl_group_s_too_few_error_names_num_used_data_as_configured():
+    import types
+
+    from bagel_data.families.unit_kinds import JsonlLines
+
+    index = types.SimpleNamespace(shown_paths=[None], paths=["x.jsonl"])
+    assert JsonlLines(index, [10]).too_few("g", 3, 4, 1, 4)[:2] == ("g.num_used_data", [10])  # type: ignore[arg-type]
+    assert JsonlLines(index).too_few("g", 3, 4, 1, 4)[:2] == ("g.num_used_data", 3)  # type: ignore[arg-type]

@@ -125,6 +125,23 @@ def test_a_t2i_position_naming_no_row_is_a_resume_error(t2i, compat, position, n
         _rows(t2i(7, compat, {0: position}), 1)
 
 
+def test_a_data_status_read_back_from_json_or_as_a_list_resumes_alike(t2i):
+    """String worker ids (a JSON round trip) and a list per worker name the same entry as an
+    int key; a list without this worker's entry is a ResumeError naming the worker."""
+    full = _rows(t2i(7), 6)
+    position = full[2][0]
+    assert _rows(t2i(7, None, {"0": position}), 2) == full[3:5]
+    assert _rows(t2i(7, None, [position]), 2) == full[3:5]
+    with pytest.raises(ResumeError, match="no entry for worker 0"):
+        _rows(t2i(7, None, []), 1)
+
+
+@pytest.mark.parametrize("position", [[0, 0, -1], [-1, 0, 0], [0, True, 0]])
+def test_a_negative_or_bool_position_is_a_resume_error(t2i, position):
+    with pytest.raises(ResumeError, match="non-negative int"):
+        _rows(t2i(7, None, {0: position}), 1)
+
+
 @pytest.mark.parametrize("compat", [None, "bagel"])
 def test_a_t2i_position_on_the_last_row_of_a_row_group_continues_at_the_next(t2i, compat):
     full = _rows(t2i(7, compat), 6)
@@ -194,3 +211,75 @@ def test_vlm_positions_under_uneven_sharding_are_ours_when_tagged_else_refused(t
     assert all(isinstance(position, int) for position, _ in reference)
     with pytest.raises(ResumeError, match=r"vlm: data_status\[0\] = 0 .*do not divide evenly.*compat=\"bagel\""):
         _rows(vlm({0: reference[0][0]}), 1)
+
+
+def test_the_walk_by_rows_fingerprint_tells_every_field_of_the_share_apart():
+    """A position of the walk by rows resumes only on the same share: the worker, the worker
+    count, the rows of a pass, the window and the rounds' offset (an elastic restart's) each
+    change the fingerprint."""
+    import types
+
+    from bagel_data.families.positions import row_fingerprint
+    from bagel_data.families.row_share import EqualShare
+
+    def fingerprint(worker=1, workers=4, total=100, buffer_size=8, offset=0):
+        plan = types.SimpleNamespace(worker=worker, share=EqualShare(total, workers, offset), buffer_size=buffer_size)
+        return row_fingerprint(types.SimpleNamespace(rows=plan))
+
+    base = fingerprint()
+    assert fingerprint() == base
+    changed = [fingerprint(worker=2), fingerprint(workers=5), fingerprint(total=101), fingerprint(buffer_size=9)]
+    changed.append(fingerprint(offset=25))
+    assert base not in changed and len(set(changed)) == 5
+
+
+def test_a_family_asked_for_several_workers_tags_each_with_its_own_list(t2i_folder, tokenizer):
+    """One family object walked as worker 0 then worker 1 (as `validate` walks every
+    worker's share) tags each worker's positions with that worker's list, as a fresh one."""
+    from bagel_data.families.positions import position_tag
+    from helpers.golden import as_worker
+
+    def family():
+        return T2IIterableDataset("t2i", VAE, tokenizer, [t2i_folder], [NUM_FILES], 0, 1, 2)
+
+    shared, tags = family(), []
+    for worker in (0, 1):
+        with as_worker(worker, 2):
+            fresh = family()
+            tags.append(position_tag(shared, shared.worker_shard()))
+            assert tags[-1] == position_tag(fresh, fresh.worker_shard()) is not None
+    assert tags[0] != tags[1]
+
+
+def test_a_unit_kind_s_salt_sets_its_list_fingerprint_apart():
+    """Tars' positions carry their kind's salt: the `prepare t2i` copy's parquet list of as
+    many units fingerprints otherwise, so neither's data_status resumes the other."""
+    import types
+
+    import numpy as np
+
+    from bagel_data.families.positions import list_fingerprint
+
+    def fingerprint(salt):
+        family = types.SimpleNamespace(
+            epoch_units=list(range(6)), units=types.SimpleNamespace(kind=types.SimpleNamespace(position_salt=salt))
+        )
+        return list_fingerprint(family, types.SimpleNamespace(unit_ids=np.array([1, 4])))
+
+    assert fingerprint(0) == fingerprint(0) != fingerprint(0x7A5)
+
+
+@pytest.mark.parametrize("round_index", [-2, -1])
+def test_a_walk_by_rows_position_in_a_restart_phase_is_read_as_one(t2i, monkeypatch, round_index):
+    """A sample drawn in an elastic restart's inherited or remainder phase has a negative
+    round: its position is read as such, and without the restart plan it names, said so
+    (not refused as a position of another kind)."""
+    from bagel_data.families.positions import position_tag
+
+    monkeypatch.setattr(UnitPlan, "walk_by_rows", True)
+    dataset = t2i(7)
+    tag = position_tag(dataset, dataset.worker_shard())
+    with pytest.raises(ResumeError, match="a restart phase, but the checkpoint has no restart plan"):
+        _rows(t2i(7, None, {0: [round_index, 0, tag]}), 1)
+    with pytest.raises(ResumeError, match="not a position of this worker's walk by rows"):
+        _rows(t2i(7, None, {0: [-3, 0, tag]}), 1)

@@ -208,3 +208,109 @@ def test_resume_at_a_file_boundary_with_read_ahead_is_exact(tmp_path, tokenizer)
         assert want["text_ids_list"] == have["text_ids_list"]
         assert all((a == b).all() for a, b in zip(want["image_tensor_list"], have["image_tensor_list"]))
     assert stats["misses"] == 0, stats
+
+
+# -- the sources and the walk's look-ahead, without threads ----------------------------------
+def test_a_single_row_s_unit_reads_ahead_its_row_group_alone(monkeypatch):
+    """An inherited row (`single`) fetches its own row group; a unit from a row on, the rest
+    of its span."""
+    from bagel_data.families import reads
+
+    asked = []
+    monkeypatch.setattr(reads.parquet_ahead, "file_tasks", lambda path, first, stop, *rest: asked.append((first, stop)))
+    source = ParquetSource(lambda unit_id, row_start: ("f.parquet", 2, 5), lambda names: ("id",))
+    source.unit_tasks(0, (2, 0), True, set())
+    source.unit_tasks(0, (2, 0), False, set())
+    assert asked == [(2, 3), (2, 5)]
+
+
+def test_a_file_whose_footer_was_started_is_not_asked_to_open_again(monkeypatch):
+    import types
+
+    from bagel_data.families import reads
+
+    footers = {}
+    monkeypatch.setattr(
+        reads.parquet_ahead,
+        "footer_task",
+        lambda path, files: footers.setdefault(path, types.SimpleNamespace(future=None)),
+    )
+    source = ParquetSource(lambda unit_id, row_start: (f"{unit_id}.parquet", 0, None), lambda names: ("id",))
+    items = [WorkItem(0, 0, 0, ()), WorkItem(1, 1, 0, ())]
+    assert len(list(source.openings(items, set()))) == 2
+    footers["0.parquet"].future = "started"
+    assert [early.task for early in source.openings(items, set())] == [footers["1.parquet"]]
+
+
+def test_a_row_buffered_twice_is_pinned_for_two_rebuilds():
+    from bagel_data.families.reads import RowSource
+
+    pinned = {}
+
+    class Ahead:
+        def pin(self, task, wanted):
+            pinned.update({key: count for key, (_, count) in wanted.items()})
+
+    RowSource(lambda unit_id: f"line-{unit_id}", lambda key: key, 10).pin(Ahead(), [(3, 0), (5, 1), (3, 2)], set())
+    assert pinned == {("row", "line-3"): 2, ("row", "line-5"): 1}
+
+
+def test_the_walk_s_look_ahead_reaches_into_the_next_phase_and_no_further():
+    from bagel_data.families.reads import _Walked
+
+    def phase(number, units):
+        return Phase(number, True, iter([WorkItem(k, unit, number, ()) for k, unit in enumerate(units)]))
+
+    walked = _Walked([phase(0, [1, 2]), phase(1, [3, 4]), phase(2, [5])])
+    assert [item.unit_id for item in walked.upcoming(10)] == [1, 2, 3, 4]
+    assert [item.unit_id for item in walked.upcoming(3)] == [1, 2, 3]
+
+
+def test_a_resumed_phase_with_nothing_left_does_not_stop_the_read_ahead():
+    """Only a whole pass with no unit ends the plan (an empty worker); a phase resumed at its
+    end goes on to the next."""
+    from bagel_data.families.reads import source_tasks
+
+    class Units:
+        def unit_tasks(self, unit_id, row_start, single, files):
+            yield ("task", unit_id)
+
+        def pin(self, ahead, row_keys, files):
+            pass
+
+    def phases(first_whole: bool):
+        return [Phase(0, first_whole, iter(())), Phase(1, True, iter([WorkItem(0, 7, 1, ())]))]
+
+    assert list(source_tasks(Units(), phases(False), set())) == [("task", 7)]
+    assert list(source_tasks(Units(), phases(True), set())) == []
+
+
+def test_kept_values_keep_the_last_used_keys_up_to_the_limit():
+    reads, made = FamilyReads(), []
+
+    def keep(key):
+        return reads.kept(key, lambda: made.append(key) or key.upper(), limit=2)
+
+    assert [keep("a"), keep("b"), keep("a")] == ["A", "B", "A"] and made == ["a", "b"]
+    keep("c")  # evicts b, the least recently used
+    keep("a")
+    assert made == ["a", "b", "c"]
+    keep("b")
+    assert made == ["a", "b", "c", "b"]
+
+
+def test_a_new_budget_starts_a_new_read_ahead_and_an_old_stream_leaves_a_newer_one_running():
+    reads = FamilyReads()
+    try:
+        first = reads.start(ON)
+        assert reads.start(ON) is first
+        second = reads.start(2 * ON)
+        assert second is not first and second.budget == 2 * ON and first.closed
+        stop_old = reads.follow(2 * ON, None, [])
+        stop_new = reads.follow(2 * ON, None, [])
+        stop_old()
+        assert not reads.active().closed  # type: ignore[union-attr]
+        stop_new()
+        assert reads.active().closed  # type: ignore[union-attr]
+    finally:
+        reads.stop()

@@ -120,3 +120,54 @@ def test_kinds_name_their_rows_where_messages_show_them():
     assert ParquetFiles().location("a.parquet", (2, 5)) == "a.parquet, row group 2, row 5"
     assert Listed(depth=0).depth == 0 and Listed().depth is None
     assert list(Listed().sorted_units(["b", "a"])) == ["a", "b"]
+
+
+def test_units_replaced_by_as_many_others_are_ordered_anew():
+    """The epoch order is made once per (seed, units): a family that lists its units again
+    (another folder of as many files) gets the new units in order, not the old ones."""
+    plan = _plan(4)
+    assert sorted(plan.epoch_units) == ["f00", "f01", "f02", "f03"]
+    plan.data_paths = [f"g{i:02d}" for i in range(4)]
+    assert sorted(plan.epoch_units) == ["g00", "g01", "g02", "g03"]
+
+
+def test_a_row_s_generator_is_keyed_by_its_group_and_the_whole_seed():
+    """Two groups' rows at the same address, or one row under two seeds equal in their low
+    32 bits, make different choices; the same key again, the same."""
+
+    def draws(name="g", seed=5):
+        plan = UnitPlan(name, 0, 1, 1, CompatPolicy.of(None))
+        plan.data_paths = ["f00", "f01"]
+        plan.set_epoch(seed)
+        rng = plan.sample_rng(1, 0, 3)
+        return [rng.random() for _ in range(4)]
+
+    assert draws() == draws()
+    assert draws("h") != draws() and draws(seed=5 + 2**32) != draws() and draws(seed=6) != draws()
+
+
+def test_each_worker_gets_its_own_row_plan_and_a_restart_s_offset(tmp_path, tokenizer):
+    """In the walk by rows, one plan asked for two workers' shares gives each its own rows
+    (the cached plan is keyed by the worker), starting at an elastic restart's row offset."""
+    import dataclasses
+
+    from bagel_data.families.t2i import T2IIterableDataset
+    from bagel_data.sharding import WorkerTopology
+    from helpers.builders import solid_jpeg, write_t2i
+
+    row = {"image": solid_jpeg(16, 16), "captions": {"k": "a caption"}}
+    write_t2i(tmp_path, [[[row] * 3] for _ in range(2)])
+    family = T2IIterableDataset("t2i", ImageTransform(32, 16, 16), tokenizer, [str(tmp_path)], [2], num_workers=2)
+    plan = family.units
+    assert plan.walks_rows()
+    shares = [plan.shard_of(WorkerTopology(0, 1, worker, 2)).rows for worker in (0, 1)]
+    assert [share.worker for share in shares] == [0, 1]
+    plan.restart_plan = dataclasses.replace(GroupRestart(first_pass=1, segments=(), inherited=()), row_offset=30)
+    assert plan.shard_of(WorkerTopology(0, 1, 1, 2)).rows.share.offset == 30
+
+
+def test_no_dataloader_workers_need_a_unit_per_rank():
+    plan = UnitPlan("g", 0, 2, 0, CompatPolicy.of(None))
+    with pytest.raises(ConfigError):
+        plan.check_enough(1, 0)
+    plan.check_enough(2, 0)

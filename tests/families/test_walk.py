@@ -54,3 +54,20 @@ def test_resuming_inside_the_inherited_rows_skips_those_already_taken():
     ((number, whole, items),) = _steps(walk(_shard(), plan, INHERITED_PHASE, [2]), 1)
     assert (number, whole) == (INHERITED_PHASE, False)
     assert items == [WorkItem(2, 7, 0, (1, 0), single=True)]
+
+
+def test_the_read_ahead_walks_each_piece_once_and_unit_items_as_they_are():
+    """In the walk by rows a piece's draws are interleaved with others'; the read-ahead
+    reads its row group once, at its first draw."""
+    import types
+
+    from bagel_data.families.walk import Phase, piece_walk
+
+    def draw(piece, index):
+        return WorkItem(index, 4, 0, (index,), single=True, draw=types.SimpleNamespace(piece=piece))
+
+    items = [draw("a", 0), draw("b", 1), draw("a", 2), draw("c", 3), draw("b", 4)]
+    ((phase),) = list(piece_walk([Phase(0, True, iter(items))]))
+    assert [item.index for item in phase.items] == [0, 1, 3]
+    units = [WorkItem(0, 4, 0, ()), WorkItem(1, 4, 0, ())]  # the same unit twice, no draws: both
+    assert [item.index for item in next(piece_walk([Phase(0, True, iter(units))])).items] == [0, 1]

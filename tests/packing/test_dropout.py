@@ -238,6 +238,31 @@ def test_text_only_dropout_counts_the_ids_and_the_two_markers():
     assert _decided(config, items) == (frozenset({0}), 6)
 
 
+def test_one_draw_per_droppable_item_in_plan_order():
+    """The generator is asked once for each item that may drop, none for the others: the
+    same decisions come from the same generator whatever items sit between them."""
+
+    class Recorded:
+        def __init__(self, draws):
+            self.draws, self.asked = list(draws), 0
+
+        def random(self):
+            self.asked += 1
+            return self.draws.pop(0)
+
+    config = PackingConfig(text_cond_dropout_prob=0.5, vit_cond_dropout_prob=0.5, vae_cond_dropout_prob=0.5)
+    items = [
+        text_item([1, 2], cfg=False),
+        text_item([3], cfg=True),
+        vit_item(1, 1, cfg=False),
+        vit_item(1, 1, cfg=True),
+    ]
+    sample = make_sample(items, config)
+    rng = Recorded([0.9, 0.1])
+    dropout = decide_dropout(sample, config, rng, CompatPolicy.of(None))  # type: ignore[arg-type]
+    assert rng.asked == 2 and dropout.items == frozenset({3})
+
+
 def test_the_multi_frame_rule_has_one_home_asked_of_the_policy():
     """A frame inside a multi-frame split never drops in the default mode (at draw time and
     in the pack alike); compat="bagel" draws for it, as the reference, and may drop it."""

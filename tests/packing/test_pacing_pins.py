@@ -196,11 +196,25 @@ def test_a_backlog_sample_skipped_leaves_the_backlog_and_its_count():
     make = lambda: _paced("best_fit", maker, stages, **changes)[0]  # noqa: E731
     dataset, groups = _paced("best_fit", maker, stages, **changes)
     packed: collections.Counter = collections.Counter()
+    first_backlog: set | None = None  # the buffer's front at the change: only it is the backlog
+    names = list(stages)
     with as_worker(1, WORKERS):
         for batch in itertools.islice(iter(dataset), 40):
             packed.update((w["dataset_name"], w["data_indexes"]) for w in batch["batch_data_indexes"])
             state = dataset.state_dict()
-            assert 0 <= state["stages"]["pace"]["backlog"] <= len(state["stages"]["overflow"]["buffer"])
+            backlog = state["stages"]["pace"]["backlog"]
+            assert 0 <= backlog <= len(state["stages"]["overflow"]["buffer"])
+            front = {(raw["group"], tuple(raw["cursor"])) for raw in state["stages"]["overflow"]["buffer"][:backlog]}
+            first_backlog = front if first_backlog is None and backlog else first_backlog
+            assert front <= (first_backlog or set()), "a sample drawn since counted as the backlog's"
+            # What the group choice steers by: each group's tokens packed in the phase and its
+            # samples drawn in it that wait (a skip takes its tokens back, a release adds them).
+            waiting: collections.Counter = collections.Counter()
+            for raw in state["stages"]["overflow"]["buffer"][backlog:]:
+                name = raw["group"]
+                waiting[name] += _cfg_length(groups, {"dataset_name": name, "data_indexes": raw["cursor"][0]})
+            paced = state["stages"]["pace"]["packed_tokens"]
+            assert state["stages"]["choose"]["group_tokens"] == {n: paced[n] + waiting[n] for n in names}
         check_save_load_at(make, cuts=[SWITCH // WORKERS + 2, SWITCH // WORKERS + 6], total=30)
     skipped = state["skips"]["vlm"].get(SkipReason.NO_ROOM_BESIDE_MANDATORY.value, 0)
     assert skipped >= 1, "a backlog sample was skipped: the test tests its count"
