@@ -152,9 +152,9 @@ def _grouped(*members: tuple[str, int]) -> dict:
 def test_members_no_sample_reads_neither_repeat_a_part_nor_weigh_on_it():
     from bagel_data.sources.tar_members import MAX_MEMBER_BYTES, TarSample
 
-    # Two members of no part (.npy, .mp4), one of them over the media cap: the key reads
+    # Two members of no part (.mp4, .npy), the first over the media cap: the key reads
     # its image and caption only, and is a sample.
-    got = _grouped(("k/a.jpg", 10), ("k/a.npy", 10), ("k/a.mp4", MAX_MEMBER_BYTES + 1), ("k/a.txt", 3))
+    got = _grouped(("k/a.jpg", 10), ("k/a.mp4", MAX_MEMBER_BYTES + 1), ("k/a.npy", 10), ("k/a.txt", 3))
     assert isinstance(got["k/a"], TarSample) and got["k/a"].txt is not None
     too_large = _grouped(("k/a.jpg", MAX_MEMBER_BYTES + 1), ("k/a.txt", 3))["k/a"]
     assert too_large.reason == SkipReason.TAR_MEMBER_TOO_LARGE
