@@ -104,3 +104,22 @@ def test_a_demux_past_its_time_budget_is_a_video_error(tmp_path, monkeypatch):
     video._TABLES.clear()
     with pytest.raises(VideoDecodeError, match="demuxing took over"):
         SAMPLER(path, np.random.default_rng(0))
+
+
+def test_a_webm_opens_and_a_missing_file_is_a_named_video_error(tmp_path):
+    import av
+
+    from bagel_data.media.video_open import open_video
+
+    path = str(tmp_path / "clip.webm")
+    with av.open(path, "w") as out:
+        stream = out.add_stream("libvpx", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        for i in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((32, 32, 3), i * 30, np.uint8), format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    with open_video(path, path) as container:
+        assert container.format.name.startswith("matroska")
+    with pytest.raises(VideoDecodeError, match="cannot open"):
+        open_video(str(tmp_path / "missing.mp4"), str(tmp_path / "missing.mp4"))
