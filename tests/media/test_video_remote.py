@@ -196,3 +196,30 @@ def test_an_mp4_tables_keyframes_are_its_indexs_not_the_zeroed_payloads(tmp_path
     monkeypatch.setattr(video_remote, "probe_stream", probe)
     table = probe_remote(CountingFile(Path(path).read_bytes()), path)
     assert given[0] is not None and sum(given[0]) == 4 and len(table.seek_pts) == 4
+
+
+def test_fetched_ranges_serve_reads_to_their_last_byte_and_a_jump_back():
+    data = bytes(range(256)) * 8192  # 2 MiB: fetched in ranges, not whole
+    source = RequestCountingFile(data)
+    hollow = HollowFile(source, len(data))
+    hollow.read_ahead()
+    assert hollow.read(10) == data[:10]  # the first request: the head's 64 KiB
+    hollow.seek((64 << 10) - 10)
+    assert hollow.read(10) == data[(64 << 10) - 10 : 64 << 10]  # its last bytes: no request
+    assert source.requests == 1
+    hollow.seek(len(data) - 100)  # the index at the end: another range
+    assert hollow.read(100) == data[-100:]
+    hollow.seek(100)  # back to the header: still held
+    assert hollow.read(100) == data[100:200]
+    assert source.requests == 2
+
+
+@needs_x264
+def test_an_mp4_whose_index_spares_nothing_is_demuxed_in_ranges(tmp_path, monkeypatch):
+    path = make_h264(tmp_path / "clip.mp4", 1200, gop=24, bframes=2)
+    raw = Path(path).read_bytes()
+    assert len(raw) > 12 * (32 << 10)
+    monkeypatch.setattr(video_remote, "indexed_payload", lambda container: [])  # a fragmented mp4's partial index
+    source = RequestCountingFile(raw)
+    assert probe_remote(source, path).count == 1200
+    assert source.requests <= 8, source.requests  # ranges, not one request per 32 KiB read
