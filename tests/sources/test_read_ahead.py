@@ -458,3 +458,29 @@ def test_following_a_new_plan_drops_the_old_plans_tasks():
         assert ahead.stats()["misses"] == 1
     finally:
         ahead.close()
+
+
+def test_early_hints_take_at_most_half_the_window():
+    def plan():
+        yield Early(first)
+        yield Early(second)
+        while True:
+            yield PENDING
+
+    first, second = Task(("meta", 0), lambda: b"0", 1), Task(("meta", 1), lambda: b"1", 1)
+    ahead = ReadAhead(budget_bytes=1000, threads=4, ramp_start=2)
+    ahead.follow(plan())
+    try:
+        assert first.future is not None and second.future is None  # a window of 2: one early task
+    finally:
+        ahead.close()
+
+
+def test_a_ceiling_under_the_floor_is_the_floor():
+    from bagel_data.sources.read_depth import Depth
+
+    depth = Depth(8, 4)
+    depth.fetched(1.0)  # a slow store: it would ask for many more
+    depth.returned()
+    depth.asking()
+    assert depth.threads() == 8
