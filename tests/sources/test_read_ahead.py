@@ -484,3 +484,14 @@ def test_a_ceiling_under_the_floor_is_the_floor():
     depth.returned()
     depth.asking()
     assert depth.threads() == 8
+
+
+def test_a_fetch_started_after_close_never_runs():
+    from bagel_data.sources.read_depth import DepthPool
+
+    ran: list[int] = []
+    pool = DepthPool(1, 2, "test-pool")
+    pool.close()
+    future = pool.start(lambda: ran.append(1))
+    time.sleep(0.1)
+    assert future.cancelled() and ran == []
