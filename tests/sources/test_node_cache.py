@@ -160,3 +160,9 @@ def test_a_waiter_finds_what_another_process_built_and_builds_nothing(cache):
         raise AssertionError("built again")
 
     assert node_cache.build_shared(str(final), read, write) == "built by another process"
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES])
+def test_every_cannot_write_error_is_one(code):
+    assert node_cache.cannot_write(OSError(code, os.strerror(code)))
+    assert not node_cache.cannot_write(OSError(errno.EIO, "Input/output error"))
