@@ -97,3 +97,23 @@ def test_a_pinned_footer_answers_every_row_that_asks_for_it(shard):
     finally:
         ahead.close()
         parquet_ahead.close_all(registry)
+
+
+def test_a_unit_ending_past_the_files_row_groups_lets_the_plan_go_on(shard):
+    import weakref
+
+    from bagel_data.sources.read_ahead import Task
+
+    registry: weakref.WeakSet = weakref.WeakSet()
+    footer = parquet_ahead.footer_task(shard, registry)
+    footer.future = concurrent.futures.Future()
+    footer.future.set_result(parquet_ahead.OpenedParquet(shard))
+
+    def plan():  # a family's plan walks its units' files one after another
+        yield from parquet_ahead.file_tasks(shard, 6, 99, lambda names: ["id"], registry, footer)
+        yield Task("next file", lambda: None, 1)
+
+    try:
+        assert [task.key for task in plan()][1:] == [("rg", shard, 6), ("rg", shard, 7), "next file"]
+    finally:
+        parquet_ahead.close_all(registry)
