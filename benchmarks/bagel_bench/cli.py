@@ -145,6 +145,7 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "seams": argv_command("bagel_bench.seams", "What the library's seams cost with nothing attached"),
     "tars": argv_command("bagel_bench.tars", "WebDataset tars in place vs their prepared copy, and at +20 ms"),
     "startup": argv_command("bagel_bench.startup", "Start-up to the first pack on 1,000 remote tars, 1 and 8 ranks"),
+    "forks": argv_command("bagel_bench.forked_store", "DataLoader workers forked while a store is read: skips"),
     "shuffle": argv_command("bagel_bench.shuffle", "The default mode's shuffle against storage order, same data"),
 }
 

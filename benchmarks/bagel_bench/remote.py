@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ import torch
 import yaml
 
 from bagel_data.schema import Settings
+from bagel_data.sources import shared_listing
 from bagel_data.synthetic.dataset import DemoSizes, write_demo_dataset
 
 from .main import PACKING, QUICK_PACKING, default_paths
@@ -72,6 +74,7 @@ def measure_phases(make: Callable, counter: RequestCounter | RemoteCounter | Non
         return counter.reset() if counter is not None else {}
 
     requests()
+    _new_launch()
     start = _now()
     dataset = make()
     stream = iter(dataset)
@@ -95,12 +98,19 @@ def measure_phases(make: Callable, counter: RequestCounter | RemoteCounter | Non
     state = filled.state_dict()
     stream.close()
     requests()  # filling the buffer is not a phase
+    _new_launch()
     start = _now()
     resumed = make(**resume_packing)
     resumed.load_state_dict(state)
     next(iter(resumed))
     resume = {"seconds": _now() - start, "buffered_samples": len(state.get("buffer", ())), "requests": requests()}
     return {"startup": startup, "steady": steady, "resume": resume}
+
+
+def _new_launch() -> None:
+    """What follows starts as a new launch would (torchrun's run id, which keys the node's
+    shared folder listings: sources/shared_listing.py): it lists the store afresh."""
+    os.environ[shared_listing.RUN_ENV] = f"bench-remote-{os.getpid()}-{time.time_ns()}"
 
 
 def run_remote_benchmark(
@@ -130,6 +140,7 @@ def run_remote_benchmark(
     runs: dict[str, list[dict]] = {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one intra-op thread, as in a DataLoader worker
+    launch = os.environ.get(shared_listing.RUN_ENV)
     try:
         local = t2i_config(made.grouped_datasets, str(made.t2i_dir))
         with store_process() as store:  # the store's CPU is not the worker's, as with a real one
@@ -151,6 +162,10 @@ def run_remote_benchmark(
                     )
     finally:
         torch.set_num_threads(threads)
+        if launch is None:  # as it was: `_new_launch` set it per phase
+            os.environ.pop(shared_listing.RUN_ENV, None)
+        else:
+            os.environ[shared_listing.RUN_ENV] = launch
     res.update({name: median_run(each) for name, each in runs.items()})
     res["against_local"] = against_local(runs)
     res["rounds"] = runs

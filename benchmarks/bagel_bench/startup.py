@@ -12,6 +12,10 @@ then, for each delay, runs in fresh processes (so no client, listing or index is
 - `resume`: a new process loads that state and takes its first pack;
 - `N ranks at once`: N processes, rank r of N, started together, each to its first pack.
 
+Each phase is one launch on one node: its processes share a run id (`TORCHELASTIC_RUN_ID`,
+as torchrun sets it) and the node cache, so a folder's listing is taken once per phase
+(`listings_per_node`) and shared by its processes (sources/shared_listing.py).
+
 Each phase reports the requests by kind, the bytes the store sent, and seconds: a process's
 own from construction to its first pack, and for the ranks the wall time from the launch
 of the first to the first pack of the last (imports included: what a launch waits for).
@@ -27,6 +31,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bagel_data.sources import shared_listing
 
 from .moto_store import moto_store
 from .tars import write_tars
@@ -80,11 +86,14 @@ def _command(store, tars: int, rank: int = 0, world_size: int = 1, save: str = "
 
 
 def _phase(store, commands: list[list[str]]) -> dict:
-    """Run `commands` at once; their requests, bytes and figures."""
+    """Run `commands` at once, as one launch of one node (one run id, as torchrun gives
+    its ranks: the folder's listing is shared among them, not with another phase); their
+    requests, bytes and figures."""
     store.proxy.counter.reset()
     store.proxy.counter.reset_bytes()
+    env = {**os.environ, shared_listing.RUN_ENV: f"bench-startup-{os.getpid()}-{time.time_ns()}"}
     launch = time.perf_counter()
-    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for command in commands]
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for command in commands]
     outputs = [process.communicate()[0] for process in processes]
     wall = time.perf_counter() - launch
     if any(process.returncode for process in processes):
@@ -96,6 +105,7 @@ def _phase(store, commands: list[list[str]]) -> dict:
         "requests": requests,
         "requests_total": sum(requests.values()),
         "requests_per_process": sum(requests.values()) / len(commands),
+        "listings_per_node": requests.get("GET list", 0),  # every process on this one node
         "bytes_sent": store.proxy.counter.reset_bytes(),
         "seconds_to_first_pack": max(figure["seconds_to_first_pack"] for figure in figures),
         "seconds_to_first_pack_median": statistics.median(figure["seconds_to_first_pack"] for figure in figures),
@@ -119,7 +129,7 @@ def run(root: Path, tars: int, per_tar: int, side: int, delays: list[float], ran
             results[label] = {"one_rank": one, "resume": resume, f"{ranks}_ranks_at_once": many}
             for phase, got in results[label].items():
                 print(f"{label} {phase}: {got['requests_total']} requests ({got['requests_per_process']:.0f} per "
-                      f"process), {got['bytes_sent'] / 2**20:.1f} MiB, first pack after "
+                      f"process, {got['listings_per_node']} listings), {got['bytes_sent'] / 2**20:.1f} MiB, first pack after "
                       f"{got['seconds_to_first_pack']:.2f} s (launch to last: "
                       f"{got['wall_seconds_launch_to_last_first_pack']:.1f} s)", flush=True)  # fmt: skip
     return results

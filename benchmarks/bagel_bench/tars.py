@@ -305,17 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packs", type=int, default=8)
     parser.add_argument("--store", action="store_true", help="add the tars in an S3 server (moto) at --delay")
     parser.add_argument(
-        "--listed-identity",
+        "--digest-identity",
         action="store_true",
-        help="key a store tar's cached index by its listing (tar_index.LISTED_IDENTITY)",
+        help="key a store tar's cached index by a content digest, not its listing (tar_index.LISTED_IDENTITY off)",
     )
     parser.add_argument("--workers", type=int, default=1, help="DataLoader workers for the packs (1: in process)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.listed_identity:
+    if args.digest_identity:
         from bagel_data.sources import tar_index
 
-        tar_index.LISTED_IDENTITY = True  # this process only: the benchmark's own run
+        tar_index.LISTED_IDENTITY = False  # this process only: the benchmark's own run
     results = run(args.root, args.tars, args.per_tar, args.photo_side, args.max_image_size, args.delay,
                   args.rounds, args.warmup, args.packs, args.store, args.workers)  # fmt: skip
     print(json.dumps({key: value for key, value in results.items() if key != "rounds"}, indent=1))

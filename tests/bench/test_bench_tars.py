@@ -6,7 +6,6 @@ import json
 import tarfile
 
 from bagel_bench import tars
-from bagel_data.sources import tar_index
 
 
 def test_the_tars_and_their_copy_hold_the_same_samples(tmp_path):
@@ -41,12 +40,9 @@ def test_a_tiny_store_run_counts_the_requests_of_the_tars_on_s3(tmp_path):
     pytest.importorskip("moto.server")
     out = tmp_path / "tars.json"
     args = ["--root", str(tmp_path), "--tars", "2", "--per-tar", "6", "--photo-side", "96", "--max-image-size", "64",
-            "--delay", "0.001", "--rounds", "1", "--warmup", "0", "--packs", "1", "--store", "--listed-identity",
+            "--delay", "0.001", "--rounds", "1", "--warmup", "0", "--packs", "1", "--store",
             "--out", str(out)]  # fmt: skip
-    try:
-        assert tars.main(args) == 0
-    finally:
-        tar_index.LISTED_IDENTITY = False
+    assert tars.main(args) == 0
     results = json.loads(out.read_text())
     assert set(results["packs_per_second"]) == {*tars.CASES, tars.STORE_CASE}
     assert results["packs_per_second_store_vs_local"] > 0

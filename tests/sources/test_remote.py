@@ -85,6 +85,10 @@ def test_missing_bucket_or_key_is_a_clear_error(s3, golden_root, tokenizer, spec
     with pytest.raises(ConfigError, match="nope.jsonl.*does not exist"):
         first_packs(case, info, tokenizer, special_tokens, 1)
     info = s3_info(case)
+    info["t2i_pretrain"]["t2i"]["data_dir"] = f"s3://{BUCKET}/data/no-such-folder"  # known by its listing
+    with pytest.raises(ConfigError, match="data_dir.*no-such-folder.*no folder at this path"):
+        first_packs(case, info, tokenizer, special_tokens, 1)
+    info = s3_info(case)
     info["t2i_pretrain"]["t2i"]["data_dir"] = "s3://no-such-bucket/t2i"
     with pytest.raises(ConfigError, match="no-such-bucket"):
         first_packs(case, info, tokenizer, special_tokens, 1)

@@ -12,7 +12,7 @@ from bagel_data import ImageTransform, T2IIterableDataset, UnifiedEditIterableDa
 from bagel_data.checkpoint.inputs import input_record
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
-from bagel_data.sources import storage
+from bagel_data.sources import shared_listing, storage
 from helpers.builders import png_bytes, solid_jpeg, write_edit, write_t2i
 from helpers.object_store import copies
 
@@ -49,7 +49,10 @@ def store(tmp_path_factory):
 
 @pytest.fixture()
 def proxied(store, monkeypatch):
-    """Every path of the bucket goes through the proxy (this test's storage options only)."""
+    """Every path of the bucket goes through the proxy (this test's storage options only).
+    Each process lists for itself here (these count one process's requests; the node's
+    shared listing is tests/sources/test_shared_listing.py's)."""
+    monkeypatch.setenv(shared_listing.TTL_ENV, "0")
     monkeypatch.setattr(storage, "_OPTIONS", {})
     store.register(BUCKET)
     store.proxy.counter.reset()
@@ -136,13 +139,18 @@ def test_the_listed_input_record_is_the_one_each_file_gives(proxied, family, tok
     assert all(size > 0 and stamp for _, size, stamp in listed["files"])
 
 
-def test_through_the_config_each_folder_costs_a_probe_and_one_listing(proxied, tokenizer, special_tokens):
+def test_through_the_config_each_folder_costs_one_listing(proxied, tokenizer, special_tokens, tmp_path, monkeypatch):
     """Built from dataset_info (its storage_options send the client through the proxy): the
-    config's existence check of data_dir (a HEAD and a one-key listing) and the listing."""
+    config's check that data_dir is a folder is its listing, which the family then reads
+    from the node cache (a HEAD and a one-key listing before, then the listing)."""
     from bagel_data import make_bagel_multimodal_dataset
+    from bagel_data.sources import node_cache
 
+    monkeypatch.delenv(shared_listing.TTL_ENV)  # the node's shared listing, as by default
+    monkeypatch.setenv(node_cache.ENV, str(tmp_path / "cache"))
     seen = []
     for count in SHARDS:
+        monkeypatch.setenv(shared_listing.RUN_ENV, f"launch-{count}")
         entry = {"data_dir": f"{BUCKET}/t2i_{count}", "storage_options": proxied.proxy.storage_options()}
         group = {"dataset_names": ["t2i"], "num_used_data": [count], "weight": 1.0, "is_mandatory": True,
                  "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32}}  # fmt: skip
@@ -153,7 +161,7 @@ def test_through_the_config_each_folder_costs_a_probe_and_one_listing(proxied, t
             expected_num_tokens=60, max_num_tokens=80, max_num_tokens_per_sample=70, prefer_buffer_before=10,
             read_ahead_bytes=0,
         )  # fmt: skip
-        assert proxied.proxy.counter.reset() == {"HEAD object": 1, "GET list": 2}, count
+        assert proxied.proxy.counter.reset() == {"GET list": 1}, count
         next(iter(dataset))
         seen.append(proxied.proxy.counter.reset())
         assert "GET list" not in seen[-1] and objects(seen[-1]) <= PER_WORKER
@@ -211,6 +219,7 @@ def test_tars_start_up_reads_no_tar_it_does_not_pack(tar_store, monkeypatch, wit
     the folder's listing (size and modification time, which the store sets at each write),
     so neither the first pack nor a checkpoint reads the tars it has not reached; the
     requests to the first pack do not grow with the shard count."""
+    monkeypatch.setenv(shared_listing.TTL_ENV, "0")  # one process's requests, as in `proxied`
     monkeypatch.setattr(storage, "_OPTIONS", {})
     tar_store.register(BUCKET)
     seen = {}

@@ -112,12 +112,9 @@ def test_hdfs_without_a_port_uses_the_namenode_default(monkeypatch):
         return storage.pafs.LocalFileSystem()
 
     monkeypatch.setattr(storage.pafs, "HadoopFileSystem", hadoop)
-    storage._filesystem_for.cache_clear()
-    try:
-        storage._filesystem_for("hdfs://namenode", (("user", "me"),), None)
-        storage._filesystem_for("hdfs://namenode:9000", (("user", "me"),), None)
-    finally:
-        storage._filesystem_for.cache_clear()
+    monkeypatch.setattr(storage, "_BUILT", {})  # these two built now, and forgotten after
+    storage._filesystem_for("hdfs://namenode", (("user", "me"),), None)
+    storage._filesystem_for("hdfs://namenode:9000", (("user", "me"),), None)
     assert built == [("namenode", 8020, {"user": "me"}), ("namenode", 9000, {"user": "me"})]
 
 

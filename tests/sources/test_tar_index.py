@@ -153,7 +153,7 @@ def test_blocks_reuse_one_open_handle(tmp_path, cache, monkeypatch):
     assert sum(opens.counts.values()) == 1 + 2  # the failed handle was not put back
 
 
-def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_path, cache, monkeypatch):
+def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_path, cache):
     """The index cache tells a remote tar current by its size and the store's modification
     time: from its folder's listing, no request; without one, a HEAD. Its content is not
     digested (a HEAD and about 18 ranged reads per tar before)."""
@@ -161,7 +161,6 @@ def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_p
     from bagel_bench.moto_store import moto_store
     from bagel_data.sources import storage
 
-    monkeypatch.setattr(tar_index, "LISTED_IDENTITY", True)
     folder = tmp_path / "tars"
     folder.mkdir()
     t2i_tar(folder / "a.tar", 400)  # over the digest's whole-file limit
@@ -186,9 +185,7 @@ def test_a_store_tar_known_by_its_listing_costs_no_request_on_a_warm_cache(tmp_p
 def test_a_remote_tar_is_known_by_path_size_and_store_time_a_local_one_is_not(monkeypatch):
     """A rewrite on a store changes the size or the store-set time: either one is a new key.
     A local tar gets no listed identity (local times can be set back: it is digested); none
-    at all while `LISTED_IDENTITY` is off."""
-    assert tar_index.listed_identity("s3://b/t/a.tar", (10, 5)) is None
-    monkeypatch.setattr(tar_index, "LISTED_IDENTITY", True)
+    at all while `LISTED_IDENTITY` is off (the digest keys it then)."""
     known = tar_index.listed_identity("s3://b/t/a.tar", (10, 5))
     assert known == ["s3://b/t/a.tar", 10, 5, "listed"]
     assert tar_index.listed_identity("s3://b/t/a.tar", (10, 6)) != known
@@ -196,6 +193,8 @@ def test_a_remote_tar_is_known_by_path_size_and_store_time_a_local_one_is_not(mo
     assert tar_index.listed_identity("s3://b/t/b.tar", (10, 5)) != known
     assert tar_index.listed_identity("/data/a.tar", (10, 5)) is None
     assert tar_index.listed_identity("file:///data/a.tar", (10, 5)) is None
+    monkeypatch.setattr(tar_index, "LISTED_IDENTITY", False)
+    assert tar_index.listed_identity("s3://b/t/a.tar", (10, 5)) is None
 
 
 def test_kept_handles_are_closed_before_the_process_forks(tmp_path, cache):

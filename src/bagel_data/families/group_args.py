@@ -46,6 +46,13 @@ def path_exists(key: str, path: str) -> bool:
         raise ConfigError(key, path, str(exc)) from None
 
 
+def folder_exists(key: str, path: str) -> bool:
+    try:
+        return storage.folder_exists(path)
+    except (storage.StorageOptionsError, OSError, ValueError) as exc:  # no such bucket, no access
+        raise ConfigError(key, path, str(exc)) from None
+
+
 def _resolve(path: str, base: str | None) -> str:
     if base is None or storage.is_uri(path) or os.path.isabs(path):
         return path
@@ -87,7 +94,11 @@ class GroupArgs:
                 raise ConfigError(where, None, f"add the {key} of dataset {dataset!r}")
             return None
         value = _resolve(os.fspath(value), self.info_base)
-        if not path_exists(where, value):
+        if kind == "dir" and storage.is_remote(value):
+            # The folder's listing, which the family takes next: one per node, no probe.
+            if not folder_exists(where, value):
+                raise ConfigError(where, value, "no folder at this path (on a store: no object under this prefix)")
+        elif not path_exists(where, value):
             raise ConfigError(where, value, "this path does not exist")
         if not storage.is_uri(value):
             if kind == "dir" and not os.path.isdir(value):

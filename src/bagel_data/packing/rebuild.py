@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import SkipLog, SkipReason
 from ..sample import Draw
+from ..sources import fork_gate
 
 MAX_THREADS = 8
 
@@ -87,7 +88,8 @@ class RebuildQueue:
 
     def work(self) -> None:
         while (item := self._claim(oldest=True)) is not None:
-            self._finish(item)
+            with fork_gate.fetching():  # a fork waits for this row's store reads (see fork_gate)
+                self._finish(item)
 
     def take(self, item: Draw) -> dict | None:
         """`item`'s sample as a thread rebuilt it (waited for, rebuilding younger rows

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from . import fork_gate
+
 # Enough threads to keep several round trips in flight per worker (each waits on the
 # network, not the CPU); few enough that 8 workers x 8 ranks stay a few hundred threads.
 THREADS = 8
@@ -117,7 +119,8 @@ class DepthPool:
         value: Any = None
         error: BaseException | None = None
         try:
-            value = fetch()
+            with fork_gate.fetching():  # a fork waits for this fetch's requests (see fork_gate)
+                value = fetch()
         except BaseException as exc:  # handed to the take, which re-raises it where inline would
             error = exc
         self.depth.fetched(time.perf_counter() - start)

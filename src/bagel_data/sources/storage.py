@@ -7,14 +7,17 @@ installed) through fsspec, wrapped as a pyarrow filesystem.
 
 from __future__ import annotations
 
-import functools
 import os
-from typing import BinaryIO, NamedTuple
+import threading
+from collections.abc import Callable
+from typing import BinaryIO, NamedTuple, TypeVar
 
 import pyarrow.fs as pafs
 
 from ..errors import StorageOptionsError
 from ..instruments import seam
+from . import fork_gate
+from .shared_listing import shared_listing
 
 
 def is_uri(path: str) -> bool:
@@ -36,6 +39,7 @@ MAX_MEDIA_BYTES = 256 << 20
 _OPTIONS: dict[str, tuple] = {}
 _FILESYSTEMS = {"s3": pafs.S3FileSystem, "gs": pafs.GcsFileSystem, "gcs": pafs.GcsFileSystem}
 _PYARROW_SCHEMES = {*_FILESYSTEMS, "hdfs", "viewfs", "file"}
+T = TypeVar("T")
 
 
 def _root(uri: str) -> str:
@@ -71,13 +75,47 @@ def register_all(saved: dict[str, tuple]) -> None:
         _OPTIONS.setdefault(root, frozen)
 
 
-@functools.lru_cache(maxsize=32)
+# The filesystems built in this process, by what built them. A child forked from this
+# process (a DataLoader's worker) must not use them: see `fork_gate`.
+_BUILT: dict[tuple, object] = {}
+_MAX_BUILT = 32
+# A forked child's copies of its parent's filesystems: kept, never used nor freed, since
+# freeing one closes connections (a TLS close writes to a socket the parent still reads).
+_INHERITED: list[dict] = []
+_BUILT_LOCK = threading.Lock()
+
+
+def _built(key: tuple, build: Callable[[], T]) -> T:
+    """The filesystem `build()` made for `key` in this process, built on first use."""
+    found = _BUILT.get(key)
+    if found is None:
+        fork_gate.on_fork_child(_forget_after_fork)
+        found = build()  # outside the lock: a store's client may ask the network
+        with _BUILT_LOCK:
+            found = _BUILT.setdefault(key, found)
+            if len(_BUILT) > _MAX_BUILT:
+                del _BUILT[next(iter(_BUILT))]
+    return found  # type: ignore[return-value]
+
+
+def _forget_after_fork() -> None:
+    """In a child just forked: build new filesystems, keeping the parent's copies aside."""
+    global _BUILT_LOCK
+    _BUILT_LOCK = threading.Lock()  # a parent thread may have held it at the fork
+    if _BUILT:
+        _INHERITED.append(dict(_BUILT))
+        _BUILT.clear()
+
+
 def _filesystem_for(uri_root: str, options: tuple, endpoint: str | None) -> pafs.FileSystem:
     # Without options, credentials, region and endpoint come from the usual environment
     # variables (AWS_ACCESS_KEY_ID, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL,
     # GOOGLE_APPLICATION_CREDENTIALS, HADOOP_HOME...), which pyarrow reads; the endpoint is
     # part of the cache key so that a changed endpoint is not served by a stale client.
-    del endpoint
+    return _built(("pyarrow", uri_root, options, endpoint), lambda: _new_filesystem(uri_root, options))
+
+
+def _new_filesystem(uri_root: str, options: tuple) -> pafs.FileSystem:
     scheme, host = uri_root.split("://", 1)
     if scheme not in _PYARROW_SCHEMES:
         return pafs.PyFileSystem(pafs.FSSpecHandler(_fsspec_filesystem(uri_root, options)))
@@ -90,12 +128,16 @@ def _filesystem_for(uri_root: str, options: tuple, endpoint: str | None) -> pafs
     return _FILESYSTEMS[scheme](**dict(options))
 
 
-@functools.lru_cache(maxsize=32)
 def _fsspec_filesystem(uri_root: str, options: tuple):
     """The fsspec filesystem for a scheme pyarrow has no filesystem for."""
+    return _built(("fsspec", uri_root, options), lambda: _new_fsspec_filesystem(uri_root, options))
+
+
+def _new_fsspec_filesystem(uri_root: str, options: tuple):
     import fsspec  # a dependency of torch
 
     try:
+        # fsspec keeps its own instances too; it makes new ones in a process of another pid.
         filesystem, _ = fsspec.core.url_to_fs(uri_root, **dict(options))
     except (ValueError, ImportError) as exc:  # unknown protocol, or its package is missing
         raise StorageOptionsError(
@@ -155,6 +197,20 @@ def exists(path: str) -> bool:
     return filesystem.get_file_info(inner).type != pafs.FileType.NotFound
 
 
+def folder_exists(path: str) -> bool:
+    """Whether folder `path` exists. On a store, from its listing (which the dataset takes
+    next anyway, and one process of the node shares with the others: `list_entries`)
+    instead of a HEAD and a one-key listing per process; a store folder is a prefix with
+    objects under it."""
+    if not is_remote(path):
+        return exists(path)  # no round trip to save
+    try:
+        list_entries(path, sort=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 class Entry(NamedTuple):
     """One entry of a folder listing: its name, bytes (-1 when it cannot be read) and
     modification time in ns (None when unknown)."""
@@ -169,18 +225,25 @@ def list_entries(path: str, sort: bool = True) -> list[Entry]:
     unless `sort` is False (then in the folder's own order, as `os.listdir` gives it).
 
     On an object store this is one listing (a request per 1,000 keys), where asking each
-    file's size would be a request per file. FileNotFoundError when the folder is missing.
+    file's size would be a request per file, taken by one process of the node and shared
+    with those that list the folder soon after (`shared_listing`). FileNotFoundError when
+    the folder is missing.
     """
     if not is_uri(path):
         with os.scandir(path) as scan:
             entries = [_local_entry(item) for item in scan]
     else:
-        filesystem, inner = resolve(path)
-        entries = [
-            Entry(info.base_name, int(info.size or 0), info.mtime_ns)
-            for info in filesystem.get_file_info(pafs.FileSelector(inner, recursive=False))
-        ]
+        root = _root(path)
+        identity = (_OPTIONS.get(root, ()), os.environ.get("AWS_ENDPOINT_URL"))
+        listed = shared_listing(path.rstrip("/"), identity, lambda: _list_store(path))
+        entries = [Entry(*entry) for entry in listed]
     return sorted(entries) if sort else entries
+
+
+def _list_store(path: str) -> list[tuple[str, int, int | None]]:
+    filesystem, inner = resolve(path)
+    infos = filesystem.get_file_info(pafs.FileSelector(inner, recursive=False))
+    return [(info.base_name, int(info.size or 0), info.mtime_ns) for info in infos]
 
 
 def _local_entry(item: os.DirEntry) -> Entry:

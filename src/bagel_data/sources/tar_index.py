@@ -122,11 +122,12 @@ def _text(key: str, sample) -> tuple[bytes, bytes]:
     return key.encode("utf-8", "surrogateescape"), detail.encode("utf-8", "surrogateescape")
 
 
-# Off for now: a DataLoader worker forked after its parent used a store can read another's
-# bytes (the store's client is not fork-safe); an index listed from such bytes, keyed by the
-# listing alone, would be mapped by every process of the node until the tar changes, where a
-# content digest keys it apart. Turn on once workers read stores safely.
-LISTED_IDENTITY = False
+# A remote tar's cached index is keyed by its listing (size and store-set time), not by a
+# content digest (a HEAD and about 18 ranged reads). It waited on forked workers reading
+# stores safely (`fork_gate`): before that, a worker could read another request's bytes, and
+# an index listed from them, keyed by the listing alone, would have served the whole node.
+# False keys it by the digest, as a local tar (`bench tars --digest-identity`).
+LISTED_IDENTITY = True
 
 
 def listed_identity(path: str, listed: tuple[int, int | None] | None = None) -> list | None:
