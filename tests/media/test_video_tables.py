@@ -260,3 +260,29 @@ def test_a_stored_table_may_start_before_zero_but_not_claim_more_frames_than_tim
     assert video_tables.read_table(path).frame_pts.tolist() == [-5, -3, 0]
     arrays = {"rate": np.asarray([24.0]), "steps": np.asarray([0, 1, 1], np.int64), "seek": np.zeros(1, np.int64)}
     assert video_tables._checked(header=np.asarray([video_tables._FORMAT, 10**10, 1], np.int64), **arrays) is None
+
+
+def test_a_table_is_demuxed_once_and_counted_shared_only_where_read_from_the_cache(cache, monkeypatch):
+    from bagel_data.sources import node_cache
+
+    demuxes: list[int] = []
+
+    def demux() -> FrameTable:
+        demuxes.append(1)
+        return _table(count=6)
+
+    counts = video_tables.table_counts
+    before = {key: counts().get(key, 0) for key in ("demuxed", "shared", "unstored")}
+    video_tables.shared_table("memory://x/a.mkv", io.BytesIO(b"a" * 100), demux)  # built here
+    video_tables.shared_table("memory://x/a.mkv", io.BytesIO(b"a" * 100), demux)  # read from the cache
+    assert len(demuxes) == 1
+    assert counts()["demuxed"] == before["demuxed"] + 1 and counts()["shared"] == before["shared"] + 1
+
+    def full(file, table):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(video_tables, "write_table", full)
+    monkeypatch.setattr(node_cache, "_warned", set())
+    with pytest.warns(Warning):
+        assert video_tables.shared_table("memory://x/b.mkv", io.BytesIO(b"b" * 100), demux).count == 6
+    assert len(demuxes) == 2  # demuxed once, though it could not be stored
