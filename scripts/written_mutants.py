@@ -799,6 +799,21 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "if old_hash != new_hash:",
             "a remote file's new time reported as different content",
         ),
+        (
+            "    files = [file_entry(path, listed.get(path)) for path in sorted(set(paths))]",
+            "    files = [file_entry(path, listed.get(path)) for path in sorted(paths)]",
+            "a file repeated to fill num_used_data listed once per use",
+        ),
+        (
+            "        elif len(old) > 1 and old[1:] != new[1:]:",
+            "        elif old[1:] != new[1:]:",
+            "a checkpoint of sizes only reported as changed",
+        ),
+        (
+            "                handle.seek(max(size - _LEGACY_HASHED_BYTES, _LEGACY_HASHED_BYTES))",
+            "                handle.seek(size - _LEGACY_HASHED_BYTES)",
+            "an old stamp's tail read overlapping its head",
+        ),
     ],
     "media/photos.py": [
         ("_SWAPS_SIDES = (5, 6, 7, 8)", "_SWAPS_SIDES = (6, 8)", "only the rotations counted as sideways"),
@@ -816,6 +831,32 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "image = in_srgb(high_bit_depth_to_8bit(wide_png_to_8bit(image)))",
             "image = high_bit_depth_to_8bit(wide_png_to_8bit(image))",
             "the colour profile not applied",
+        ),
+        (
+            "        turned.info[ORIGINAL_SIZE_KEY] = original[::-1] if swaps_sides(orientation) else tuple(original)",
+            "        turned.info[ORIGINAL_SIZE_KEY] = tuple(original)",
+            "a drafted image's original size not turned with it",
+        ),
+        ('_ICC_MODES = ("RGB", "RGBA", "CMYK")', '_ICC_MODES = ("RGB", "RGBA")', "a CMYK photo's profile ignored"),
+        (
+            '    if image.mode == "RGBA" or image.info.get("transparency") is not None:\n        return on_white(image)\n    return _as_rgb(image)\n\n\n@',
+            "    if image.mode in _ALPHA_MODES:\n        return on_white(image)\n    return _as_rgb(image)\n\n\n@",
+            "the reference's rule given the viewer's alpha modes",
+        ),
+        (
+            '    if image.mode in _ALPHA_MODES or image.info.get("transparency") is not None:\n        return on_white(image)\n    return _as_rgb(image)\n\n\ndef exif',
+            "    if image.mode in _ALPHA_MODES:\n        return on_white(image)\n    return _as_rgb(image)\n\n\ndef exif",
+            "a palette photo's transparency entry not composited",
+        ),
+        (
+            '    gray = Image.fromarray(((np.clip(values, 0, 65535) * 255 + 32767) // 65535).astype(np.uint8), "L")',
+            '    gray = Image.fromarray((np.clip(values, 0, 65535) // 256).astype(np.uint8), "L")',
+            "16-bit grey scaled by its high byte only",
+        ),
+        (
+            '        if "srgb" in (ImageCms.getProfileDescription(source) or "").lower().replace(" ", ""):',
+            '        if "srgb" in (ImageCms.getProfileDescription(source) or ""):',
+            "an sRGB profile named in capitals transformed anyway",
         ),
     ],
     "nemo/video.py": [
@@ -896,6 +937,21 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "        yield Damaged(expected, last)",
             "a damaged tail not rounded to whole blocks",
         ),
+        (
+            "        if size < 0 or size > EXTENDED_LIMIT:",
+            "        if size > EXTENDED_LIMIT:",
+            "a read to the end of the file (size -1) let through while walking",
+        ),
+        (
+            "        except (tarfile.HeaderError, UnicodeError, ValueError, OverflowError):",
+            "        except tarfile.HeaderError:",
+            "a garbage block that breaks the parser otherwise ending the listing",
+        ),
+        (
+            "        if info.isfile():\n",
+            "        if not info.isdir():\n",
+            "a link member taken for a file",
+        ),
     ],
     "sources/tar_index.py": [
         (
@@ -917,6 +973,31 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "                if len(data) != end - start:",
             "                if len(data) < 0:",
             "a short read of a block taken as whole",
+        ),
+        (
+            "    range_ends = np.maximum.reduceat(ends, heads)",
+            "    range_ends = ends[np.append(heads[1:], len(ends)) - 1]",
+            "a range ending at its last-listed member, not the furthest end",
+        ),
+        (
+            '        and chosen["problem"].max() < len(PROBLEMS)',
+            '        and chosen["problem"].max() <= len(PROBLEMS)',
+            "a cached problem code one past the known ones trusted",
+        ),
+        (
+            '        return reason, self._keys[at + key_len : at + text_len].decode("utf-8", "surrogateescape")',
+            '        return reason, self._keys[at : at + text_len].decode("utf-8", "surrogateescape")',
+            "a refused key's particulars read with its key",
+        ),
+        (
+            "            idle, self._idle = self._idle, []",
+            "            idle = list(self._idle)",
+            "closed handles kept for the next block",
+        ),
+        (
+            "        except BaseException:\n            handle.close()\n            raise",
+            "        except BaseException:\n            with self._handles_lock:\n                self._idle.append(handle)\n            raise",
+            "a handle whose read failed reused for the next block",
         ),
     ],
     "families/unit_kinds.py": [
@@ -956,5 +1037,731 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "every file's row groups asked under the first folder",
         ),
         ("            listed_files.update(listed)\n", "", "the files' listed sizes and times kept for none"),
+    ],
+    "checkpoint/tokens.py": [
+        (
+            "    if saved is None or current is None:\n        return\n    if not isinstance(saved, Mapping)",
+            "    if saved is None:\n        return\n    if not isinstance(saved, Mapping)",
+            "a resume with no tokenizer now fails on the saved fingerprint",
+        ),
+        ('_COMPARED = ("size", "special", "probe")', '_COMPARED = ("size", "probe")', "special ids not compared"),
+        (
+            "    if not isinstance(saved, Mapping) or not set(_COMPARED) <= set(saved):",
+            "    if not isinstance(saved, Mapping):",
+            "a fingerprint missing a field fails with a bare KeyError",
+        ),
+        (
+            '    special = {f"packer.{name}": int(value) for name, value in special_tokens.items()}',
+            "    special = {name: int(value) for name, value in special_tokens.items()}",
+            "the packer's ids recorded under the tokenizer's own names",
+        ),
+        (
+            "        if token is not None:\n            special[name] = token",
+            "        special[name] = token",
+            "a special token the tokenizer cannot convert recorded as None",
+        ),
+        (
+            '    more = f" and {len(special) - 6} more" if len(special) > 6 else ""',
+            '    more = f" and {len(special) - 6} more" if len(special) >= 6 else ""',
+            "six special tokens described as 'and 0 more'",
+        ),
+        (
+            "names.extend([value] if isinstance(value, str) else [v for v in value or () if isinstance(v, str)])",
+            "names.extend([value] if isinstance(value, str) else [])",
+            "additional special tokens (a list) left out",
+        ),
+        (
+            "    return int(token) if isinstance(token, int) else None",
+            "    return int(token) if token is not None else None",
+            "a non-int id (a list for an unknown token) taken as an id",
+        ),
+    ],
+    "checkpoint/checks.py": [
+        (
+            '(key != "data_seed" and saved[key] < 0)',
+            "saved[key] < 0",
+            "a negative data seed refused",
+        ),
+        ("    if packs > tokens:", "    if packs >= tokens:", "a checkpoint of one-token packs refused"),
+        (
+            "        if carry in seen:\n",
+            "        if False:\n",
+            "a carried row also in the buffer packed twice",
+        ),
+        (
+            "    if cursor[0] < INHERITED_PHASE or any(value < 0 for value in cursor[1:]):",
+            "    if cursor[0] < 0 or any(value < 0 for value in cursor[1:]):",
+            "an inherited-phase cursor refused",
+        ),
+        (
+            "        if drawn_to is None or tuple(cursor) > tuple(drawn_to):",
+            "        if drawn_to is None or tuple(cursor) >= tuple(drawn_to):",
+            "the last drawn row refused in the buffer",
+        ),
+        (
+            "            if worker_id < 0:\n",
+            "            if worker_id < -1:\n",
+            "a worker id of -1 taken (the last worker)",
+        ),
+        (
+            "    if position is not None and (not values or not all(_is_int(v) and v >= 0 for v in values)):",
+            "    if not values or not all(_is_int(v) and v >= 0 for v in values):",
+            "a worker with no position yet refused",
+        ),
+        (
+            '    return "the row group" if position == length - 2 else f"entry {position}"',
+            '    return "the row group" if position == 2 else f"entry {position}"',
+            "a cursor's entries named from the front",
+        ),
+        (
+            "    if samples > tokens:\n",
+            "    if samples > tokens + len(saved['samples']):\n",
+            "samples checked per group, not in all",
+        ),
+    ],
+    "media/video_decode.py": [
+        (
+            "    if wanted[-1] >= len(table.frame_pts):",
+            "    if wanted[-1] > len(table.frame_pts):",
+            "the frame one past the table taken as demuxed",
+        ),
+        (
+            "            if frame.pts < floor:\n                continue",
+            "            if frame.pts is None:\n                continue",
+            "an open GOP's leading pictures taken after a seek",
+        ),
+        (
+            "        elif frames is None or position is None or start > position:",
+            "        elif frames is None or position is None:",
+            "a far frame decoded on to instead of seeking",
+        ),
+        (
+            "            if position >= target:\n                break",
+            "            if position > target:\n                break",
+            "one frame past the wanted one decoded before the next seek",
+        ),
+        (
+            "                if frame.pts in index_of and index_of[frame.pts] not in found:",
+            "                if frame.pts in index_of:",
+            "a repeated timestamp's later frame replacing the first",
+        ),
+        (
+            "            if done and len(found) == len(wanted):",
+            "            if done:",
+            "a decode past the last wanted frame returning with one missing",
+        ),
+        (
+            "    missing = min(wanted - set(found))",
+            "    missing = max(wanted - set(found))",
+            "the error naming the last missing frame, not the first",
+        ),
+        (
+            '    degrees = round(getattr(frame, "rotation", 0) or 0) % 360 if upright else 0',
+            '    degrees = round(getattr(frame, "rotation", 0) or 0) if upright else 0',
+            "a phone's -90 rotation not turned",
+        ),
+        (
+            "        images.append(found[i].copy() if i in used else found[i])",
+            "        images.append(found[i])",
+            "a repeated index sharing one image",
+        ),
+    ],
+    "media/video_remote.py": [
+        (
+            "    if video is None or video.frames <= 0 or len(video.index_entries) != video.frames:",
+            "    if video is None or video.frames <= 0:",
+            "an index that lists only some frames (Matroska's cues) taken as whole",
+        ),
+        (
+            "            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))",
+            "            merged[-1] = (merged[-1][0], stop)",
+            "a packet inside the previous one shrinking the merged range",
+        ),
+        (
+            "        if entry.pos >= 0 and entry.size > 0",
+            "        if entry.size > 0",
+            "an index entry of unknown position (-1) hollowed",
+        ),
+        (
+            "            if start <= at and at + length <= start + len(data):",
+            "            if start <= at and at + length < start + len(data):",
+            "a read ending at its window's end fetched again",
+        ),
+        (
+            "        self._windows = [*self._windows[-(_WINDOWS - 1) :], (at, data)]",
+            "        self._windows = [(at, data)]",
+            "only the last fetched range kept: every jump to the header fetched again",
+        ),
+        (
+            "        if length >= _PROBE // 2:",
+            "        if length > 0:",
+            "the bandwidth measured on small requests",
+        ),
+        (
+            "        self.round_trip = seconds if self.round_trip is None else min(self.round_trip, seconds)",
+            "        self.round_trip = seconds",
+            "the round trip taken from the latest request, not the quickest",
+        ),
+        (
+            "        return rest if rest <= wanted + _PROBE else wanted",
+            "        return wanted",
+            "a small tail left for one more request",
+        ),
+        (
+            "        if not payload:\n            hollow.read_ahead()\n",
+            "        if not payload:\n",
+            "a video without an index demuxed one request per read",
+        ),
+        (
+            "        return probe_stream(container, stream, [entry.is_keyframe for entry in stream.index_entries])",
+            "        return probe_stream(container, stream)",
+            "keyframe flags read from zeroed payload",
+        ),
+    ],
+    "media/video_open.py": [
+        (
+            "    if width * height > MAX_FRAME_PIXELS:",
+            "    if width * height >= MAX_FRAME_PIXELS:",
+            "a frame of exactly the pixel bound refused",
+        ),
+        (
+            '_OPTIONS = {"format_whitelist": ",".join(CONTAINERS), "protocol_whitelist": "file"}',
+            '_OPTIONS = {"protocol_whitelist": "file"}',
+            "any demuxer allowed (playlists, concat lists)",
+        ),
+        (
+            "    except av.FFmpegError as err:",
+            "    except av.InvalidDataError as err:",
+            "a missing or unreadable file's error escaping unnamed",
+        ),
+        (
+            "    width, height = stream.codec_context.width or 0, stream.codec_context.height or 0",
+            "    width, height = stream.codec_context.width or 0, stream.codec_context.width or 0",
+            "the frame's width taken for its height",
+        ),
+        (
+            '    "mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska", "webm",',
+            '    "mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska",',
+            "WebM left out of the allowed demuxers",
+        ),
+    ],
+    "media/video_probe.py": [
+        (
+            '        at = int(np.searchsorted(self.seek_pts, pts, side="right"))',
+            '        at = int(np.searchsorted(self.seek_pts, pts, side="left"))',
+            "a keyframe not a seek point for its own frame",
+        ),
+        (
+            "        if packet.size == 0:  # the demuxer's end-of-stream marker\n            continue",
+            "        if packet.size == 0:  # the demuxer's end-of-stream marker\n            pass",
+            "the end-of-stream marker counted as a packet",
+        ),
+        (
+            "    rate = rate if rate > 0 else 1.0",
+            "    rate = rate if rate >= 0 else 1.0",
+            "a zero frame rate kept",
+        ),
+        (
+            "        count = stream.frames if stream.frames > 0 else len(timestamps)",
+            "        count = stream.frames",
+            "a header without a frame count taken as no frames",
+        ),
+        (
+            "if len(keyframes) >= len(timestamps) else [False] * len(timestamps)",
+            "if len(keyframes) == len(timestamps) else [False] * len(timestamps)",
+            "a cut file's longer index not trusted for the packets that are there",
+        ),
+        (
+            "    while tail and corrupt[tail - 1]:\n        tail -= 1",
+            "    if tail and corrupt[tail - 1]:\n        tail -= 1",
+            "only the last of several corrupt packets left out",
+        ),
+        (
+            "        shown &= pts >= pts[first]",
+            "        shown &= pts >= 0",
+            "the first keyframe's leading pictures counted",
+        ),
+        (
+            "    return keyframe & (before < pts)",
+            "    return keyframe & (before <= pts)",
+            "a keyframe after a packet of its own timestamp taken as safe",
+        ),
+        (
+            "            while len(self._tables) > self._size:",
+            "            while len(self._tables) >= self._size:",
+            "the table cache holding one fewer than its size",
+        ),
+        (
+            "            if table is not None:\n                self._tables.move_to_end(key)",
+            "            if table is not None:\n                pass",
+            "the table cache evicting the most used table first",
+        ),
+    ],
+    "media/video_tables.py": [
+        (
+            "    handle.seek(max(size - _ENDS, 0))",
+            "    handle.seek(size - _ENDS)",
+            "a file under 16 KiB seeking before its start",
+        ),
+        (
+            "json.dumps([_FORMAT, path, size, _modified_ns(path)])",
+            "json.dumps([_FORMAT, path, size])",
+            "a rewritten object with the same size and ends keeping its old table",
+        ),
+        (
+            "    digest.update(head)\n    digest.update(tail)",
+            "    digest.update(head)",
+            "a remux that rewrites the Cues keeping the old table",
+        ),
+        (
+            "    steps = np.diff(pts, prepend=np.int64(0)) if pts is not None",
+            "    steps = np.diff(pts) if pts is not None",
+            "the first timestamp lost in the stored steps",
+        ),
+        (
+            "    if has_pts and count != len(steps):",
+            "    if has_pts and count < len(steps):",
+            "a count above its timestamps trusted",
+        ),
+        (
+            "np.any(steps[1:] < 0)",
+            "np.any(steps < 0)",
+            "a negative first timestamp taken for damage",
+        ),
+        (
+            '    if not demuxed:\n        _count("shared")',
+            '    if True:\n        _count("shared")',
+            "a table demuxed here counted shared",
+        ),
+        (
+            "        return _unstored(folder, error, demuxed[0] if demuxed else demux())",
+            "        return _unstored(folder, error, demux())",
+            "a table that could not be stored demuxed twice",
+        ),
+        (
+            "    except FileNotFoundError:\n        return None\n",
+            "",
+            "a table not built yet counted damaged",
+        ),
+    ],
+    "media/fast_decode.py": [
+        (
+            "    ratio = min(width // max(1, target[0]), height // max(1, target[1]))",
+            "    ratio = max(width // max(1, target[0]), height // max(1, target[1]))",
+            "the scale chosen by the larger side: the other side drafted under its target",
+        ),
+        (
+            "    return next((s for s in (8, 4, 2) if ratio >= s), 1)",
+            "    return next((s for s in (8, 4, 2) if ratio > s), 1)",
+            "an exact factor of two not drafted",
+        ),
+        (
+            "        return max(n[0] for n in needs), max(n[1] for n in needs)",
+            "        return min(n[0] for n in needs), min(n[1] for n in needs)",
+            "the smallest need wins: an exact transform drafted",
+        ),
+        (
+            "        decoded.info[ORIGINAL_SIZE_KEY] = (width, height)",
+            "        decoded.info[ORIGINAL_SIZE_KEY] = decoded.size",
+            "the drafted size recorded as the original",
+        ),
+        (
+            "else (draft_size[0], draft_size[1])",
+            "else (draft_size[1], draft_size[0])",
+            "a fixed draft size's sides swapped",
+        ),
+    ],
+    "media/safe_read.py": [
+        (
+            '        if target == base or target.startswith(base + "/"):',
+            "        if target == base or target.startswith(base):",
+            "a sibling folder sharing the root's prefix taken as inside",
+        ),
+        (
+            "    return os.path.realpath(path)  # symlinks and `..` resolved before the check",
+            "    return os.path.abspath(path)  # symlinks and `..` resolved before the check",
+            "a symlink out of the root followed",
+        ),
+        (
+            "    if status.st_size > max_bytes:",
+            "    if status.st_size >= max_bytes:",
+            "a file of exactly the limit refused",
+        ),
+        (
+            "        data = handle.read(max_bytes + 1)",
+            "        data = handle.read(max_bytes)",
+            "a file grown past the limit since the stat cut short, not refused",
+        ),
+        (
+            "        if (info.size or 0) > max_bytes:",
+            "        if (info.size or 0) > max_bytes and info.size is None:",
+            "a remote file's size not checked",
+        ),
+        (
+            "        if width * height > max_pixels:",
+            "        if width * height > max_pixels and width > 1 and height > 1:",
+            "a one-pixel-high strip over the pixel bound read",
+        ),
+        (
+            "        if upper not in names:\n            names.append(upper)",
+            "        names.append(upper)",
+            "an allowed format named again listed twice",
+        ),
+        (
+            "        upper = str(name).upper() if isinstance(name, str) else name",
+            "        upper = name",
+            "a lower-case format name refused",
+        ),
+        (
+            "        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):",
+            "        if not stat.S_ISREG(mode):",
+            "a frame folder refused",
+        ),
+    ],
+    "sources/tar_members.py": [
+        (
+            '        stem, dot, ext = base.partition(".")',
+            '        stem, dot, ext = base.rpartition(".")',
+            "a key cut at the last dot (`a.seg.png` keyed `a.seg`)",
+        ),
+        (
+            '        key = f"{folder}/{stem}" if folder else stem',
+            "        key = stem",
+            "the same name in two folders taken for one key",
+        ),
+        (
+            '        if first is not member and role != "other":',
+            "        if first is not member:",
+            "two unused members of a key refusing it",
+        ),
+        (
+            'large = [m for role, m in members.items() if role != "other" and m.size > MAX_MEMBER_BYTES]',
+            "large = [m for role, m in members.items() if m.size > MAX_MEMBER_BYTES]",
+            "a large member the sample never reads refusing it",
+        ),
+        (
+            '    if "txt" in members or "json" in members:',
+            '    if "txt" in members:',
+            "a key with a .json and no image called image-missing",
+        ),
+        (
+            "    if not 0 <= label < len(class_names):",
+            "    if not label < len(class_names):",
+            "a negative class label read from the end of the names",
+        ),
+        (
+            "                names = [line.strip() for line in handle if line.strip()]",
+            "                names = [line.strip() for line in handle]",
+            "a blank line in the class-name file counted as a class",
+        ),
+        (
+            '    return ext if ext in ("txt", "json", "cls") else "other"',
+            '    return ext if ext in ("txt", "json") else "other"',
+            "a .cls member not read",
+        ),
+        (
+            '    if tars or not any(path.suffix == ".parquet" for path in files):',
+            "    if tars:",
+            "a folder of only compressed tars not refused by name",
+        ),
+    ],
+    "sources/read_ahead.py": [
+        (
+            "                self.window = min(self.window + 1, MAX_AHEAD)",
+            "                self.window = self.window + 1",
+            "the window growing past MAX_AHEAD",
+        ),
+        (
+            "                if pinned[2] <= 0:",
+            "                if pinned[2] < 0:",
+            "a pinned row kept for one take more than asked",
+        ),
+        (
+            "        return not self._waits_for_size(task) and self.held + self._charge(task) <= self.budget",
+            "        return not self._waits_for_size(task) and self.held + self._charge(task) < self.budget",
+            "a task that fills the budget exactly held back",
+        ),
+        (
+            "    def _release(self, task: Task) -> None:\n        if not task.released:",
+            "    def _release(self, task: Task) -> None:\n        if True:",
+            "a task released twice",
+        ),
+        (
+            "            if not task.released:\n                self.held += actual - task.charged",
+            "            if True:\n                self.held += actual - task.charged",
+            "a task dropped before its fetch ended charged again when it ends",
+        ),
+        (
+            "            self._expansion[kind] = max(self._expansion.get(kind, 0.0), actual / task.estimate)",
+            "            self._expansion[kind] = actual / task.estimate",
+            "a kind's expansion taken from its latest task, not its most",
+        ),
+        (
+            "            self._drop_queue()\n            self._plan, self._next, self.following = plan, None, plan",
+            "            self._plan, self._next, self.following = plan, None, plan",
+            "an old plan's tasks kept when a new plan is followed",
+        ),
+        (
+            "            for task, _, _ in self._pinned.values():\n                self._release(task)",
+            "            for task, _, _ in self._pinned.values():\n                pass",
+            "pinned rows' bytes not freed at close",
+        ),
+        (
+            "        if task.future is None and len(self._early) < max(1, self.window // 2) and room:",
+            "        if task.future is None and len(self._early) <= max(1, self.window // 2) and room:",
+            "one early task more than half the window",
+        ),
+    ],
+    "sources/read_depth.py": [
+        (
+            "        wanted = math.ceil(fetch / max(work, MIN_WORK_S)) + 1",
+            "        wanted = math.ceil(fetch / max(work, MIN_WORK_S))",
+            "no fetch in flight for the one the stream waits on",
+        ),
+        (
+            "    return new if old is None else old + SMOOTHING * (new - old)",
+            "    return new",
+            "no moving average: the latest measurement alone",
+        ),
+        (
+            "        self.floor, self.ceiling = int(floor), max(int(ceiling), int(floor))",
+            "        self.floor, self.ceiling = int(floor), int(ceiling)",
+            "a ceiling below the floor kept",
+        ),
+        (
+            "        while self._waiting and self._pool is not None and self._running < self.depth.threads():",
+            "        while self._waiting and self._pool is not None and self._running <= self.depth.threads():",
+            "one fetch more in flight than the depth",
+        ),
+        (
+            "            self._running -= 1\n            self._dispatch()",
+            "            self._running -= 1",
+            "a finished fetch not starting the next waiting one",
+        ),
+        (
+            "        return sum(nbytes_of(item) for item in value.values())",
+            "        return sum(nbytes_of(item) for item in value)",
+            "a dict's keys counted, not its values",
+        ),
+        (
+            "            if self._closed:\n                future.cancel()\n                return future\n",
+            "",
+            "a fetch started after close runs",
+        ),
+        (
+            "        if self._returned is not None:\n            work = time.perf_counter() - self._returned",
+            "        if True:\n            work = time.perf_counter() - (self._returned or 0.0)",
+            "the time before the first take counted as work",
+        ),
+    ],
+    "sources/parquet_ahead.py": [
+        (
+            "        return table if read == wanted else inline()[1]",
+            "        return table",
+            "a row group fetched with other columns used as it is",
+        ),
+        (
+            "    stop = opened.metadata.num_row_groups if stop is None else min(stop, opened.metadata.num_row_groups)",
+            "    stop = opened.metadata.num_row_groups if stop is None else stop",
+            "a plan past the file's last row group",
+        ),
+        (
+            '    takes: dict = {("meta", path): (meta, sum(rows_per_group.values()))}',
+            '    takes: dict = {("meta", path): (meta, 1)}',
+            "a pinned footer answering one take only",
+        ),
+        (
+            "        estimate = opened.metadata.row_group(index).total_byte_size",
+            "        estimate = FOOTER_ESTIMATE",
+            "a row group estimated at a footer's size",
+        ),
+        (
+            "    for index in range(first, stop):",
+            "    for index in range(first + 1, stop):",
+            "the unit's first row group not planned",
+        ),
+        (
+            "            except Exception as exc:  # the row's own take raises it, as an inline read would\n                groups[index] = exc",
+            "            except Exception:  # the row's own take raises it, as an inline read would\n                continue",
+            "a pinned row group's read error dropped: the row reads inline",
+        ),
+    ],
+    "sources/splits.py": [
+        (
+            '        if re.match(rf"{re.escape(word)}(?=[-_.0-9])", name, re.IGNORECASE):',
+            '        if re.match(rf"{re.escape(word)}(?=[-_.0-9])", name):',
+            "a split word in capitals (`Train-0.parquet`) not read",
+        ),
+        (
+            '        if re.match(rf"{re.escape(word)}(?=[-_.0-9])", name, re.IGNORECASE):',
+            '        if re.match(rf"{re.escape(word)}(?=[-_.])", name, re.IGNORECASE):',
+            "a split word followed by a digit (`test0.parquet`) not read",
+        ),
+        (
+            "    if split is None and not set(present) & set(ALIASES.values()):",
+            "    if split is None and not present:",
+            "an unknown sharded name (`shard-00000-of-00009`) taken as a split",
+        ),
+        (
+            "    return ALIASES.get(split.lower(), split)",
+            "    return ALIASES.get(split, split)",
+            "an alias in capitals not canonical",
+        ),
+        (
+            '            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")',
+            '            out.append("[" + body + "]")',
+            "a glob's [!...] not negated",
+        ),
+        (
+            '            out.append("(?:.*/)?")',
+            '            out.append(".*/")',
+            "`**/` not matching the top folder",
+        ),
+        (
+            '            out.append("[^/]*")',
+            '            out.append(".*")',
+            "`*` spanning folders",
+        ),
+        (
+            '            walked = _walk(folder, deep="/" in rest or "**" in rest)',
+            '            walked = _walk(folder, deep="**" in rest)',
+            "a pattern through a folder (`*/train.parquet`) not walked into",
+        ),
+        (
+            "        return list_data_files(DataDir(inner, split) if split is not None else inner, suffixes, sort)",
+            "        return list_data_files(inner, suffixes, sort)",
+            "a Hub repository's split lost in its data/ folder",
+        ),
+    ],
+    "sources/table_cells.py": [
+        (
+            '    return (_is_binary(fields["bytes"]) or pa.types.is_null(fields["bytes"])) and (',
+            '    return _is_binary(fields["bytes"]) and (',
+            "a struct of null bytes (paths only) refused",
+        ),
+        (
+            '        "path" not in fields or _is_text(fields["path"]) or pa.types.is_null(fields["path"])',
+            '        _is_text(fields["path"]) or pa.types.is_null(fields["path"])',
+            "a struct without a path field fails with a KeyError",
+        ),
+        (
+            "    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _is_text(kind.value_type)",
+            "    return pa.types.is_list(kind) or pa.types.is_large_list(kind)",
+            "a list of numbers taken as captions",
+        ),
+        (
+            "        if name is None or name not in schema.names:",
+            "        if name is None:",
+            "a named column missing fails with a KeyError",
+        ),
+        (
+            "        if data:\n            return bytes(data)",
+            "        if data is not None:\n            return bytes(data)",
+            "an empty bytes field hiding the path",
+        ),
+        (
+            "    if isinstance(value, str) and value:\n        return value",
+            "    if isinstance(value, str):\n        return value",
+            "an empty path taken as an image",
+        ),
+        (
+            "    return [text.strip() for text in values if isinstance(text, str) and text.strip()]",
+            "    return [text.strip() for text in values if isinstance(text, str)]",
+            "blank captions kept",
+        ),
+        (
+            '        texts = _json_captions(value) if value.lstrip().startswith("{") else None',
+            '        texts = _json_captions(value) if value.startswith("{") else None',
+            "JSON captions after a space read as one caption",
+        ),
+        (
+            '    key = "image_column" if columns[0] not in schema.names else "caption_column"',
+            '    key = "image_column"',
+            "a missing caption column blamed on the image column",
+        ),
+    ],
+    "sources/node_cache.py": [
+        (
+            "    info = os.lstat(root) if moveable else os.stat(root)",
+            "    info = os.stat(root)",
+            "a symlink planted at the default root followed",
+        ),
+        (
+            "    if info.st_mode & 0o022:",
+            "    if info.st_mode & 0o002:",
+            "a group-writable root taken as safe",
+        ),
+        (
+            '    return None if value.strip().lower() in ("", "off", "0", "none") else value',
+            '    return None if value in ("", "off", "0", "none") else value',
+            "`OFF` taken for a folder",
+        ),
+        (
+            "        errno.EFBIG,  # over a file-size limit (`ulimit -f`)\n",
+            "",
+            "a file-size limit not taken as a cache that cannot be written",
+        ),
+        (
+            "    if root not in _warned:\n        _warned.add(root)",
+            "    if True:\n        _warned.add(root)",
+            "a warning per call, not per root",
+        ),
+        (
+            "        if not os.path.lexists(final):\n            _publish(final, write)",
+            "        if True:\n            _publish(final, write)",
+            "every waiter building again after the first",
+        ),
+        (
+            "    except BaseException:\n        _remove(work)\n        raise",
+            "    except BaseException:\n        raise",
+            "a failed build's work files left behind",
+        ),
+        (
+            '        if not moveable:\n            return f"others can write it',
+            '        if moveable:\n            return f"others can write it',
+            "a root set in the environment moved aside, the default refused",
+        ),
+    ],
+    "sources/jsonl_cache.py": [
+        (
+            "    if any(file is None for file in files):",
+            "    if all(file is None for file in files):",
+            "an input that cannot be told unchanged keyed anyway",
+        ),
+        (
+            "    if any(array.ndim != 1 or array.dtype != dtype for array, (_, dtype) in zip(arrays, kind.arrays)):",
+            "    if any(array.ndim != 1 for array in arrays):",
+            "a stored array of another type mapped",
+        ),
+        (
+            "        or files.max() >= len(sizes)",
+            "        or files.max() > len(sizes)",
+            "a file id one past the inputs accepted",
+        ),
+        (
+            "        or np.any(starts >= np.asarray(sizes, np.int64)[np.clip(files, 0, len(sizes) - 1)])",
+            "        or np.any(starts > np.asarray(sizes, np.int64)[np.clip(files, 0, len(sizes) - 1)])",
+            "an offset at a file's end accepted",
+        ),
+        (
+            "    if len({len(array) for array in arrays}) != 1:\n        return False",
+            "    if not arrays:\n        return False",
+            "arrays of different lengths mapped",
+        ),
+        (
+            "        if not node_cache.cannot_write(error):\n            raise",
+            "        if False:\n            raise",
+            "any OSError of the build taken for a full disk",
+        ),
+        (
+            "    return [path if storage.is_uri(path) else inner, size, int(info.mtime_ns), local, digest]",
+            "    return [path if storage.is_uri(path) else inner, size, int(info.mtime_ns), digest]",
+            "a rewrite in place with the old time put back keeping the old index",
+        ),
+        (
+            "        or line_numbers[picks].min() < 0\n",
+            "",
+            "a negative line number mapped",
+        ),
     ],
 }

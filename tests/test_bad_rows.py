@@ -207,3 +207,16 @@ def test_config_error_keeps_its_fields_through_pickle():
     error = pickle.loads(pickle.dumps(ConfigError("t2i.num_used_data", [1, 2], "one entry per dataset")))
     assert (error.key, error.value, error.fix) == ("t2i.num_used_data", [1, 2], "one entry per dataset")
     assert str(error) == "t2i.num_used_data = [1, 2]: one entry per dataset"
+
+
+def test_a_video_over_its_decode_budget_is_its_own_skip(tmp_path, tokenizer, monkeypatch):
+    from bagel_data.media import video_decode
+    from helpers.videos import make_h264
+
+    (tmp_path / "images").mkdir(exist_ok=True)
+    make_h264(tmp_path / "images" / "clip.mkv", 24)
+    video_row = {"video": "clip.mkv", "conversations": [{"from": "human", "value": "<video> what?"}, ANSWER[1]]}
+    dataset = vlm(tmp_path, tokenizer, [video_row, {"conversations": ANSWER[1:]}], {}, FrameSampler(4, 4))
+    monkeypatch.setattr(video_decode, "DECODE_BUDGET_S", -1.0)
+    samples, log = one_pass(dataset)
+    assert len(samples) == 1 and log.as_dict() == {"video_decode_over_time": 1}

@@ -76,6 +76,7 @@ class SkipReason(str, enum.Enum):
     IMAGE_TOO_LARGE = "image_over_pixel_limit"
     IMAGE_MISSING = "image_file_missing"
     VIDEO_DECODE = "video_decode_failed"
+    VIDEO_DECODE_OVER_TIME = "video_decode_over_time"
     JSON_INVALID = "json_invalid"
     SCHEMA = "row_schema_invalid"
     CAPTION_INVALID = "caption_not_json"
@@ -137,6 +138,10 @@ class VideoDecodeError(BagelDataError, ValueError):
 
     def __str__(self) -> str:
         return f"cannot read video frames from {self.path!r}: {self.reason}"
+
+
+class VideoDecodeOverTime(VideoDecodeError):
+    """A video's frames took longer to decode than `media/video_decode.DECODE_BUDGET_S`."""
 
 
 class StorageOptionsError(BagelDataError, ValueError):

@@ -265,3 +265,55 @@ def test_a_waiting_row_after_its_groups_cursor_is_refused(dataset, checkpoint):
     )
     with pytest.raises(ResumeError, match="carry .*after stages.draw.cursors.t2i_pretrain"):
         _resume(dataset, _with(carried, CURSOR, [0, 0, 0, 0]))
+
+
+def _saved(**changes) -> dict:
+    """The smallest whole checkpoint `check_shape` reads, of groups g and h, with `changes`."""
+    saved = {
+        "packs": 1,
+        "tokens": 10,
+        "data_seed": 0,
+        "topology": {"rank": 0, "world_size": 1, "worker_id": 0, "num_workers": 1},
+        "units": {},
+        "rng": {},
+        "cursors": {"g": [0, 1, 5], "h": None},
+        "samples": {"g": 2, "h": 0},
+        "skips": {},
+        "buffer": [["g", [0, 1, 3]]],
+    }
+    saved.update(changes)
+    return saved
+
+
+def test_check_shape_takes_each_limit_and_refuses_past_it():
+    from bagel_data.checkpoint.checks import check_shape
+
+    groups = ["g", "h"]
+    check_shape(_saved(), groups)
+    check_shape(_saved(data_seed=-5), groups)  # a seed may be negative; counters may not
+    check_shape(_saved(packs=10, tokens=10), groups)  # one-token packs: as many packs as tokens
+    check_shape(_saved(cursors={"g": [-2, 0, 0]}), groups)  # the inherited phase
+    with pytest.raises(ResumeError, match="the phase is -3"):
+        check_shape(_saved(cursors={"g": [-3, 0, 0]}), groups)
+    with pytest.raises(ResumeError, match="carried row is also in the buffer"):
+        check_shape(_saved(carry=["g", [0, 1, 3]]), groups)
+    with pytest.raises(ResumeError, match="samples = .11 in all.: at most"):
+        check_shape(_saved(samples={"g": 6, "h": 5}), groups)  # each group alone is under the tokens
+    with pytest.raises(ResumeError, match="entry 2 is -1"):  # a cursor of no known kind: entries by number
+        check_shape(_saved(cursors={"g": [0, 1, -1, 0, 0]}), groups)
+
+
+def test_a_waiting_row_at_its_groups_cursor_was_drawn():
+    from bagel_data.checkpoint.checks import check_waiting_drawn
+
+    check_waiting_drawn(["g"], [[0, 1, 5]], [("buffer[0]", 0, [0, 1, 5])])  # the last row drawn
+    with pytest.raises(ResumeError, match="drawn again"):
+        check_waiting_drawn(["g"], [[0, 1, 5]], [("buffer[0]", 0, [0, 1, 6])])
+
+
+def test_a_data_status_worker_may_have_no_position_but_no_negative_id():
+    from bagel_data.checkpoint.checks import check_data_status
+
+    assert check_data_status({"g": {"0": None, "1": [0, 3]}}, ["g"]) == {"g": {0: None, 1: [0, 3]}}
+    with pytest.raises(ResumeError, match="worker id -1 is negative"):
+        check_data_status({"g": {"-1": [0, 3]}}, ["g"])

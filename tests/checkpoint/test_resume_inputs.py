@@ -273,3 +273,30 @@ def test_a_checkpoint_that_digested_a_remote_input_still_resumes_and_sees_a_same
         check_inputs("t2i", saved, input_record([path], {path: (5000, 77)}))
     with pytest.raises(ResumeError, match=r"b.tar changed \(same size, modified since\)"):
         check_inputs("t2i", saved, input_record([path], {path: (5000, 78)}))
+
+
+def test_a_file_used_twice_is_recorded_once(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text("{}\n")
+    assert input_record([str(path), str(path)]) == input_record([str(path)])
+    assert input_record([str(path), str(path)])["count"] == 1
+
+
+def test_a_checkpoint_of_sizes_only_compares_sizes():
+    saved = {"count": 1, "digest": "old", "files": [["/d/a.parquet", 100]]}
+    current = {"count": 1, "digest": "new", "files": [["/d/a.parquet", 100, "1234"]]}
+    check_inputs("g", saved, current)  # same size: the old record says no more
+    with pytest.raises(ResumeError, match="100 bytes then, 101 now"):
+        check_inputs("g", saved, {**current, "files": [["/d/a.parquet", 101, "1234"]]})
+
+
+def test_the_older_stamp_reads_its_tail_after_its_head(tmp_path):
+    import hashlib
+
+    from bagel_data.checkpoint import inputs
+
+    path = tmp_path / "a.jsonl"
+    data = bytes(range(256)) * 400  # 102400 bytes: between one and two 64 KiB ends
+    path.write_bytes(data)
+    expected = hashlib.sha256(data[: 1 << 16] + data[1 << 16 :]).hexdigest()[:16]
+    assert inputs._legacy_hash(str(path), len(data)) == expected

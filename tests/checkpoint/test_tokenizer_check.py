@@ -9,7 +9,7 @@ import random
 import pytest
 
 from bagel_data import ResumeError
-from bagel_data.checkpoint.tokens import tokenizer_fingerprint
+from bagel_data.checkpoint.tokens import check_tokenizer, tokenizer_fingerprint
 from bagel_data.tokenizer import add_special_tokens, load_tokenizer
 from helpers.noise_t2i import noise_t2i_packed, write_noise_t2i
 
@@ -84,3 +84,53 @@ def test_the_fingerprint_tells_apart_what_changes_token_ids(tokenizer, special_t
     grown.add_tokens(["<|my_new_token|>"])
     assert tokenizer_fingerprint(grown, special_tokens) != base  # the vocabulary's size
     assert tokenizer_fingerprint(None, special_tokens) is None  # no tokenizer: nothing to check
+
+
+class _Fake:
+    """A tokenizer of the interface the fingerprint reads: a size, an encoding, special
+    tokens (a list among them, as `additional_special_tokens` is) and their ids."""
+
+    def __init__(self, ids: dict, size: int = 100, extra: tuple = ("<b>", "<c>")):
+        self.ids, self.size = ids, size
+        self.special_tokens_map = {"eos_token": "<a>", "additional_special_tokens": list(extra)}
+
+    def __len__(self) -> int:
+        return self.size
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) % self.size for c in text]
+
+    def convert_tokens_to_ids(self, name: str):
+        return self.ids.get(name, [0])  # an unknown token: not an int (a list, as some tokenizers answer)
+
+
+def test_the_fingerprint_holds_every_special_token_that_has_an_id_and_the_packers_apart():
+    fingerprint = tokenizer_fingerprint(_Fake({"<a>": 1, "<c>": 3}), {"eos_token_id": 1})
+    # <b> has no int id: left out (not None); <c> is in a list of the map; the packer's own
+    # ids are kept under their own names, apart from the tokenizer's.
+    assert fingerprint["special"] == {"<a>": 1, "<c>": 3, "packer.eos_token_id": 1}
+
+
+def test_a_resume_compares_the_special_ids_and_names_a_malformed_fingerprint():
+    current = tokenizer_fingerprint(_Fake({"<a>": 1}), {"eos_token_id": 1})
+    check_tokenizer(None, current)  # an old checkpoint: not checked
+    check_tokenizer(dict(current), None)  # no tokenizer now: nothing to compare with
+    moved = dict(current, special=dict(current["special"], **{"<a>": 2}))
+    with pytest.raises(ResumeError, match="special tokens' ids"):
+        check_tokenizer(moved, current)
+    for broken in ({"size": 100}, [1, 2]):
+        with pytest.raises(ResumeError, match="checkpoint field tokenizer"):
+            check_tokenizer(broken, current)
+
+
+def test_the_message_shows_six_special_tokens_and_counts_the_rest():
+    six = {f"<t{i}>": i for i in range(6)}
+    fingerprint = tokenizer_fingerprint(_Fake(six, extra=tuple(six)), {})
+    assert len(fingerprint["special"]) == 6
+    other = dict(fingerprint, size=101)
+    with pytest.raises(ResumeError) as caught:
+        check_tokenizer(other, fingerprint)
+    assert "more" not in str(caught.value)  # six shown, none left to count
+    seven = tokenizer_fingerprint(_Fake(six, extra=tuple(six)), {"eos_token_id": 9})
+    with pytest.raises(ResumeError, match="and 1 more"):
+        check_tokenizer(dict(seven, size=101), seven)

@@ -158,3 +158,28 @@ def test_draft_scale_of_a_one_pixel_target_and_of_a_short_side():
 def test_a_fixed_draft_size_drafts_as_a_callable_one(twice_target):
     image = decode_image(twice_target[0], draft_size=(512, 384))
     assert image.size == (520, 392) and image.info[ORIGINAL_SIZE_KEY] == (1040, 784)
+
+
+def test_the_draft_scale_keeps_both_sides_at_or_over_the_target():
+    assert draft_scale(800, 400, (100, 100)) == 4  # the short side allows 4, not the long side's 8
+    assert draft_scale(200, 200, (100, 100)) == 2  # exactly twice: drafted
+    assert draft_scale(199, 400, (100, 100)) == 1
+
+
+def test_the_largest_need_of_joint_transforms_wins():
+    class Need:
+        def __init__(self, size):
+            self.size = size
+
+        def draft_size(self, width, height):
+            return self.size
+
+    assert joint_draft_size(Need((100, 300)), Need((200, 150)))(800, 800) == (200, 300)
+
+
+def test_a_drafted_jpeg_keeps_its_original_size_and_a_fixed_target_its_sides():
+    buffer = io.BytesIO()
+    Image.new("RGB", (800, 1600), (90, 120, 200)).save(buffer, "JPEG")
+    image = decode_image(buffer.getvalue(), draft_size=(100, 400))
+    assert image.info[ORIGINAL_SIZE_KEY] == (800, 1600)
+    assert image.size == (200, 400)  # 1/4 scale: 100 wide needs no more; 400 high allows 4

@@ -214,3 +214,43 @@ def test_image_stream_reads_bytes_paths_and_unseekable_files(tmp_path):
     with open(path, "rb") as handle:
         for source in (path.read_bytes(), str(path), handle):
             assert safe_read.open_image(safe_read.image_stream(source), 10**6).size == (3, 2)
+
+
+def test_a_file_that_grew_past_the_limit_since_its_stat_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "a.png"
+    path.write_bytes(b"x" * 101)
+    real_stat = os.stat
+
+    class Smaller:  # the stat was taken when it had 100 bytes
+        def __init__(self, status):
+            self.st_mode, self.st_size = status.st_mode, 100
+
+    monkeypatch.setattr(safe_read.os, "stat", lambda p, *a, **k: Smaller(real_stat(p, *a, **k)))
+    with pytest.raises(safe_read.MediaTooLargeError, match="over the 100-byte limit"):
+        safe_read.read_media(str(path), max_bytes=100)
+
+
+def test_a_remote_file_over_the_limit_is_refused_before_reading():
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/safe-read/a.png", b"x" * 101)
+    try:
+        with pytest.raises(safe_read.MediaTooLargeError, match="101 bytes"):
+            safe_read.read_media("memory://safe-read/a.png", max_bytes=100)
+        assert safe_read.read_media("memory://safe-read/a.png", max_bytes=101) == b"x" * 101
+    finally:
+        memory.rm("/safe-read/a.png")
+
+
+def test_a_one_pixel_high_strip_over_the_pixel_bound_is_refused():
+    with pytest.raises(ImageTooLargeError, match="50x1"):
+        safe_read.open_image(io.BytesIO(png_bytes(50, 1)), max_pixels=49)
+
+
+def test_widened_formats_are_named_in_any_case_and_listed_once():
+    assert safe_read.check_image_formats("k", ["ppm", "PNG", "Ppm"]) == (*safe_read.ALLOWED_IMAGE_FORMATS, "PPM")
+
+
+def test_a_frame_folder_is_a_video_path(tmp_path):
+    assert safe_read.check_video_path(str(tmp_path), [str(tmp_path)]) == str(tmp_path)

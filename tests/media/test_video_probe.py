@@ -114,3 +114,53 @@ def test_table_cache_keeps_the_most_recent():
             assert cache.get(("f", 0)) is tables[0]  # a hit makes it recent
     assert cache.get(("f", 1)) is None
     assert cache.get(("f", 0)) is tables[0] and cache.get(("f", 2)) is tables[2]
+
+
+class _Packet:
+    def __init__(self, pts, keyframe=False, size=100, corrupt=False):
+        self.pts, self.is_keyframe, self.size = pts, keyframe, size
+        self.is_discard, self.is_corrupt = False, corrupt
+
+
+class _Demuxer:
+    """What `probe_stream` reads of a container and its stream: scripted packets."""
+
+    def __init__(self, packets, rate=24, frames=0):
+        self.packets, self.average_rate, self.frames = packets, rate, frames
+
+    def demux(self, _stream):
+        return iter(self.packets)
+
+
+def _probe(packets, keyframes=None, **stream) -> FrameTable:
+    fake = _Demuxer(packets, **stream)
+    return probe_stream(fake, fake, keyframes)
+
+
+def test_the_end_of_stream_marker_and_trailing_corrupt_packets_are_no_frames():
+    packets = [_Packet(0, True), _Packet(1), _Packet(2), _Packet(3, corrupt=True), _Packet(4, corrupt=True)]
+    table = _probe([*packets, _Packet(None, size=0)])  # the demuxer's empty marker has no timestamp
+    assert table.frame_pts.tolist() == [0, 1, 2] and table.count == 3
+
+
+def test_a_stream_without_a_rate_or_timestamps_still_gets_a_table():
+    assert _probe([_Packet(0, True), _Packet(1)], rate=0).rate == 1.0
+    untimed = _probe([_Packet(None, True), _Packet(None), _Packet(None)], frames=0)
+    assert untimed.frame_pts is None and untimed.count == 3  # no count in the header: the packets
+
+
+def test_a_longer_index_gives_the_flags_of_the_packets_there_are():
+    packets = [_Packet(0), _Packet(1), _Packet(2), _Packet(3)]  # flags from zeroed payload: none
+    table = _probe(packets, keyframes=[True, False, True, False, True, False])  # the file was cut short
+    assert table.seek_pts.tolist() == [0, 2] and table.count == 4
+
+
+def test_a_keyframe_whose_timestamp_an_earlier_packet_shows_is_no_seek_point():
+    pts, keyframe = np.array([0, 1, 1, 2]), np.array([1, 0, 1, 0], bool)
+    assert np.flatnonzero(seek_mask(pts, keyframe)).tolist() == [0]
+
+
+def test_the_first_keyframes_leading_pictures_are_not_counted():
+    # decode order: I4 B2 B3 (leading: shown before the first keyframe) P5
+    table = _probe([_Packet(4, True), _Packet(2), _Packet(3), _Packet(5)])
+    assert table.frame_pts.tolist() == [4, 5]

@@ -156,3 +156,70 @@ def test_ranges_are_sized_from_the_round_trip_and_bandwidth():
     end.seen(64 << 10, 0.02, 64 << 10)
     end.seen(1 << 20, 0.03, (64 << 10) + (1 << 20))
     assert end.size_at((64 << 10) + (1 << 20)) == (18 << 20) - (64 << 10) - (1 << 20)  # no sliver left
+
+
+class _Entry:
+    def __init__(self, pos: int, size: int, is_keyframe: bool = False):
+        self.pos, self.size, self.is_keyframe = pos, size, is_keyframe
+
+
+class _Stream:
+    def __init__(self, frames: int, entries: list[_Entry]):
+        self.frames, self.index_entries = frames, entries
+
+
+class _Streams(list):
+    @property
+    def video(self) -> list[_Stream]:
+        return self[:1]
+
+
+def test_indexed_payload_merges_spans_and_leaves_out_what_the_index_does_not_place():
+    video_stream = _Stream(4, [_Entry(100, 50), _Entry(110, 10), _Entry(-1, 30), _Entry(200, 20)])
+    audio = _Stream(0, [_Entry(150, 10), _Entry(400, 0)])
+    # A span inside the one before keeps it whole; one of unknown position (-1) or no size
+    # is no payload; adjacent spans of two streams are one.
+    assert indexed_payload(type("C", (), {"streams": _Streams([video_stream, audio])})()) == [(100, 160), (200, 220)]
+    partial = _Stream(5, video_stream.index_entries)  # 5 frames, 4 entries: Matroska's cues
+    assert indexed_payload(type("C", (), {"streams": _Streams([partial])})()) == []
+
+
+@needs_x264
+def test_an_mp4_tables_keyframes_are_its_indexs_not_the_zeroed_payloads(tmp_path, monkeypatch):
+    path = make_h264(tmp_path / "clip.mp4", 48, gop=12)
+    given = []
+
+    def probe(container, stream, keyframes=None):
+        given.append(keyframes)
+        return probe_stream(container, stream, keyframes)
+
+    monkeypatch.setattr(video_remote, "probe_stream", probe)
+    table = probe_remote(CountingFile(Path(path).read_bytes()), path)
+    assert given[0] is not None and sum(given[0]) == 4 and len(table.seek_pts) == 4
+
+
+def test_fetched_ranges_serve_reads_to_their_last_byte_and_a_jump_back():
+    data = bytes(range(256)) * 8192  # 2 MiB: fetched in ranges, not whole
+    source = RequestCountingFile(data)
+    hollow = HollowFile(source, len(data))
+    hollow.read_ahead()
+    assert hollow.read(10) == data[:10]  # the first request: the head's 64 KiB
+    hollow.seek((64 << 10) - 10)
+    assert hollow.read(10) == data[(64 << 10) - 10 : 64 << 10]  # its last bytes: no request
+    assert source.requests == 1
+    hollow.seek(len(data) - 100)  # the index at the end: another range
+    assert hollow.read(100) == data[-100:]
+    hollow.seek(100)  # back to the header: still held
+    assert hollow.read(100) == data[100:200]
+    assert source.requests == 2
+
+
+@needs_x264
+def test_an_mp4_whose_index_spares_nothing_is_demuxed_in_ranges(tmp_path, monkeypatch):
+    path = make_h264(tmp_path / "clip.mp4", 1200, gop=24, bframes=2)
+    raw = Path(path).read_bytes()
+    assert len(raw) > 12 * (32 << 10)
+    monkeypatch.setattr(video_remote, "indexed_payload", lambda container: [])  # a fragmented mp4's partial index
+    source = RequestCountingFile(raw)
+    assert probe_remote(source, path).count == 1200
+    assert source.requests <= 8, source.requests  # ranges, not one request per 32 KiB read

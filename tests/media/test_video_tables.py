@@ -232,3 +232,57 @@ def test_a_cache_that_cannot_store_keeps_the_table_in_memory_with_one_warning(ca
     assert len([w for w in caught if issubclass(w.category, IndexCacheWarning)]) == 1
     assert video_tables.table_counts()["unstored"] == before + 2
     assert not list(cache.glob("*.lock"))  # no lock file left behind
+
+
+def test_a_tables_key_reads_a_small_file_and_changes_with_its_tail_and_time(tmp_path):
+    small = io.BytesIO(b"tiny video")  # under the 16 KiB read at each end
+    assert video_tables.table_key("/d/tiny.mkv", small).startswith("video-") and small.tell() == 0
+    data = bytearray(os.urandom(1 << 16))
+    key = video_tables.table_key("/d/a.mkv", io.BytesIO(bytes(data)))
+    data[-1] ^= 1  # a remux rewrote the Cues at the end
+    assert video_tables.table_key("/d/a.mkv", io.BytesIO(bytes(data))) != key
+    path = tmp_path / "b.mkv"
+    path.write_bytes(bytes(data))
+    first = video_tables.table_key(str(path), io.BytesIO(bytes(data)))
+    os.utime(path, ns=(1, 2))  # rewritten with the same bytes at both ends and size
+    assert video_tables.table_key(str(path), io.BytesIO(bytes(data))) != first
+
+
+def test_a_table_not_built_yet_is_none_and_not_counted_damaged(tmp_path):
+    before = video_tables.table_counts().get("damaged", 0)
+    assert video_tables.read_table(str(tmp_path / "none.npz")) is None
+    assert video_tables.table_counts().get("damaged", 0) == before
+
+
+def test_a_stored_table_may_start_before_zero_but_not_claim_more_frames_than_timestamps(tmp_path):
+    path = str(tmp_path / "t.npz")
+    video_tables.write_table(path, FrameTable(3, 24.0, np.asarray([-5, -3, 0], np.int64), np.asarray([-5], np.int64)))
+    assert video_tables.read_table(path).frame_pts.tolist() == [-5, -3, 0]
+    arrays = {"rate": np.asarray([24.0]), "steps": np.asarray([0, 1, 1], np.int64), "seek": np.zeros(1, np.int64)}
+    assert video_tables._checked(header=np.asarray([video_tables._FORMAT, 10**10, 1], np.int64), **arrays) is None
+
+
+def test_a_table_is_demuxed_once_and_counted_shared_only_where_read_from_the_cache(cache, monkeypatch):
+    from bagel_data.sources import node_cache
+
+    demuxes: list[int] = []
+
+    def demux() -> FrameTable:
+        demuxes.append(1)
+        return _table(count=6)
+
+    counts = video_tables.table_counts
+    before = {key: counts().get(key, 0) for key in ("demuxed", "shared", "unstored")}
+    video_tables.shared_table("memory://x/a.mkv", io.BytesIO(b"a" * 100), demux)  # built here
+    video_tables.shared_table("memory://x/a.mkv", io.BytesIO(b"a" * 100), demux)  # read from the cache
+    assert len(demuxes) == 1
+    assert counts()["demuxed"] == before["demuxed"] + 1 and counts()["shared"] == before["shared"] + 1
+
+    def full(file, table):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(video_tables, "write_table", full)
+    monkeypatch.setattr(node_cache, "_warned", set())
+    with pytest.warns(Warning):
+        assert video_tables.shared_table("memory://x/b.mkv", io.BytesIO(b"b" * 100), demux).count == 6
+    assert len(demuxes) == 2  # demuxed once, though it could not be stored

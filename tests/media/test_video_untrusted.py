@@ -104,3 +104,44 @@ def test_a_demux_past_its_time_budget_is_a_video_error(tmp_path, monkeypatch):
     video._TABLES.clear()
     with pytest.raises(VideoDecodeError, match="demuxing took over"):
         SAMPLER(path, np.random.default_rng(0))
+
+
+def test_a_webm_opens_and_a_missing_file_is_a_named_video_error(tmp_path):
+    import av
+
+    from bagel_data.media.video_open import open_video
+
+    path = str(tmp_path / "clip.webm")
+    with av.open(path, "w") as out:
+        stream = out.add_stream("libvpx", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        for i in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((32, 32, 3), i * 30, np.uint8), format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    with open_video(path, path) as container:
+        assert container.format.name.startswith("matroska")
+    with pytest.raises(VideoDecodeError, match="cannot open"):
+        open_video(str(tmp_path / "missing.mp4"), str(tmp_path / "missing.mp4"))
+
+
+def test_a_decode_past_its_time_budget_is_a_counted_skip_of_its_own(tmp_path, monkeypatch):
+    import av
+
+    from bagel_data.errors import SkipReason, VideoDecodeOverTime
+    from bagel_data.families.media import skip_reason
+    from bagel_data.media import video_decode
+
+    path = make_h264(tmp_path / "clip.mkv", 48)
+    video._TABLES.clear()
+    monkeypatch.setattr(video_decode, "DECODE_BUDGET_S", -1.0)  # any decode is over it
+    with pytest.raises(VideoDecodeOverTime, match="decoding took over -1.0 s") as caught:
+        video.decode_frames(path, [3, 30])  # by seeking
+    assert skip_reason(caught.value) == SkipReason.VIDEO_DECODE_OVER_TIME
+    table = dataclasses.replace(video._frame_table(path), seek_pts=np.zeros(0, np.int64))  # no seek point
+    with pytest.raises(VideoDecodeOverTime), av.open(path) as container:  # so, from the start
+        video_decode.decode_at(lambda: av.open(path), container, path, table, [3])
+    with pytest.raises(VideoDecodeOverTime):
+        SAMPLER(path, np.random.default_rng(0))  # the sampler lets it through, to be counted
+    monkeypatch.setattr(video_decode, "DECODE_BUDGET_S", 300.0)
+    assert len(video.decode_frames(path, [3, 30])) == 2

@@ -276,3 +276,46 @@ def test_a_waiter_whose_lock_file_was_removed_takes_a_new_one(tmp_path, cache):
     assert texts(built[0]) == expected(path, 40)
     assert findable == [True]  # the waiter built under a lock file others can find
     assert not lock_path.exists()  # and removed it once the index was published
+
+
+def test_folder_arrays_are_refused_unless_whole_and_inside_the_inputs():
+    fits = jsonl_cache.JSONL.fits
+    good = (np.asarray([0, 50], np.int64), np.asarray([0, 1], np.int32), np.asarray([0, 0], np.int32))
+    assert fits(good, [100])
+    assert not fits((good[0], good[1], np.asarray([0, 1], np.int32)), [100])  # file id 1 of one input
+    assert not fits((np.asarray([0, 100], np.int64), good[1], good[2]), [100])  # an offset at the file's end
+    assert not fits((good[0], np.asarray([0, -1], np.int32), good[2]), [100])  # a negative line number
+    assert not fits((good[0], good[1], np.asarray([0, 0, 0], np.int32)), [100])  # lengths differ
+
+
+def test_a_folder_array_of_another_type_is_not_mapped(tmp_path):
+    np.save(tmp_path / "offsets.npy", np.asarray([0, 50], np.int32))  # int32, not int64
+    np.save(tmp_path / "line_numbers.npy", np.asarray([0, 1], np.int32))
+    np.save(tmp_path / "file_ids.npy", np.asarray([0, 0], np.int32))
+    assert jsonl_cache.checked_arrays(str(tmp_path), [100]) is None
+
+
+def test_an_input_that_cannot_be_told_unchanged_keys_no_folder():
+    assert jsonl_cache._key([None, ["/d/a.jsonl", 1, 2, None, "x"]], {}, jsonl_cache.JSONL) is None
+
+
+def test_a_build_error_other_than_no_room_is_raised_not_built_again_in_memory(tmp_path):
+    def build(work, allocate):
+        if work is not None:
+            raise OSError(errno.EIO, "Input/output error")
+        return allocate(0)
+
+    with pytest.raises(OSError, match="Input/output"):
+        jsonl_cache.in_memory(str(tmp_path / "work"), build)
+
+
+def test_a_rewrite_in_place_with_its_time_put_back_changes_the_key(tmp_path):
+    import shutil
+
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"n": 1}\n' * 10)
+    before = jsonl_cache.cache_key([str(path)], {})
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy2(path, copy)  # the same bytes and mtime (`cp -p`), another inode
+    os.replace(copy, path)
+    assert jsonl_cache.cache_key([str(path)], {}) != before

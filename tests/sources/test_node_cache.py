@@ -129,3 +129,40 @@ def test_a_symlink_planted_at_the_default_root_is_not_followed(tmp_path, monkeyp
         index = JsonlIndex([path], ["d"], [40])
     assert index._mapped is None and len(index) == 40
     assert os.listdir(elsewhere) == []  # nothing written through the link
+
+
+@pytest.mark.parametrize("value", ["off", "OFF", " Off ", "none", "0", ""])
+def test_the_cache_is_off_in_any_case(monkeypatch, value):
+    monkeypatch.setenv(node_cache.ENV, value)
+    assert node_cache.cache_root() is None
+
+
+def test_one_warning_per_root(monkeypatch):
+    monkeypatch.setattr(node_cache, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for root in ("/a", "/a", "/b"):
+            node_cache.warn_once(root, f"cannot use {root}")
+    assert [str(w.message) for w in caught] == ["cannot use /a", "cannot use /b"]
+
+
+def test_a_waiter_finds_what_another_process_built_and_builds_nothing(cache):
+    cache.mkdir(mode=0o700)
+    final = cache / "thing"
+    final.write_text("built by another process")  # after this one's first look
+    looks = []
+
+    def read(path: str) -> str | None:
+        looks.append(path)
+        return None if len(looks) == 1 else Path(path).read_text()
+
+    def write(work: str) -> None:
+        raise AssertionError("built again")
+
+    assert node_cache.build_shared(str(final), read, write) == "built by another process"
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES])
+def test_every_cannot_write_error_is_one(code):
+    assert node_cache.cannot_write(OSError(code, os.strerror(code)))
+    assert not node_cache.cannot_write(OSError(errno.EIO, "Input/output error"))

@@ -388,3 +388,110 @@ def test_a_slow_store_gets_more_fetches_in_flight_than_the_floor():
         ahead.close()
     assert got == list(range(1, 61)) and ahead.misses == 0
     assert peak[0] > 2 and ahead.depth.threads() > 2, (peak[0], ahead.depth.threads())
+
+
+def test_tasks_that_fill_the_budget_exactly_both_start():
+    fetched: list[int] = []
+    ahead = ReadAhead(budget_bytes=200, threads=4, ramp_start=MAX_AHEAD)
+    ahead.follow(_tasks([100] * 5, fetched))
+    try:
+        _wait_for(lambda: len(fetched) >= 2)
+        time.sleep(0.2)
+        assert len(fetched) == 2 and ahead.held == 200
+    finally:
+        ahead.close()
+
+
+def test_a_task_pinned_for_two_keys_is_released_once():
+    ahead = ReadAhead(budget_bytes=1000)
+    ahead.pin(Task("file", lambda: b"x" * 50, 50), {"a": (lambda v: v, 1), "b": (lambda v: v, 1)})
+    try:
+        assert ahead.take("a", lambda: None, stream=False) == b"x" * 50
+        assert ahead.take("b", lambda: None, stream=False) == b"x" * 50
+        assert ahead.held == 0
+    finally:
+        ahead.close()
+    assert ahead.held == 0
+
+
+def test_close_frees_what_pinned_rows_hold():
+    ahead = ReadAhead(budget_bytes=1000)
+    ahead.pin(Task("file", lambda: b"x" * 50, 50), {"a": (lambda v: v, 3)})
+    _wait_for(lambda: ahead.stats()["fetched_bytes"] == 50)
+    ahead.close()
+    assert ahead.held == 0
+
+
+def test_a_task_passed_while_it_runs_is_not_charged_when_it_ends():
+    gate = threading.Event()
+    ahead = ReadAhead(budget_bytes=10_000, threads=2, ramp_start=4)
+    running = Task(("a", 0), lambda: gate.wait(5) and b"x" * 300, 100)
+    ahead.follow(iter([running, Task(("b", 1), lambda: b"y", 1)]))  # two kinds: both start
+    try:
+        _wait_for(lambda: running.future is not None and running.future.running())
+        assert ahead.take(("b", 1), lambda: None) == b"y"  # the first passed: dropped while it runs
+        gate.set()
+        _wait_for(lambda: running.future.done())
+        time.sleep(0.1)  # its completion is counted
+        assert ahead.held == 0
+    finally:
+        ahead.close()
+
+
+def test_a_kinds_expansion_is_the_most_any_came_back_to():
+    ahead = ReadAhead(budget_bytes=10_000, threads=1)
+    ahead.follow(iter([Task(("rg", 0), lambda: b"x" * 300, 100), Task(("rg", 1), lambda: b"x" * 100, 100)]))
+    try:
+        ahead.take(("rg", 0), lambda: None)
+        ahead.take(("rg", 1), lambda: None)
+        assert ahead._charge(Task(("rg", 2), lambda: None, 100)) == 300  # x3, not the last one's x1
+    finally:
+        ahead.close()
+
+
+def test_following_a_new_plan_drops_the_old_plans_tasks():
+    ahead = ReadAhead(budget_bytes=1000, threads=2)
+    ahead.follow(_tasks([10, 10]))
+    ahead.follow(iter([Task("new", lambda: b"n", 1)]))
+    try:
+        assert ahead.take(("unit", 0), lambda: "inline") == "inline"
+        assert ahead.stats()["misses"] == 1
+    finally:
+        ahead.close()
+
+
+def test_early_hints_take_at_most_half_the_window():
+    def plan():
+        yield Early(first)
+        yield Early(second)
+        while True:
+            yield PENDING
+
+    first, second = Task(("meta", 0), lambda: b"0", 1), Task(("meta", 1), lambda: b"1", 1)
+    ahead = ReadAhead(budget_bytes=1000, threads=4, ramp_start=2)
+    ahead.follow(plan())
+    try:
+        assert first.future is not None and second.future is None  # a window of 2: one early task
+    finally:
+        ahead.close()
+
+
+def test_a_ceiling_under_the_floor_is_the_floor():
+    from bagel_data.sources.read_depth import Depth
+
+    depth = Depth(8, 4)
+    depth.fetched(1.0)  # a slow store: it would ask for many more
+    depth.returned()
+    depth.asking()
+    assert depth.threads() == 8
+
+
+def test_a_fetch_started_after_close_never_runs():
+    from bagel_data.sources.read_depth import DepthPool
+
+    ran: list[int] = []
+    pool = DepthPool(1, 2, "test-pool")
+    pool.close()
+    future = pool.start(lambda: ran.append(1))
+    time.sleep(0.1)
+    assert future.cancelled() and ran == []

@@ -158,3 +158,41 @@ def test_split_on_a_dataset_read_from_its_jsonl_is_a_config_error():
     entry = {"data_dir": "/media", "jsonl_path": "/sft.jsonl", "split": "test"}
     with pytest.raises(ConfigError, match=r"dataset_info.vlm_sft.chat.split = 'test'.*jsonl_path"):
         data_dir_of("dataset_info.vlm_sft.chat", "/media", entry)
+
+
+@pytest.mark.parametrize(
+    ("path", "split"),
+    [("Train-0.parquet", "train"), ("test0.parquet", "test"), ("VALID.parquet", "validation"),
+     ("TRAINING/x.parquet", "train"), ("Eval/x.parquet", "test")],
+)  # fmt: skip
+def test_split_words_in_any_case_and_before_a_digit(path, split):
+    assert split_of(path) == split
+
+
+def test_glob_patterns_match_as_datasets_does():
+    import re
+
+    from bagel_data.sources.splits import _translate
+
+    def matches(pattern: str, path: str) -> bool:
+        return re.fullmatch(_translate(pattern), path) is not None
+
+    assert matches("[!a]*.parquet", "b.parquet") and not matches("[!a]*.parquet", "a.parquet")
+    assert matches("**/x.parquet", "x.parquet") and matches("**/x.parquet", "d/e/x.parquet")
+    assert not matches("*.parquet", "d/x.parquet") and matches("d/?.parquet", "d/x.parquet")
+
+
+def test_a_pattern_through_a_folder_and_a_hub_roots_split(tmp_path):
+    from bagel_data.sources.splits import list_data_files
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.parquet").write_bytes(b"")
+    (tmp_path / "top.parquet").write_bytes(b"")
+    found = list_data_files(DataDir(str(tmp_path), None, "*/train.parquet"), (".parquet",))
+    assert [path for path, _ in found] == [str(tmp_path / "sub" / "train.parquet")]
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    for name in ("train-00000-of-00001.parquet", "test-00000-of-00001.parquet"):
+        (repo / "data" / name).write_bytes(b"")
+    chosen = list_data_files(DataDir(str(repo), "test"), (".parquet",))
+    assert [path.rsplit("/", 1)[-1] for path, _ in chosen] == ["test-00000-of-00001.parquet"]

@@ -88,3 +88,39 @@ def test_caption_cells():
 def test_any_text_cell_gives_stripped_non_empty_captions(value):
     captions = caption_cell(value)
     assert all(text == text.strip() and text for text in captions)
+
+
+def test_column_types_an_image_or_caption_column_may_have():
+    from bagel_data.sources.table_cells import _caption_type_ok, _image_type_ok
+
+    assert _image_type_ok(pa.struct([("bytes", pa.null()), ("path", pa.string())]))  # paths only
+    assert _image_type_ok(pa.struct([("bytes", pa.binary())]))  # no path field
+    assert not _image_type_ok(pa.struct([("bytes", pa.string())]))
+    assert _caption_type_ok(pa.list_(pa.string())) and not _caption_type_ok(pa.list_(pa.int64()))
+
+
+def test_a_named_column_the_table_lacks_is_a_config_error_naming_it():
+    schema = pa.schema([("image", pa.binary()), ("text", pa.string())])
+    assert resolve_columns(schema, None, None, "t.parquet") == ("image", "text")
+    with pytest.raises(ConfigError, match="has no column 'caption'"):
+        resolve_columns(schema, None, "caption", "t.parquet")
+
+
+def test_empty_cells_are_refused_and_blank_captions_left_out():
+    assert image_cell({"bytes": b"", "path": "a.jpg"}) == "a.jpg"  # empty bytes: the path
+    with pytest.raises(CellError, match="empty"):
+        image_cell("")
+    assert caption_cell(["a", " ", "", " b "]) == ["a", "b"]
+    assert caption_cell(' {"caption_1": "x", "caption_2": "y"}') == ["x", "y"]  # JSON after a space
+
+
+def test_a_table_lacking_bagels_caption_column_is_named_by_it(tmp_path):
+    import pyarrow.parquet as pq
+
+    from bagel_data.sources.table_cells import check_bagel_columns
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"image": [b"x"], "other": ["y"]}), path)
+    with pytest.raises(ConfigError) as caught:
+        check_bagel_columns([str(path)], ["image", "captions"])
+    assert caught.value.key == "caption_column"

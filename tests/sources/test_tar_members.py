@@ -138,3 +138,52 @@ def test_numbered_caption_keys_sort_by_number_not_text():
 
     row = {"caption_10": 1, "caption_2": 1, "caption_1": 1, "caption_": 1, "captions": 1, "caption_3x": 1, 7: 1}
     assert numbered_caption_keys(row) == [(1, "caption_1"), (2, "caption_2"), (10, "caption_10")]
+
+
+def _grouped(*members: tuple[str, int]) -> dict:
+    """`group_members` of file members `(name, size)` laid one after another."""
+    entries, at = [], 512
+    for name, size in members:
+        entries.append((name, at, size))
+        at += 512 + -(-size // 512) * 512
+    return dict(group_members("t.tar", entries))
+
+
+def test_members_no_sample_reads_neither_repeat_a_part_nor_weigh_on_it():
+    from bagel_data.sources.tar_members import MAX_MEMBER_BYTES, TarSample
+
+    # Two members of no part (.mp4, .npy), the first over the media cap: the key reads
+    # its image and caption only, and is a sample.
+    got = _grouped(("k/a.jpg", 10), ("k/a.mp4", MAX_MEMBER_BYTES + 1), ("k/a.npy", 10), ("k/a.txt", 3))
+    assert isinstance(got["k/a"], TarSample) and got["k/a"].txt is not None
+    too_large = _grouped(("k/a.jpg", MAX_MEMBER_BYTES + 1), ("k/a.txt", 3))["k/a"]
+    assert too_large.reason == SkipReason.TAR_MEMBER_TOO_LARGE
+
+
+def test_a_key_with_only_a_json_is_a_caption_without_image():
+    assert _grouped(("k/a.json", 10))["k/a"].reason == SkipReason.CAPTION_WITHOUT_IMAGE
+
+
+def test_class_labels_index_the_names_from_zero_and_blank_lines_are_no_class(tmp_path):
+    from bagel_data.errors import RowDropped
+    from bagel_data.sources.tar_members import class_caption, load_class_names
+
+    names_file = tmp_path / "classes.txt"
+    names_file.write_text("cat\n\ndog\n\n")
+    names = load_class_names(str(names_file), "groups.g.class_names")
+    assert names == ["cat", "dog"]
+    assert class_caption(b"1\n", names) == ["dog"]
+    for label in (b"-1", b"2"):
+        with pytest.raises(RowDropped, match="not in class_names"):
+            class_caption(label, names)
+
+
+def test_a_folder_of_only_compressed_tars_is_refused_by_name(tmp_path):
+    from bagel_data.errors import ConfigError
+    from bagel_data.sources.tar_members import tar_files
+
+    (tmp_path / "shard-0.tar.gz").write_bytes(b"\x1f\x8b")
+    with pytest.raises(ConfigError, match="shard-0.tar.gz"):
+        tar_files(tmp_path)
+    (tmp_path / "table.parquet").write_bytes(b"PAR1")  # beside tables, an archive is no shard of theirs
+    assert tar_files(tmp_path) == []

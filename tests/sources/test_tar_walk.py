@@ -184,3 +184,55 @@ def test_one_stray_block_between_members_is_one_counted_stretch(tmp_path):
     got = _outcomes(path)
     assert [key for key, outcome in got.items() if outcome == "ok"] == ["0000", "0001", "0002", "0003"]
     assert [key for key in got if key.startswith("<damaged")] == [f"<damaged bytes {at}-{at + 512}>"]
+
+
+def _small_tar(members) -> bytes:
+    """A tar of `(name, bytes or None for a symlink to the member before)` members."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        previous = None
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type, info.linkname = tarfile.SYMTYPE, previous
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            previous = name
+    return buffer.getvalue()
+
+
+def test_walk_gives_each_file_members_data_and_no_link_member():
+    data = _small_tar([("k/a.jpg", b"jpeg"), ("k/a.txt", None), ("k/b.txt", b"words")])
+    entries = list(tar_walk.walk(io.BytesIO(data), len(data)))
+    assert [(name, data[at : at + size]) for name, at, size in entries] == [("k/a.jpg", b"jpeg"), ("k/b.txt", b"words")]
+
+
+@pytest.mark.parametrize(
+    "error", [UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), ValueError("bad"), OverflowError()]
+)
+def test_a_header_the_parser_fails_on_in_any_way_is_damage(monkeypatch, error):
+    data = _small_tar([("k/a.txt", b"a"), ("k/b.txt", b"b"), ("k/c.txt", b"c")])
+    parse = tarfile.TarInfo.fromtarfile.__func__
+
+    def failing(cls, reader):
+        if reader.fileobj.tell() == 1024:  # the second header
+            raise error
+        return parse(cls, reader)
+
+    monkeypatch.setattr(tarfile.TarInfo, "fromtarfile", classmethod(failing))
+    entries = list(tar_walk.walk(io.BytesIO(data), len(data)))
+    assert [entry if isinstance(entry, tar_walk.Damaged) else entry[0] for entry in entries] == [
+        "k/a.txt",
+        tar_walk.Damaged(1024, 2048),
+        "k/c.txt",
+    ]
+
+
+def test_no_read_to_the_end_of_the_tar_while_walking():
+    capped = tar_walk._Capped(io.BytesIO(b"x" * 100))
+    for size in (-1, tar_walk.EXTENDED_LIMIT + 1):
+        with pytest.raises(tarfile.HeaderError):
+            capped.read(size)
+    assert capped.read(10) == b"x" * 10

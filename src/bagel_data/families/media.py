@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from PIL import Image
 
 from ..compat import CompatPolicy
-from ..errors import ImageDecodeError, ImageTooLargeError, SkipLog, SkipReason, VideoDecodeError
+from ..errors import ImageDecodeError, ImageTooLargeError, SkipLog, SkipReason, VideoDecodeError, VideoDecodeOverTime
 from ..media.images import ImageTransform, decode_image, fast_draft_size, image_tokens
 from ..media.safe_read import ALLOWED_IMAGE_FORMATS, MediaTooLargeError, NotRegularFileError, OutsideRootError
 
@@ -30,6 +30,7 @@ MEDIA_ERRORS = (*DECODE_ERRORS, VideoDecodeError, OutsideRootError, FileNotFound
 _REASONS: tuple[tuple[type[BaseException], SkipReason], ...] = (
     (ImageTooLargeError, SkipReason.IMAGE_TOO_LARGE),
     (ImageDecodeError, SkipReason.IMAGE_DECODE),
+    (VideoDecodeOverTime, SkipReason.VIDEO_DECODE_OVER_TIME),
     (VideoDecodeError, SkipReason.VIDEO_DECODE),
     (OutsideRootError, SkipReason.OUTSIDE_ROOT),
     (FileNotFoundError, SkipReason.IMAGE_MISSING),

@@ -252,7 +252,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
                 else:
                     frames = self.frame_sampler(path, rng=rng)
             except VideoDecodeError as exc:
-                raise RowDropped(SkipReason.VIDEO_DECODE, str(exc)) from None
+                raise RowDropped(skip_reason(exc) or SkipReason.VIDEO_DECODE, str(exc)) from None
             if self.policy.takes_rows_as_they_are:
                 if not expand_video_tag_first_turn(row["conversations"], len(frames)):
                     raise RowDropped(SkipReason.VIDEO_TAG_MISSING, 'compat="bagel": <video> must be in the first turn')

@@ -15,18 +15,25 @@ import collections
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import av
 import numpy as np
 from PIL import Image
 
-from ..errors import VideoDecodeError
+from ..errors import VideoDecodeError, VideoDecodeOverTime
 from .video_probe import FrameTable
 
 logger = logging.getLogger("bagel_data")
 
 OpenContainer = Callable[[], contextlib.AbstractContextManager[av.container.InputContainer]]
+
+# The longest one request's frames may take to decode (its seeks, or its decode from the
+# start): a stream that decodes slowly frame after frame (huge frames of a crafted codec
+# setting, a file that grows) is a counted skip, not a worker held for hours. The demux has
+# its own budget (video_probe.DEMUX_BUDGET_S), each blocking read FFmpeg's timeout.
+DECODE_BUDGET_S = 300.0
 
 _COUNTS: collections.Counter[str] = collections.Counter()
 _COUNTS_LOCK = threading.Lock()
@@ -79,16 +86,17 @@ def decode_at(
     if not indices:
         return []
     _one_thread(container)
+    deadline = time.monotonic() + DECODE_BUDGET_S
     found: dict[int, Image.Image]
     try:
-        found = _decode_seeking(container, table, sorted(set(indices)), upright)
+        found = _decode_seeking(container, table, sorted(set(indices)), upright, (path, deadline))
         _count("seeked")
     except _Untrusted as reason:
         _count(f"from_start:{reason}")
         logger.debug("decoding %s from the start: %s", path, reason)
         with open_container() as fresh:
             _one_thread(fresh)
-            found = decode_from_start(fresh, path, set(indices), table.frame_pts, upright=upright)
+            found = decode_from_start(fresh, path, set(indices), table.frame_pts, upright=upright, deadline=deadline)
     return _in_order(found, indices)
 
 
@@ -101,7 +109,11 @@ def _one_thread(container: av.container.InputContainer) -> None:
 
 
 def _decode_seeking(
-    container: av.container.InputContainer, table: FrameTable, wanted: list[int], upright: bool
+    container: av.container.InputContainer,
+    table: FrameTable,
+    wanted: list[int],
+    upright: bool,
+    budget: tuple[str, float] = ("", float("inf")),
 ) -> dict[int, Image.Image]:
     if table.frame_pts is None:
         raise _Untrusted("packets without timestamps")
@@ -124,6 +136,7 @@ def _decode_seeking(
         elif frames is None or position is None or start > position:
             frames, floor = _frames_after_seek(container, stream, start, table), start
         for frame in frames:
+            _in_time(*budget)
             if frame.pts is None:
                 raise _Untrusted("decoded frame without a timestamp")
             if frame.pts < floor:
@@ -180,6 +193,7 @@ def decode_from_start(
     frame_pts: np.ndarray | None = None,
     *,
     upright: bool = True,
+    deadline: float = float("inf"),
 ) -> dict[int, Image.Image]:
     """Frame i is the frame with the i-th timestamp of `frame_pts`, the stream's table, so
     frames a decoder outputs that decoding from the start would not show are never
@@ -196,6 +210,7 @@ def decode_from_start(
         last_pts = max(index_of)
     shown: list[int] = []  # timestamps (or, without a table, numbers) of the frames decoding showed
     for packet in container.demux(stream):
+        _in_time(path, deadline)
         for frame in _decoded(packet):
             if frame_pts is None:
                 at = len(shown)
@@ -214,6 +229,12 @@ def decode_from_start(
             # Past the last wanted frame with one missing: decode on to the end, so that the
             # error tells every frame that does show (the count is corrected from it).
     return found if len(found) == len(wanted) else _short(found, wanted, path, shown, frame_pts)
+
+
+def _in_time(path: str, deadline: float) -> None:
+    """VideoDecodeOverTime once `deadline` (time.monotonic) has passed."""
+    if time.monotonic() > deadline:
+        raise VideoDecodeOverTime(path, f"decoding took over {DECODE_BUDGET_S} s (DECODE_BUDGET_S)")
 
 
 def _short(found: dict, wanted: set[int], path: str, shown: list[int], frame_pts: np.ndarray | None) -> dict:

@@ -9,6 +9,7 @@ FIXES = {
     SkipReason.IMAGE_TOO_LARGE: "downscale the image (e.g. `bagel-data prepare t2i --max-side 2048`)",
     SkipReason.IMAGE_MISSING: "check the image path and the dataset's data_dir (the image root) in dataset_info",
     SkipReason.VIDEO_DECODE: "re-encode or remove the video",
+    SkipReason.VIDEO_DECODE_OVER_TIME: "re-encode the video (smaller frames, a common codec) or remove it",
     SkipReason.JSON_INVALID: "fix the JSONL line (one JSON object per line); `bagel-data prepare vlm` writes valid ones",
     SkipReason.SCHEMA: "give the row the columns/keys of its format (docs/formats/); `bagel-data prepare` writes them",
     SkipReason.CAPTION_INVALID: "store captions as a JSON object {name: caption} (docs/formats/t2i.md)",
