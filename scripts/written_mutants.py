@@ -224,8 +224,8 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
     ],
     "packing/placer.py": [
         (
-            "return len(self.state.buffer) - self.pace.backlog < self.config.max_buffer_size",
-            "return len(self.state.buffer) < self.config.max_buffer_size",
+            "return len(self.held.buffer) - self.pace.backlog < self.config.max_buffer_size",
+            "return len(self.held.buffer) < self.config.max_buffer_size",
             "the backlog counted toward the look-ahead: greedy holds no overflow while it drains",
         ),
         (
@@ -234,8 +234,8 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a reopened empty pack starts the phase again",
         ),
         (
-            "if pack.curr < cfg.prefer_buffer_before and self.state.buffer:",
-            "if pack.curr <= cfg.prefer_buffer_before and self.state.buffer:",
+            "if pack.curr < cfg.prefer_buffer_before and self.held.buffer:",
+            "if pack.curr <= cfg.prefer_buffer_before and self.held.buffer:",
             "the buffer preferred one token past prefer_buffer_before",
         ),
         (
@@ -264,8 +264,8 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a skipped backlog sample not released: the backlog count stays",
         ),
         (
-            "if first is not None and pack.curr + state.buffer[first].length <= cfg.max_num_tokens:",
-            "if first is not None and pack.curr + state.buffer[first].length < cfg.max_num_tokens:",
+            "if first is not None and pack.curr + held.buffer[first].length <= cfg.max_num_tokens:",
+            "if first is not None and pack.curr + held.buffer[first].length < cfg.max_num_tokens:",
             "the oldest sample filling the pack exactly left waiting",
         ),
         (
@@ -1084,7 +1084,7 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("    if packs > tokens:", "    if packs >= tokens:", "a checkpoint of one-token packs refused"),
         (
-            "        if carry in seen:\n",
+            '        if _entry(f"{field}.carry", carry, group_names) in seen:\n',
             "        if False:\n",
             "a carried row also in the buffer packed twice",
         ),
@@ -1628,8 +1628,8 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "a pattern through a folder (`*/train.parquet`) not walked into",
         ),
         (
-            "        return list_data_files(DataDir(inner, split) if split is not None else inner, suffixes, sort)",
-            "        return list_data_files(inner, suffixes, sort)",
+            "        return list_data_files(DataDir(inner, split) if split is not None else inner, suffixes, sort, aside)",
+            "        return list_data_files(inner, suffixes, sort, aside)",
             "a Hub repository's split lost in its data/ folder",
         ),
     ],
