@@ -79,6 +79,8 @@ def child(args) -> None:
         committed = pickle.loads((out / CHECKPOINT).read_bytes())
         loader.load_state_dict(committed["state"])
     step, digests, samples = committed["step"], list(committed["digests"]), list(committed["samples"])
+    if step >= args.steps:  # killed after its last checkpoint, before it exited: nothing left to train
+        return
     progress = open(out / PROGRESS, "a")  # noqa: SIM115 (one line a step, until killed)
     for batch in loader:
         digest, members = batch_record(batch)

@@ -22,7 +22,11 @@ import time
 from pathlib import Path
 
 from .store_process import store_process
-from .tars import BUCKET, dataset, fresh_index_cache, write_tars
+from .tars import dataset, fresh_index_cache, write_tars
+
+# A bucket of its own: a process keeps one set of storage options per bucket, and `bench tars`
+# registers its store's under its own.
+BUCKET = "s3://bench-forks"
 
 
 def run(root: Path, tars: int, per_tar: int, workers: int, packs: int, delay: float) -> dict:

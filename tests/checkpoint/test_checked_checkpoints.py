@@ -268,7 +268,10 @@ def test_a_waiting_row_after_its_groups_cursor_is_refused(dataset, checkpoint):
 
 
 def _saved(**changes) -> dict:
-    """The smallest whole checkpoint `check_shape` reads, of groups g and h, with `changes`."""
+    """The smallest whole checkpoint `check_shape` reads, of groups g and h, with `changes`
+    (`cursors`, `buffer` and `carry` go where version 6 keeps them: under their stages)."""
+    draw = {"cursors": changes.pop("cursors", {"g": [0, 1, 5], "h": None})}
+    overflow = {"buffer": changes.pop("buffer", [["g", [0, 1, 3]]]), "carry": changes.pop("carry", None)}
     saved = {
         "packs": 1,
         "tokens": 10,
@@ -276,31 +279,38 @@ def _saved(**changes) -> dict:
         "topology": {"rank": 0, "world_size": 1, "worker_id": 0, "num_workers": 1},
         "units": {},
         "rng": {},
-        "cursors": {"g": [0, 1, 5], "h": None},
         "samples": {"g": 2, "h": 0},
         "skips": {},
-        "buffer": [["g", [0, 1, 3]]],
+        "stages": {"draw": draw, "overflow": overflow},
     }
     saved.update(changes)
     return saved
 
 
 def test_check_shape_takes_each_limit_and_refuses_past_it():
-    from bagel_data.checkpoint.checks import check_shape
+    from bagel_data.checkpoint import checks
 
     groups = ["g", "h"]
+
+    def check_shape(saved: dict, group_names: list[str]) -> None:
+        """The worker's fields, then the draw path's and the overflow's parts, as a load checks them."""
+        checks.check_shape(saved, group_names)
+        checks.check_cursors("stages.draw.cursors", saved["stages"]["draw"]["cursors"], group_names)
+        waiting = saved["stages"]["overflow"]
+        checks.check_waiting("stages.overflow", waiting["buffer"], waiting["carry"], group_names)
+
     check_shape(_saved(), groups)
     check_shape(_saved(data_seed=-5), groups)  # a seed may be negative; counters may not
     check_shape(_saved(packs=10, tokens=10), groups)  # one-token packs: as many packs as tokens
-    check_shape(_saved(cursors={"g": [-2, 0, 0]}), groups)  # the inherited phase
+    check_shape(_saved(cursors={"g": [-2, 0, 0], "h": None}), groups)  # the inherited phase
     with pytest.raises(ResumeError, match="the phase is -3"):
-        check_shape(_saved(cursors={"g": [-3, 0, 0]}), groups)
+        check_shape(_saved(cursors={"g": [-3, 0, 0], "h": None}), groups)
     with pytest.raises(ResumeError, match="carried row is also in the buffer"):
         check_shape(_saved(carry=["g", [0, 1, 3]]), groups)
     with pytest.raises(ResumeError, match="samples = .11 in all.: at most"):
         check_shape(_saved(samples={"g": 6, "h": 5}), groups)  # each group alone is under the tokens
     with pytest.raises(ResumeError, match="entry 2 is -1"):  # a cursor of no known kind: entries by number
-        check_shape(_saved(cursors={"g": [0, 1, -1, 0, 0]}), groups)
+        check_shape(_saved(cursors={"g": [0, 1, -1, 0, 0], "h": None}), groups)
 
 
 def test_a_waiting_row_at_its_groups_cursor_was_drawn():

@@ -33,12 +33,12 @@ def test_a_draining_backlog_keeps_a_full_look_ahead_beside_it(strategy, monkeypa
 
     def seen_has_room(self):
         room = has_room(self)
-        seen.append((self.pace.backlog, len(self.state.buffer), room))
+        seen.append((self.pace.backlog, len(self.held.buffer), room))
         return room
 
     def seen_top_up(self):
         top_up(self)
-        seen.append((self.pace.backlog, len(self.state.buffer), None))
+        seen.append((self.pace.backlog, len(self.held.buffer), None))
 
     monkeypatch.setattr(placer.Placer, "has_room", seen_has_room)
     monkeypatch.setattr(placer.Placer, "top_up", seen_top_up)
@@ -120,28 +120,29 @@ def test_a_pack_reopened_at_a_change_point_starts_the_phase_once():
     """An empty pack reopens at the same pack count (its samples were skipped or emptied):
     the phase it opened is not started again, so what was drawn for it since stays out of
     the backlog and in the group choice's counts."""
-    import collections
     import types
 
     from bagel_data.packing.choosers import TokenShares
+    from bagel_data.packing.overflow import OverflowState
     from bagel_data.packing.pacing import PaceState
     from bagel_data.packing.schedule import StepClock, parse_weight
     from bagel_data.sample import Draw
 
-    state = types.SimpleNamespace(packs=0, buffer=collections.deque(), rng=None, carry=None)
+    state = types.SimpleNamespace(packs=0, rng=None)
+    held = OverflowState(["a", "b"])
     schedules = [parse_weight("a", [[0, 1.0], [2, 0.5]]), parse_weight("b", [[0, 0.0], [2, 0.5]])]
     choice = TokenShares(["a", "b"])
     placing = placer.Placer(
         groups=[], mandatory=[False, False], config=_config(mix_by="tokens", max_buffer_size=4),
         policy=CompatPolicy.of(None), state=state, draw=types.SimpleNamespace(decide=lambda draw: None),  # type: ignore[arg-type]
-        choice=choice, pace=PaceState(["a", "b"], 4), clock=StepClock(schedules, 0, 1), weights=[1.0, 0.0],
+        held=held, choice=choice, pace=PaceState(["a", "b"], 4), clock=StepClock(schedules, 0, 1), weights=[1.0, 0.0],
         new_pack=lambda: None,  # type: ignore[arg-type,return-value]
     )  # fmt: skip
     state.packs = 2  # the first pack of the second phase
-    state.buffer.extend(Draw(0, (i,), text_sample(20, index=i, dataset_name="a")) for i in range(3))
+    held.buffer.extend(Draw(0, (i,), text_sample(20, index=i, dataset_name="a")) for i in range(3))
     placing.enter_step()
     assert placing.pace.backlog == 3 and placing.weights == [0.5, 0.5]
-    state.buffer.append(Draw(1, (0,), text_sample(20, dataset_name="b")))  # drawn for the open pack
+    held.buffer.append(Draw(1, (0,), text_sample(20, dataset_name="b")))  # drawn for the open pack
     choice.drawn(1, 20)
     placing.enter_step()  # the pack came out empty and reopens
     assert placing.pace.backlog == 3 and choice.tokens == [0, 20]

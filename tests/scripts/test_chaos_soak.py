@@ -28,7 +28,9 @@ def test_random_sigkills_lose_and_duplicate_nothing(tmp_path, monkeypatch):
                        "--step-seconds", "0.1", "--kills", "2", "--kill-min", "1", "--kill-max", "3",
                        "--min-steps", "3"])  # fmt: skip
     report = soak.soak(args)
-    assert report["kills"] == 2 and report["steps"] == 9
+    # Two kills are asked for; a loaded machine may start the loop so slowly that the last
+    # start finishes its few remaining steps before the second kill may come (min-steps).
+    assert 1 <= report["kills"] <= 2 and report["steps"] == 9
     assert (report["lost"], report["duplicated"], report["same_sequence"]) == (0, 0, True)
 
 
