@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -30,50 +29,11 @@ from pathlib import Path
 import torch
 
 from . import child_env
+from .peer_calls import find_peers, peer
 from .peers_report import LOADERS, summarize, table
 
-INSTALL = (
-    "not installed: python3.11 -m venv PEERS && PEERS/bin/pip install torch==2.13.0 && "
-    "PEERS/bin/pip install megatron-energon mosaicml-streaming, then --peers-python PEERS/bin/python"
-)
-RUNNER = Path(__file__).with_name("peer_runner.py")
 BUCKET = "s3://bench-peers"
 PEER_LOADERS = {"energon_tars": ("energon", "tars"), "streaming_mds": ("streaming", "mds")}
-
-
-def find_peers(given: str | None) -> tuple[str | None, dict]:
-    """The peers' Python and their versions, or None and why they are skipped."""
-    python = given or os.environ.get("BAGEL_PEERS_PYTHON")
-    if not python:
-        return None, {"skipped": INSTALL}
-    try:
-        found = peer(python, "versions", timeout=120)
-    except RuntimeError as error:
-        return None, {"skipped": f"{INSTALL} ({error})"}
-    missing = [name for name in ("megatron-energon", "mosaicml-streaming") if not found.get(name)]
-    if missing:
-        return None, {"skipped": f"{INSTALL} (missing there: {', '.join(missing)})", "versions": found}
-    return python, {"versions": found}
-
-
-def peer(python: str, *args: str, timeout: float = 900) -> dict:
-    """One `peer_runner.py` command's JSON answer."""
-    try:
-        done = subprocess.run(
-            [python, str(RUNNER), *args], capture_output=True, text=True, timeout=timeout, env=_quiet_env()
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise RuntimeError(f"{Path(python).name} {args[0]}: {error}") from error
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip()[-800:]}")
-    return json.loads(lines[-1])
-
-
-def _quiet_env() -> dict:
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
 
 
 def prepare(root: Path, tars: int, per_tar: int, side: int, python: str | None) -> dict[str, Path]:

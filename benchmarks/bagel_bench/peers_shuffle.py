@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .peers import find_peers, peer
+from .peer_calls import find_peers, peer
 from .shuffle import bytes_per_sample, order_figures, packed_rate, write_data
 
 # files x row groups x rows: the layout, and web-like row groups of 1,000 rows

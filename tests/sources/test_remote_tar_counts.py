@@ -25,6 +25,7 @@ from bagel_data.media.images import ImageTransform
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.sources import shared_listing, storage, tar_counts, tar_index
+from bagel_data.tools.prepare.tar_counts import write_counts
 from helpers.builders import solid_jpeg
 from helpers.golden import as_worker
 from helpers.resume import check_save_load_at
@@ -75,7 +76,7 @@ def upload(store, tmp_path: Path, sizes: list[int], counts: bool = True) -> str:
         options = {**store.proxy.storage_options(), "endpoint_override": store.endpoint.split("://", 1)[1]}
         storage._OPTIONS.clear()  # the fixture's own dict
         storage.register_options(BUCKET, options)
-        tar_counts.write_counts(uri)
+        write_counts(uri)
         storage._OPTIONS.clear()
         store.register(BUCKET)
     return uri

@@ -252,7 +252,7 @@ def tar_counts_command(
 ) -> None:
     """Count each tar's samples once and write them beside the tars as wids-index.json:
     tars on an object store are then walked by rows (every sample equally often)."""
-    from ..sources.tar_counts import write_counts
+    from ..tools.prepare.tar_counts import write_counts
 
     target, counts = write_counts(folder)
     console.print(f"{len(counts)} tars, {sum(counts.values())} samples: wrote {target}")

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..sources import tar_index
 from ..sources.jsonl import JsonlIndex
 from ..sources.parquet import ParquetReader, parquet_data_files
 from ..sources.tar_counts import counted_blocks
@@ -291,7 +292,7 @@ class TarBlocks(Listed):
         self._indexes: dict = {}  # each tar's samples per block (None: unreadable)
         self._index_of, self._listed = index_of, listed or {}
         for path, count in (counted or {}).items():
-            self._indexes[path] = counted_blocks(count, self._listed[path][0])
+            self._indexes[path] = counted_blocks(count, self._listed[path][0], tar_index.BLOCK_BYTES)
         # A remote tar's blocks are known after a pass over it, unless a counts file gives them.
         self.counts_on_store = bool(counted)
 

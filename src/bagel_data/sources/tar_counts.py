@@ -62,22 +62,21 @@ def check_count(path: str, found: int, counted: int | None) -> None:
         )
 
 
-def per_block(count: int, size: int) -> int:
-    """Samples per block of a tar whose count comes from a counts file: about `BLOCK_BYTES`
-    of it on average, from its count and listed size alone (known before it is read)."""
-    from .tar_index import BLOCK_BYTES  # read at each call: tests set smaller blocks
+def per_block(count: int, size: int, block_bytes: int) -> int:
+    """Samples per block of a tar whose count comes from a counts file: about `block_bytes`
+    (the tar index's block size) of it on average, from its count and listed size alone
+    (known before it is read)."""
+    return max(1, min(count, block_bytes * count // max(size, 1)))
 
-    return max(1, min(count, BLOCK_BYTES * count // max(size, 1)))
 
-
-def counted_step(counted: int | None, listed: FileStat | None) -> int | None:
+def counted_step(counted: int | None, listed: FileStat | None, block_bytes: int) -> int | None:
     """A tar's samples per block from its count and listed size; None without either."""
-    return None if counted is None or listed is None else per_block(counted, listed[0])
+    return None if counted is None or listed is None else per_block(counted, listed[0], block_bytes)
 
 
-def counted_blocks(count: int, size: int) -> tuple[int, ...]:
+def counted_blocks(count: int, size: int, block_bytes: int) -> tuple[int, ...]:
     """The samples of each block of a counted tar of `count` samples and `size` bytes."""
-    step = per_block(count, size)
+    step = per_block(count, size, block_bytes)
     return tuple(min(step, count - first) for first in range(0, count, step))
 
 
@@ -229,55 +228,3 @@ def wids_index(folder: str, counts: Mapping[str, int], sizes: Mapping[str, int])
         "name": posixpath.basename(folder.rstrip("/")),
         "shardlist": shards,
     }
-
-
-def write_counts(folder: str, threads: int = 8) -> tuple[str, dict[str, int]]:
-    """Index each tar of `folder` once (the node's tar index cache keeps each index, so the
-    first run after this lists no tar again) and write their counts beside them as
-    `wids-index.json`. Returns (the file written, each tar's samples)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..errors import ConfigError
-    from .tar_index import mapped_arrays
-    from .tar_members import is_tar
-
-    folder = folder.rstrip("/") if storage.is_uri(folder) else folder
-    try:
-        entries = _listed_now(folder)
-    except FileNotFoundError:
-        raise ConfigError("SOURCE", folder, "the folder does not exist") from None
-    listed = {storage.join(folder, name): stat for name, stat in entries.items() if is_tar(name)}
-    if not listed:
-        raise ConfigError("SOURCE", folder, "holds no .tar shards: point it at the folder of the tars")
-    sizes = {path: stat[0] for path, stat in listed.items()}
-
-    def count(path: str) -> int:
-        return len(mapped_arrays(path, listed[path])[0][0])
-
-    with ThreadPoolExecutor(max(1, min(threads, len(sizes)))) as pool:
-        counts = dict(zip(sorted(sizes), pool.map(count, sorted(sizes))))
-    target = storage.join(folder, COUNTS_NAME)
-    text = json.dumps(wids_index(folder, counts, sizes), indent=1) + "\n"
-    if storage.is_uri(target):
-        filesystem, inner = storage.resolve(target)
-        with filesystem.open_output_stream(inner) as out:
-            out.write(text.encode("utf-8"))
-    else:
-        work = target + ".tmp"
-        with open(work, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(work, target)
-    return target, counts
-
-
-def _listed_now(folder: str) -> dict[str, FileStat]:
-    """Each entry's (size, mtime_ns), listed now: not the node's shared listing, which a
-    dataset read just before may hold (and which the counts file must not be judged by)."""
-    if not storage.is_uri(folder):
-        with os.scandir(folder) as scan:
-            return {item.name: (item.stat().st_size, item.stat().st_mtime_ns) for item in scan if item.is_file()}
-    from pyarrow import fs as pafs
-
-    filesystem, inner = storage.resolve(folder)
-    infos = filesystem.get_file_info(pafs.FileSelector(inner, recursive=False))
-    return {info.base_name: (int(info.size or 0), info.mtime_ns) for info in infos}

@@ -172,7 +172,7 @@ class TarIndex:
         # store), and blocks read at once on several threads each take their own.
         self._idle: list = []
         self._handles_lock = threading.Lock()
-        self.blocks = _blocks(np.asarray(self.samples), counted_step(counted, listed))
+        self.blocks = _blocks(np.asarray(self.samples), counted_step(counted, listed, BLOCK_BYTES))
         # Python's own values: a field of a numpy record costs microseconds per read.
         self._rows, self._keys = self.samples.tolist(), bytes(self.text)
         self.nbytes = 2 * (self.samples.nbytes + self.text.nbytes)  # what the read-ahead counts it at
