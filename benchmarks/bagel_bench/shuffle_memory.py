@@ -100,12 +100,16 @@ def measure(folder: Path, files: int, window: int, pieces: int | None, count: in
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _child_main(argv: list[str]) -> None:
+    folder, files, window, pieces, count = argv
+    found = child(folder, int(files), int(window), None if int(pieces) < 0 else int(pieces), int(count))
+    print(json.dumps(found))
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        folder, files, window, pieces, count = argv[1:6]
-        found = child(folder, int(files), int(window), None if int(pieces) < 0 else int(pieces), int(count))
-        print(json.dumps(found))
+        _child_main(argv[1:6])
         return
     parser = argparse.ArgumentParser(prog="bagel-data bench shuffle-memory", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=4)
@@ -129,8 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         "variants": {},
     }
     for name, _, _ in VARIANTS:
-        found = runs[name]
-        median = {key: float(np.median([run[key] for run in found])) for key in found[0]}
+        rounds = runs[name]
+        median = {key: float(np.median([run[key] for run in rounds])) for key in rounds[0]}
         results["variants"][name] = median
         print(f"{name:48s} peak RSS +{median['peak_rss_over_start_mb']:7.1f} MB (Arrow's "
               f"{median['arrow_peak_mb']:6.1f} MB)  same row group "
