@@ -16,6 +16,7 @@ import argparse
 import io
 import itertools
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -94,10 +95,21 @@ def child(folder: str, files: int, window: int, pieces: int | None, count: int) 
 def measure(folder: Path, files: int, window: int, pieces: int | None, count: int) -> dict:
     command = [sys.executable, "-m", "bagel_bench.shuffle_memory", "--child", str(folder), str(files), str(window)]
     command += [str(pieces if pieces is not None else -1), str(count)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=_child_env())
     if done.returncode != 0:
         raise RuntimeError(f"variant {window}/{pieces} failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment, with the folders this bench and the library were imported
+    from first on the path: the child measures the same code."""
+    import bagel_data
+
+    roots = [str(Path(__file__).resolve().parents[1]), str(Path(bagel_data.__file__).resolve().parents[1])]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*roots, *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def _child_main(argv: list[str]) -> None:
