@@ -591,9 +591,14 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "tar and parquet positions fingerprint alike",
         ),
         (
-            "key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, plan.share.offset, 1]",
-            "key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, 1]",
+            "plan.buffer_size, plan.share.offset, plan.open_pieces]",
+            "plan.buffer_size, plan.open_pieces]",
             "the rounds' offset not in the walk by rows' fingerprint",
+        ),
+        (
+            "plan.buffer_size, plan.share.offset, plan.open_pieces]",
+            "plan.buffer_size, plan.share.offset, 1]",
+            "a window's piece count not in the fingerprint: a position of the older rule resumes in the newer",
         ),
         (
             "key = (shard.rank, shard.world_size, shard.worker_id, shard.num_workers, len(dataset.epoch_units))",
@@ -607,6 +612,16 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
         ),
     ],
     "families/row_share.py": [
+        (
+            "if rows >= max(self.buffer_size, 1) and index + 1 - edges[-1] >= fewest:",
+            "if rows >= max(self.buffer_size, 1) and index + 1 - edges[-1] > fewest:",
+            "a window one piece larger than it should be",
+        ),
+        (
+            "if rows >= max(self.buffer_size, 1) and index + 1 - edges[-1] >= fewest:",
+            "if rows >= max(self.buffer_size, 1) or index + 1 - edges[-1] >= fewest:",
+            "a window closed at the piece count before it holds its rows",
+        ),
         (
             "return (int(self.groups[block]), int(offset))",
             "return (int(self.units[block]), int(offset))",
@@ -765,8 +780,8 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("last = offset == piece.count - 1", "last = offset == piece.count", "a piece's reader never closed"),
         (
-            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, self.worker, round_index))",
-            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, round_index))",
+            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, self.worker, round_index), self.open_pieces)",
+            "order = RoundOrder(pieces, self.buffer_size, (*self.seed, round_index), self.open_pieces)",
             "every worker's rounds shuffled alike",
         ),
         ("            seen += piece.count\n", "", "a restart's leftover shared as if each piece started the list"),
@@ -1037,6 +1052,49 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
             "every file's row groups asked under the first folder",
         ),
         ("            listed_files.update(listed)\n", "", "the files' listed sizes and times kept for none"),
+    ],
+    "checkpoint/orders.py": [
+        (
+            "        if order is None:  # before the record, or the group did not walk by rows then\n"
+            '            group.set_row_order({**current, "open_pieces": LEGACY_OPEN_PIECES})\n'
+            "            continue\n",
+            "        if order is None:  # before the record, or the group did not walk by rows then\n"
+            "            continue\n",
+            "an older checkpoint resumed under today's window rule",
+        ),
+        (
+            '        if order["shuffle_buffer_size"] != current["shuffle_buffer_size"]:',
+            "        if False:",
+            "another shuffle_buffer_size resumed without a word",
+        ),
+        ("        group.set_row_order(order)\n", "", "the checkpoint's piece count not followed"),
+        (
+            'return _count(order["shuffle_buffer_size"]) and _count(order["open_pieces"]) and order["open_pieces"] >= 1',
+            'return _count(order["shuffle_buffer_size"]) and _count(order["open_pieces"])',
+            "a window of no pieces accepted",
+        ),
+        (
+            "if not isinstance(orders, Mapping) or sorted(orders) != sorted(names):",
+            "if not isinstance(orders, Mapping):",
+            "a record naming other groups read with a bare KeyError",
+        ),
+    ],
+    "sources/parquet.py": [
+        (
+            "part = table.slice(start, min(READ_ROWS, end - start))",
+            "part = table.slice(start, READ_ROWS)",
+            "a slice read past the stop row",
+        ),
+        (
+            "            lost(start, part.num_rows, exc)\n            continue",
+            "            lost(start, part.num_rows, exc)\n            return",
+            "a lost slice ends the row group's rows",
+        ),
+        (
+            "    end = table.num_rows if stop is None else min(stop, table.num_rows)",
+            "    end = table.num_rows",
+            "the stop row ignored: a piece reads its whole row group",
+        ),
     ],
     "checkpoint/tokens.py": [
         (

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bagel_data.families.row_share import EqualShare, RoundOrder, RowLayout, draw_rate_spread, pieces_of
+from bagel_data.families.row_share import EqualShare, Piece, RoundOrder, RowLayout, draw_rate_spread, pieces_of
 
 
 def layout_of(sizes: list[int], depth: int = 1) -> RowLayout:
@@ -170,3 +170,39 @@ def test_windows_are_bounded():
     order = RoundOrder(pieces_of(layout, range(0, layout.total)), 20, (0,))
     sizes = np.diff(order.window_starts)
     assert (sizes[:-1] >= 20).all() and (sizes < 20 + 7).all()
+
+
+def test_a_window_holds_several_pieces_when_one_fills_it():
+    """Pieces of 1,000 rows and a window of 1,024: under the older rule a window held two,
+    and every other draw followed one from its own row group; now each window holds exactly
+    `open_pieces` (the rows are long reached), and the last one what is left."""
+    pieces = [Piece(block, 0, 0, 1000) for block in range(20)]
+
+    def windows(open_pieces: int) -> list[int]:
+        order = RoundOrder(pieces, 1024, (5,), open_pieces)
+        return [int(b - a) for a, b in itertools.pairwise(order.edges)]
+
+    assert windows(1) == [2] * 10
+    assert windows(8) == [8, 8, 4]
+
+    def same_block(open_pieces: int) -> float:
+        order = RoundOrder(pieces, 1024, (5,), open_pieces)
+        blocks = [order.at(index)[0].block for index in range(len(order))]
+        return sum(a == b for a, b in itertools.pairwise(blocks)) / (len(blocks) - 1)
+
+    assert same_block(1) > 0.45
+    assert same_block(8) < 0.2
+
+
+def test_a_window_of_small_pieces_is_still_cut_by_rows():
+    """Pieces of 100 rows: 11 reach the 1,024 rows (more than 8), as before."""
+    order = RoundOrder([Piece(block, 0, 0, 100) for block in range(22)], 1024, (5,), 8)
+    assert [int(b - a) for a, b in itertools.pairwise(order.edges)] == [11, 11]
+
+
+def test_shuffle_off_reads_storage_order_whatever_the_piece_count():
+    pieces = [Piece(block, 0, 0, 3) for block in range(4)]
+    order = RoundOrder(pieces, 0, (5,), 8)
+    assert [(order.at(i)[0].block, order.at(i)[1]) for i in range(len(order))] == [
+        (block, row) for block in range(4) for row in range(3)
+    ]

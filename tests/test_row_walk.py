@@ -270,11 +270,13 @@ def test_the_row_plan_key_holds_every_setting_it_is_made_from():
     from bagel_data.families.row_plan import plan_key
 
     paths = ["a", "b"]
-    plan = types.SimpleNamespace(epoch_seed=3, data_paths=paths, shuffle_buffer_size=8)
+    plan = types.SimpleNamespace(epoch_seed=3, data_paths=paths, shuffle_buffer_size=8, open_pieces=8)
     key = plan_key(plan, 0, 2, 0)
     assert plan_key(plan, 0, 2, 0) == key
     others = [plan_key(plan, 1, 2, 0), plan_key(plan, 0, 3, 0), plan_key(plan, 0, 2, 5)]
     plan.shuffle_buffer_size = 16
+    others.append(plan_key(plan, 0, 2, 0))
+    plan.shuffle_buffer_size, plan.open_pieces = 8, 1  # a resume under the older window rule
     others.append(plan_key(plan, 0, 2, 0))
     assert key not in others
 

@@ -147,6 +147,9 @@ SUBCOMMANDS: dict[str, Callable[..., None]] = {
     "startup": argv_command("bagel_bench.startup", "Start-up to the first pack on 1,000 remote tars, 1 and 8 ranks"),
     "forks": argv_command("bagel_bench.forked_store", "DataLoader workers forked while a store is read: skips"),
     "shuffle": argv_command("bagel_bench.shuffle", "The default mode's shuffle against storage order, same data"),
+    "shuffle-memory": argv_command(
+        "bagel_bench.shuffle_memory", "What the shuffle holds in memory on row groups of 1,000 photos"
+    ),
     "peers": argv_command(
         "bagel_bench.peers", "The read path (or --shuffle: the shuffle) beside Megatron-Energon and MosaicML Streaming"
     ),

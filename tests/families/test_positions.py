@@ -215,22 +215,23 @@ def test_vlm_positions_under_uneven_sharding_are_ours_when_tagged_else_refused(t
 
 def test_the_walk_by_rows_fingerprint_tells_every_field_of_the_share_apart():
     """A position of the walk by rows resumes only on the same share: the worker, the worker
-    count, the rows of a pass, the window and the rounds' offset (an elastic restart's) each
-    change the fingerprint."""
+    count, the rows of a pass, the window's rows and pieces and the rounds' offset (an elastic
+    restart's) each change the fingerprint."""
     import types
 
     from bagel_data.families.positions import row_fingerprint
     from bagel_data.families.row_share import EqualShare
 
-    def fingerprint(worker=1, workers=4, total=100, buffer_size=8, offset=0):
-        plan = types.SimpleNamespace(worker=worker, share=EqualShare(total, workers, offset), buffer_size=buffer_size)
+    def fingerprint(worker=1, workers=4, total=100, buffer_size=8, offset=0, open_pieces=1):
+        share = EqualShare(total, workers, offset)
+        plan = types.SimpleNamespace(worker=worker, share=share, buffer_size=buffer_size, open_pieces=open_pieces)
         return row_fingerprint(types.SimpleNamespace(rows=plan))
 
     base = fingerprint()
     assert fingerprint() == base
     changed = [fingerprint(worker=2), fingerprint(workers=5), fingerprint(total=101), fingerprint(buffer_size=9)]
-    changed.append(fingerprint(offset=25))
-    assert base not in changed and len(set(changed)) == 5
+    changed += [fingerprint(offset=25), fingerprint(open_pieces=8)]
+    assert base not in changed and len(set(changed)) == 6
 
 
 def test_a_family_asked_for_several_workers_tags_each_with_its_own_list(t2i_folder, tokenizer):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 
 from .checks import CURSORS, check_cursors, check_shape, check_waiting
+from .orders import follow_orders
 from .restart import GroupRestart, check_complete, group_plan
 from .state import DRAW, OVERFLOW, READABLE_VERSIONS, ResumeError, check_compatible, upgrade
 
@@ -43,6 +44,8 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:  # packed: a
     except ValueError as exc:  # a plain ValueError from older code paths
         raise ResumeError(str(exc)) from None
     ordered = sorted(worker_states, key=lambda saved: (saved["topology"]["rank"], saved["topology"]["worker_id"]))
+    # The old workers' cursors name rows in the order they were taken in.
+    follow_orders(packed.groups, ordered[0])
     restarts = [saved["restart"] for saved in ordered]
     generations = {0 if restart is None else restart["generation"] for restart in restarts}
     if len(generations) != 1:
@@ -58,6 +61,7 @@ def merge_worker_states(packed, worker_states: list[dict]) -> dict:  # packed: a
         "units": ordered[0]["units"],
         "inputs": ordered[0].get("inputs"),
         "tokenizer": ordered[0].get("tokenizer"),
+        "orders": ordered[0].get("orders"),
         "from_topology": {"world_size": world_size, "num_workers": num_workers},
         "restart": {"generation": generations.pop() + 1, "groups": groups},
         "history": _totals(ordered),

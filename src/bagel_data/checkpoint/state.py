@@ -195,6 +195,7 @@ class PackState:
     history: dict | None = None  # totals of the topology before the last elastic restart
     inputs: list[dict | None] | None = None  # each group's input files and sizes (inputs.py)
     tokenizer: dict | None = None  # the tokenizer's fingerprint (tokens.py)
+    orders: dict | None = None  # each group's row order sizes, by name (orders.py)
     packs: int = 0
     tokens: int = 0
     samples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -237,6 +238,7 @@ class PackState:
             "history": self.history,
             "inputs": None if self.inputs is None else dict(zip(group_names, self.inputs)),
             "tokenizer": self.tokenizer,
+            "orders": self.orders,
         }
 
     def restore(self, saved: dict, group_names: list[str]) -> None:

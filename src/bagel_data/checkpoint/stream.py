@@ -25,6 +25,7 @@ from ..sharding import WorkerTopology
 from .checks import check_cursor_ranges, check_shape, check_waiting_drawn
 from .foreign import check_reference_positions, is_nemo_state, load_nemo_state
 from .merge import apply_restart, is_elastic
+from .orders import follow_orders, group_orders
 from .state import READABLE_VERSIONS, PackState, ResumeError, Stage, check_compatible, upgrade
 
 _GLOBAL_SEED_TAG = 0x6105
@@ -44,6 +45,8 @@ class StreamGroup(Protocol):
     def cursor_problem(self, cursor: tuple) -> str | None: ...
     def reference_mismatch(self) -> str | None: ...
     def set_restart_plan(self, plan: Any) -> None: ...
+    def row_order(self) -> dict | None: ...
+    def set_row_order(self, order: dict) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +109,7 @@ def fresh_state(setup: StreamSetup, generation: int = 0) -> PackState:
     state.draw.cursors = [group.resume_cursor(topology.worker_id) for group in setup.groups]
     state.inputs = setup.group_inputs()
     state.tokenizer = setup.tokenizer
+    state.orders = group_orders(setup.groups)
     return state
 
 
@@ -149,6 +153,7 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
         check_compatible(
             saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs(), setup.tokenizer
         )
+        follow_orders(setup.groups, saved)
         restart = saved["restart"]
 
         def inherit(state: PackState) -> None:
@@ -160,6 +165,7 @@ def read_start(setup: StreamSetup, saved: Any) -> Start:
     if saved.get("version") in READABLE_VERSIONS:  # any other version gets its own message
         check_shape(saved, names)
     check_compatible(saved, setup.data_seed, names, setup.group_unit_counts(), setup.group_inputs(), setup.tokenizer)
+    follow_orders(setup.groups, saved)
     return Start(saved.get("restart"), 0, lambda state: state.restore(saved, names))
 
 

@@ -18,6 +18,7 @@ from ..media.images import ImageTransform
 from ..sample import SampleBuilder
 from ..schema.kinds import Field
 from ..sources import storage
+from ..sources.parquet import counted_slices, python_rows
 from .base import DistributedIterableDataset
 from .group_args import FILE_ORDER, PARQUET_INFO_PATH, VIT_TRANSFORM
 from .media import DECODE_ERRORS, FamilyMedia
@@ -199,17 +200,15 @@ class UnifiedEditIterableDataset(DistributedIterableDataset):
                     log.skip(SkipReason.SCHEMA, f"{path}, row group {row_group}", detail, rows=rows)
                     return
                 table = reader.read_row_group(row_group, COLUMNS)
-                images = table.column("image_list").to_pylist()
-                instructions = table.column("instruction_list").to_pylist()
         except BagelDataError:
             raise
         except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
             log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", f"{type(exc).__name__}: {exc}")
             return
-        for row in span.rows(table.num_rows, row_start):
-            if stop_row is not None and row >= stop_row:
-                return
-            yield row, images[row], instructions[row]
+        rows = span.rows(table.num_rows, row_start)
+        stop = rows.stop if stop_row is None else min(rows.stop, stop_row)
+        for row, cells in python_rows(table, rows.start, stop, counted_slices(log, f"{path}, row group {row_group}")):
+            yield row, cells["image_list"], cells["instruction_list"]
 
     def build_sample(self, images, instructions, rng, location: str, log) -> SampleBuilder | None:
         if self.policy.reference:

@@ -28,7 +28,7 @@ from ..errors import (
 from ..sample import SampleBuilder
 from ..schema.kinds import Field
 from ..sources import storage
-from ..sources.parquet import ParquetReader
+from ..sources.parquet import ParquetReader, counted_slices, python_rows
 from .base import DistributedIterableDataset
 from .group_args import COMMON_GROUP_KEYS, FILE_ORDER, PARQUET_INFO_PATH, VIT_TRANSFORM
 from .media import MEDIA_ERRORS, FamilyMedia
@@ -265,11 +265,9 @@ def parquet_rows(family, unit, row_start: int, log, stop_row: int | None = None)
     except Exception as exc:  # any pyarrow or I/O failure makes the unit unreadable
         log.skip(SkipReason.UNIT_UNREADABLE, f"{path}, row group {row_group}", str(exc))
         return
-    columns = {name: table.column(name).to_pylist() for name in table.column_names}
-    for row in span.rows(table.num_rows, row_start):
-        if stop_row is not None and row >= stop_row:
-            return
-        yield row, {name: values[row] for name, values in columns.items()}
+    rows = span.rows(table.num_rows, row_start)
+    stop = rows.stop if stop_row is None else min(rows.stop, stop_row)
+    yield from python_rows(table, rows.start, stop, counted_slices(log, f"{path}, row group {row_group}"))
 
 
 def parsed(family, row, rng: RandomSource, location: str, log) -> SampleBuilder | None:

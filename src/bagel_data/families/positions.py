@@ -151,11 +151,13 @@ def _salt(dataset: Family) -> int:
 
 def row_fingerprint(shard: WorkerShard, salt: int = 0) -> int:
     """A 31-bit fingerprint of a worker's share in the walk by rows: its worker index and
-    count, the rows of a pass, the window size and the rounds' offset, and the unit kind's
+    count, the rows of a pass, the window's sizes and the rounds' offset, and the unit kind's
     `position_salt` where it has one (tars: the `prepare t2i` copy's rows, as many, walk
     alike)."""
     plan = shard.rows
-    key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, plan.share.offset, 1]
+    # The last entry was a constant 1 before windows held several pieces: a position taken
+    # under that rule fingerprints as it did, and apart from one taken under today's.
+    key = [plan.worker, plan.share.workers, plan.share.total, plan.buffer_size, plan.share.offset, plan.open_pieces]
     key += [salt] if salt else []  # parquet's and JSONL's fingerprints as before
     return zlib.crc32(np.asarray(key, dtype="<i8").tobytes()) & 0x7FFFFFFF
 

@@ -30,6 +30,18 @@ UnitPlan = Any
 
 # Samples a worker's shuffle window holds (row_share.RoundOrder) where the settings do not say.
 DEFAULT_SHUFFLE_BUFFER = SHUFFLE_BUFFER_SIZE
+# The fewest pieces a shuffle window holds: one per ROWS_PER_PIECE rows of the window, at
+# most OPEN_PIECES. Where a block holds more rows than the window (web-scale row groups of
+# 1,000 rows) the default window of 1,024 then mixes 8 of them, and about 1/8 of consecutive
+# draws come from one block; a smaller window opens fewer (an open row group is held whole
+# by Arrow). A run keeps the value it started with (`checkpoint/orders.py`); 1 was the rule
+# before it, which older checkpoints resume under.
+OPEN_PIECES, ROWS_PER_PIECE = 8, 128
+
+
+def open_pieces_for(buffer_size: int) -> int:
+    """The fewest pieces a window of `buffer_size` rows holds."""
+    return max(1, min(OPEN_PIECES, int(buffer_size) // ROWS_PER_PIECE))
 
 
 def row_layout(plan: UnitPlan) -> RowLayout | None:
@@ -106,9 +118,16 @@ class RowPlan:
     with seeds from the epoch seed, the group, the worker and k."""
 
     def __init__(
-        self, layout: RowLayout, worker: int, workers: int, buffer_size: int, seed: Sequence[int], offset: int = 0
+        self,
+        layout: RowLayout,
+        worker: int,
+        workers: int,
+        buffer_size: int,
+        seed: Sequence[int],
+        offset: int = 0,
+        open_pieces: int = 1,
     ):
-        self.layout, self.worker, self.buffer_size = layout, worker, buffer_size
+        self.layout, self.worker, self.buffer_size, self.open_pieces = layout, worker, buffer_size, open_pieces
         self.share = EqualShare(layout.total, workers, offset)
         self.seed = tuple(seed)
         self._rounds: dict[int, RowWork] = {}
@@ -125,7 +144,7 @@ class RowPlan:
         held = self._rounds.get(round_index)
         if held is None:
             pieces = pieces_of(self.layout, self.share.span(self.worker, round_index))
-            order = RoundOrder(pieces, self.buffer_size, (*self.seed, self.worker, round_index))
+            order = RoundOrder(pieces, self.buffer_size, (*self.seed, self.worker, round_index), self.open_pieces)
             if len(self._rounds) >= 2:
                 self._rounds.pop(next(iter(self._rounds)))
             held = self._rounds[round_index] = RowWork(self.layout, order)
@@ -143,7 +162,7 @@ class RowPlan:
             if lo < hi:
                 mine.append(Piece(piece.block, piece.pass_index, piece.start + lo, hi - lo))
             seen += piece.count
-        order = RoundOrder(mine, self.buffer_size, (*self.seed, worker, -1))
+        order = RoundOrder(mine, self.buffer_size, (*self.seed, worker, -1), self.open_pieces)
         return RowWork(self.layout, order)
 
     def leftover(self, work: RowWork, next_index: int) -> list[list[int]]:
@@ -168,6 +187,7 @@ def plan_key(plan: UnitPlan, worker: int, workers: int, offset: int) -> tuple[An
         workers,
         offset,
         plan.shuffle_buffer_size,
+        plan.open_pieces,
     )
 
 

@@ -16,11 +16,18 @@ positions drawn are one contiguous run from the start, and each row has been dra
 `floor(run / N)` or one more times: every row equally often, +-1 at a pass boundary.
 
 **Shuffle.** Within a worker's chunk the pieces are put in a seeded random order and taken
-in *windows* of consecutive pieces holding at least `buffer_size` rows; a window's rows are
-drawn in a seeded random interleaving of its pieces (each piece read front to back, so a
-block is read once while its window is open: no extra bytes). The order is a function of
-seeds and row counts only, so a position `(round, index)` is the whole state: resume and
-rebuild recompute the window, never store it. `buffer_size` 0 reads pieces in storage order.
+in *windows* of consecutive pieces holding at least `buffer_size` rows and at least
+`open_pieces` pieces; a window's rows are drawn in a seeded random interleaving of its
+pieces (each piece read front to back, so a block is read once while its window is open: no
+extra bytes). The piece count matters where blocks are large: with row groups of 1,000 rows
+a window of 1,024 rows would hold two, and every other sample would follow one from its own
+row group; the default window opens eight (`row_plan.open_pieces_for`: one per 128 rows of
+the window, at most 8), which brings that near 1/8. A piece is turned into Python values a
+slice at a time (`sources/parquet.python_rows`); an open row group's Arrow table is held
+whole while its piece is open, so a smaller window opens fewer. The order
+is a function of seeds and row counts only, so a position `(round, index)` is the whole
+state: resume and rebuild recompute the window, never store it (a checkpoint records the
+two sizes, `checkpoint/orders.py`). `buffer_size` 0 reads pieces in storage order.
 """
 
 from __future__ import annotations
@@ -125,9 +132,9 @@ def _generator(*key: int) -> np.random.Generator:
 class RoundOrder:
     """The order one worker reads its pieces of one round in: `at(index)` is the piece and
     the row within it of the `index`-th draw. Windows are computed on demand and the last
-    two kept, so memory is bounded by a window (about `buffer_size` rows)."""
+    two kept, so memory is bounded by a window's pieces (each read a slice at a time)."""
 
-    def __init__(self, pieces: Sequence[Piece], buffer_size: int, seed: Sequence[int]):
+    def __init__(self, pieces: Sequence[Piece], buffer_size: int, seed: Sequence[int], open_pieces: int = 1):
         self.seed = tuple(int(k) for k in seed)
         self.buffer_size = int(buffer_size)
         order = np.arange(len(pieces))
@@ -135,11 +142,13 @@ class RoundOrder:
             _generator(*self.seed, 0).shuffle(order)
         self.pieces = [pieces[int(i)] for i in order]
         counts = np.fromiter((piece.count for piece in self.pieces), dtype=np.int64, count=len(self.pieces))
-        # Window w is pieces [edges[w], edges[w + 1]): each one at least buffer_size rows.
+        # Window w is pieces [edges[w], edges[w + 1]): each one at least buffer_size rows and,
+        # shuffled, at least open_pieces pieces (the last one whatever is left).
+        fewest = max(int(open_pieces), 1) if self.buffer_size > 0 else 1
         edges, rows = [0], 0
         for index, count in enumerate(counts):
             rows += int(count)
-            if rows >= max(self.buffer_size, 1):
+            if rows >= max(self.buffer_size, 1) and index + 1 - edges[-1] >= fewest:
                 edges.append(index + 1)
                 rows = 0
         if edges[-1] != len(counts):

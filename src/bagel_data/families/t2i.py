@@ -22,6 +22,7 @@ from ..sample import SampleBuilder
 from ..schema.kinds import Field, ListOf, OneOf, Str
 from ..sources import storage
 from ..sources.hub_tables import is_save_to_disk, save_to_disk_fix
+from ..sources.parquet import counted_slices, python_rows
 from ..sources.table_cells import (
     CellError,
     caption_cell,
@@ -267,10 +268,6 @@ class T2IIterableDataset(DistributedIterableDataset):
             for row_group in range(group_start, reader.num_row_groups):
                 try:  # a corrupt page loses its row group, not the run
                     table = reader.read_row_group(row_group, list(self.columns))
-                    images = table.column(self.columns[0]).to_pylist()
-                    # Several caption columns: a row's cells of all of them, in order (`_table_cells`).
-                    texts = [table.column(name).to_pylist() for name in self.columns[1:]]
-                    captions = texts[0] if len(texts) == 1 else [list(cells) for cells in zip(*texts)]
                 except Exception as exc:
                     rows = reader.row_group_rows(row_group)
                     location = f"{path}, row group {row_group} ({rows} rows)"
@@ -279,10 +276,16 @@ class T2IIterableDataset(DistributedIterableDataset):
                         return
                     continue
                 first = row_start if row_group == group_start else 0
-                for row in range(first, table.num_rows):
-                    yield row_group, row, {"image": images[row], "captions": captions[row]}
+                image, texts = self.columns[0], self.columns[1:]
+                lost = counted_slices(log, f"{path}, row group {row_group}")
+                for row, cells in python_rows(table, first, first + 1 if single else None, lost):
+                    # Several caption columns: a row's cells of all of them, in order (`_table_cells`).
+                    captions = cells[texts[0]] if len(texts) == 1 else [cells[name] for name in texts]
+                    yield row_group, row, {"image": cells[image], "captions": captions}
                     if single:
                         return
+                if single and first < table.num_rows:  # its one row was lost with its slice
+                    return
 
     def build_sample(self, cells: dict, rng, location: str, log) -> SampleBuilder | None:
         problem = self._table_cells(cells)

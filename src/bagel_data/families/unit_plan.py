@@ -22,7 +22,15 @@ from ..compat.streams import RandomSource, SeededRandom, seed_tail
 from ..errors import ConfigError
 from ..sharding import WorkerShard, WorkerTopology, stable_hash
 from ..sources import storage
-from .row_plan import DEFAULT_SHUFFLE_BUFFER, RowPlan, counts_unknown, plan_key, row_layout, row_seed
+from .row_plan import (
+    DEFAULT_SHUFFLE_BUFFER,
+    RowPlan,
+    counts_unknown,
+    open_pieces_for,
+    plan_key,
+    row_layout,
+    row_seed,
+)
 from .row_share import RowLayout
 from .unit_kinds import Listed
 
@@ -45,6 +53,9 @@ class UnitPlan:
     # Samples a worker's shuffle window holds in the default mode's walk by rows (0: storage
     # order); the packed dataset sets it from `Settings.shuffle_buffer_size`.
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER
+    # The fewest pieces a shuffle window holds where a resume sets it (the value its
+    # checkpoint was taken under, `checkpoint/orders.py`); None: from the window's size.
+    resumed_open_pieces: int | None = None
     # False keeps the walk by whole units in the default mode too (what tars, a user's family
     # without row counts and compat mode walk); tests of that walk's mechanics set it.
     walk_by_rows: bool = True
@@ -93,6 +104,20 @@ class UnitPlan:
             return True
         return not counts_unknown(self.kind) and (self.kind.counts_on_store or not self.reads_remote_files())
 
+    @property
+    def open_pieces(self) -> int:
+        """The fewest pieces a shuffle window holds (`row_plan.open_pieces_for`)."""
+        if self.resumed_open_pieces is not None:
+            return self.resumed_open_pieces
+        return open_pieces_for(self.shuffle_buffer_size)
+
+    def row_order(self) -> dict | None:
+        """What the walk by rows' order depends on besides the seeds and row counts (a
+        checkpoint records it: `checkpoint/orders.py`); None for a walk by units."""
+        if self.data_paths is None or not self.walks_rows():
+            return None
+        return {"shuffle_buffer_size": int(self.shuffle_buffer_size), "open_pieces": int(self.open_pieces)}
+
     def reads_remote_files(self) -> bool:
         """Whether the group's files are read over a network (its first file says it)."""
         paths = self.kind.input_paths(self.data_paths)
@@ -122,7 +147,8 @@ class UnitPlan:
         key = plan_key(self, worker, workers, offset)
         held = self.__dict__.get("_row_plan")
         if held is None or held[0] != key:
-            plan = RowPlan(layout, worker, workers, int(self.shuffle_buffer_size), row_seed(self), offset)
+            size = int(self.shuffle_buffer_size)
+            plan = RowPlan(layout, worker, workers, size, row_seed(self), offset, int(self.open_pieces))
             held = self.__dict__["_row_plan"] = (key, plan)
         shard = self.policy.worker_shard(topology, len(self.epoch_units))
         return dataclasses.replace(shard, rows=held[1])

@@ -77,6 +77,14 @@ class GroupSource:
     def unit_count(self) -> int:
         return 0
 
+    def row_order(self) -> dict | None:
+        """What this group's row order depends on (`checkpoint/orders.py`); a stand-in walks
+        no rows."""
+        return None
+
+    def set_row_order(self, order: dict) -> None:
+        """Walk rows in the order a checkpoint was taken under (a stand-in has none)."""
+
     def cursor_problem(self, cursor: tuple) -> str | None:
         """Why `cursor` names no row of this worker (a stand-in cannot tell: None)."""
         return None
@@ -134,6 +142,12 @@ class FamilyGroup(GroupSource):
 
     def unit_count(self):
         return len(self.dataset.epoch_units)
+
+    def row_order(self):
+        return self.dataset.units.row_order()
+
+    def set_row_order(self, order):
+        self.dataset.units.resumed_open_pieces = int(order["open_pieces"])
 
     def cursor_problem(self, cursor):
         return cursor_problem(self.dataset, cursor)

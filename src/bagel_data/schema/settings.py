@@ -168,8 +168,9 @@ class Settings:
         Int(0),
         "default mode: samples a worker draws in a random interleaving of the storage units (row groups, "
         "lines) that hold them, each unit read once, front to back; about this many rows' units are open at "
-        "once; 0 reads each worker's rows in storage order; compat mode keeps the reference's order "
-        "(docs/packing.md)",
+        "once, and at least one unit per 128 of them (at most 8: large row groups are mixed too); 0 reads "
+        "each worker's rows in storage order; a resume keeps the value its checkpoint was taken with; "
+        "compat mode keeps the reference's order (docs/packing.md)",
         "option",
     )
     rebuild_threads: int | None = _setting(

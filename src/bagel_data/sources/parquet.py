@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..distributed import process_group_ready
-from ..errors import ConfigError
+from ..errors import ConfigError, SkipReason
 from ..instruments import seam
 from . import storage
 from .splits import list_data_files
 
 FILE_ORDERS = ("sorted", "filesystem")
+# Rows of a row group turned into Python values at a time (`python_rows`).
+READ_ROWS = 128
 FileStat = tuple[int, int | None]  # (bytes, modification time in ns) as the listing gave them
 
 
@@ -102,6 +104,41 @@ def repeated_files(data_dir: str, files: list[str], num_sampled: int, kind: str 
         raise ConfigError("data_dir", data_dir, f"the folder holds no {kind}")
     repeats = num_sampled // len(files) + 1
     return (files * repeats)[:num_sampled]
+
+
+def python_rows(
+    table: pa.Table, first: int = 0, stop: int | None = None, lost: Callable[[int, int, Exception], None] | None = None
+) -> Iterator[tuple[int, dict]]:
+    """`(row, {column: value})` of `table`'s rows `[first, stop)`, turned into Python values
+    `READ_ROWS` rows at a time. The shuffle keeps several row groups open at once
+    (`families/row_share.py`): each then holds its Arrow table and one slice, not a second
+    copy of every cell (a row group of 1,000 photos would hold them twice). A slice whose
+    cells Python cannot hold (invalid UTF-8 in a string column, which Arrow reads) is handed
+    to `lost(first row, rows, error)` and passed over; without `lost` the error is raised."""
+    names = table.column_names
+    end = table.num_rows if stop is None else min(stop, table.num_rows)
+    for start in range(max(first, 0), end, READ_ROWS):
+        part = table.slice(start, min(READ_ROWS, end - start))
+        try:
+            columns = [part.column(name).to_pylist() for name in names]
+        except Exception as exc:  # any conversion failure loses the slice, counted by `lost`
+            if lost is None:
+                raise
+            lost(start, part.num_rows, exc)
+            continue
+        for offset in range(part.num_rows):
+            yield start + offset, {name: values[offset] for name, values in zip(names, columns)}
+
+
+def counted_slices(log, location: str) -> Callable[[int, int, Exception], None]:
+    """`python_rows`' `lost` that counts a lost slice's rows as `row_group_unreadable` in
+    `log` (a `SkipLog`), at `location` (the file and row group)."""
+
+    def lost(start: int, count: int, exc: Exception) -> None:
+        where = f"{location}, rows {start}-{start + count - 1}"
+        log.skip(SkipReason.ROW_GROUP_UNREADABLE, where, f"{type(exc).__name__}: {exc}", rows=count)
+
+    return lost
 
 
 class ParquetReader:
