@@ -1053,6 +1053,33 @@ WRITTEN: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("            listed_files.update(listed)\n", "", "the files' listed sizes and times kept for none"),
     ],
+    "tools/shuffle_hold.py": [
+        (
+            "if hold is None or hold.per_worker_mb <= HOLD_WARNING_MB:",
+            "if hold is None or hold.per_worker_mb < HOLD_WARNING_MB:",
+            "a warning at the limit itself",
+        ),
+        (
+            "return ShuffleHold(int(units.open_pieces), largest / 2**20, read)",
+            "return ShuffleHold(8, largest / 2**20, read)",
+            "the default's piece count taken for every window",
+        ),
+        (
+            "    if units.data_paths is None or units.shuffle_buffer_size <= 0 or not units.walks_rows():",
+            "    if units.data_paths is None or not units.walks_rows():",
+            "an estimate for a shuffle that is off",
+        ),
+        (
+            "    looked = paths[:: max(1, len(paths) // LOOKED_AT)][:LOOKED_AT]",
+            "    looked = paths",
+            "every footer read, however many files",
+        ),
+        (
+            "        largest, read = max([largest, *sizes]), read + 1",
+            "        largest, read = max([0, *sizes]), read + 1",
+            "the last file's largest row group taken for all",
+        ),
+    ],
     "checkpoint/orders.py": [
         (
             "        if order is None:  # before the record, or the group did not walk by rows then\n"

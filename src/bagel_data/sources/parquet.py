@@ -165,6 +165,10 @@ class ParquetReader:
         """Rows of row group `index` as the footer declares them."""
         return self._file.metadata.row_group(index).num_rows
 
+    def row_group_bytes(self, index: int) -> int:
+        """Uncompressed bytes of row group `index`'s columns, as the footer declares them."""
+        return self._file.metadata.row_group(index).total_byte_size
+
     @property
     def schema(self) -> pa.Schema:
         return self._file.schema_arrow

@@ -23,6 +23,7 @@ from .draw_spread import draw_spread, spread_warning
 from .fixes import fix_for
 from .lag import change_lags
 from .run import RunConfig, build_from_run_config, resolve_tokenizer
+from .shuffle_hold import hold_warning, shuffle_hold
 from .validate_compat import compat_split
 
 
@@ -40,6 +41,9 @@ class GroupReport:
     empty_units: list = dataclasses.field(default_factory=list)
     # Most- over least-drawn sample's draw rate (tools/draw_spread.py); None: not all counted.
     draw_spread: float | None = None
+    # Arrow memory of the row groups one worker's shuffle keeps open, estimated from footers
+    # (tools/shuffle_hold.py); None where it holds no parquet row groups.
+    shuffle_hold_mb: float | None = None
 
 
 @dataclasses.dataclass
@@ -282,6 +286,9 @@ def _check_group(
         empty = None
     group.draw_spread = draw_spread(family, unit_rows if empty is not None else None, world_size, num_workers)
     report.warnings.extend(spread_warning(name, group.draw_spread, family.policy.reference))
+    hold = shuffle_hold(family)
+    group.shuffle_hold_mb = None if hold is None else round(hold.per_worker_mb, 1)
+    report.warnings.extend(hold_warning(name, hold, num_workers))
     if empty:
         group.empty_units = [family.units.label(i) for i in empty[:20]]
         report.warnings.append(f"{name}: {len(empty)} unit(s) hold no rows, e.g. {group.empty_units[0]}")
