@@ -23,11 +23,11 @@ extra bytes). The piece count matters where blocks are large: with row groups of
 a window of 1,024 rows would hold two, and every other sample would follow one from its own
 row group; the default window opens eight (`row_plan.open_pieces_for`: one per 128 rows of
 the window, at most 8), which brings that near 1/8. A piece is turned into Python values a
-slice at a time (`sources/parquet.python_rows`); an open row group's Arrow table is held
-whole while its piece is open, so a smaller window opens fewer. The order
-is a function of seeds and row counts only, so a position `(round, index)` is the whole
-state: resume and rebuild recompute the window, never store it (a checkpoint records the
-two sizes, `checkpoint/orders.py`). `buffer_size` 0 reads pieces in storage order.
+slice at a time (`python_rows` in `sources/parquet.py`); an open row group's Arrow table is
+held whole while its piece is open, so a smaller window opens fewer. The order is a function
+of the seeds, the row counts and the window's two sizes only, so a position `(round, index)`
+is the whole state: resume and rebuild recompute the window, never store it (a checkpoint
+records the two sizes, `checkpoint/orders.py`). `buffer_size` 0 reads pieces in storage order.
 """
 
 from __future__ import annotations
