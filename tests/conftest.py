@@ -31,6 +31,22 @@ def _jsonl_index_cache(tmp_path_factory):
         os.environ[ENV] = before
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _walk_by_units(request):
+    """A module marked `walk_by_units` (`pytestmark = pytest.mark.walk_by_units`) tests the
+    walk by whole units (tars', a user family's, compat's): its positions, orders and unit
+    counts are that walk's. The default mode's walk by rows is tests/test_row_walk.py's. Set
+    for the whole module, before its module-scoped fixtures build datasets."""
+    if request.node.get_closest_marker("walk_by_units") is None:
+        yield
+        return
+    from bagel_data.families.unit_plan import UnitPlan
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(UnitPlan, "walk_by_rows", False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fixed_terminal_width(monkeypatch):
     """Rendered output (rich tables, messages, help) as in CI, whatever terminal runs the

@@ -16,17 +16,11 @@ import pytest
 
 from bagel_data import ConfigError, FrameSampler, ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
 from bagel_data.errors import SkipLog, TooManyFailuresError
-from bagel_data.families.unit_plan import UnitPlan
 from helpers.builders import solid_jpeg, write_parquet, write_t2i, write_vlm
 
-
-@pytest.fixture(scope="module", autouse=True)
-def walk_by_units():
-    """Positions, orders and unit counts here are the walk by whole units' (tars', a user
-    family's, compat's); the default walk by rows is tests/test_row_walk.py's."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitPlan, "walk_by_rows", False)
-        yield
+# Positions, orders and unit counts here are the walk by whole units' (tars', a user family's,
+# compat's); the default walk by rows is tests/test_row_walk.py's.
+pytestmark = pytest.mark.walk_by_units
 
 
 GOOD = {"image": solid_jpeg(64, 48), "captions": {"c": "a red square"}}

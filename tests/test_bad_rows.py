@@ -12,19 +12,13 @@ from PIL import ImageFile
 
 from bagel_data import FrameSampler, ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
 from bagel_data.errors import BadSampleError, SkipLog, SkipReason
-from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.media.images import ImageDecodeError, decode_image
 from helpers.builders import png_bytes, solid_jpeg, write_t2i, write_vlm
 from test_bad_data import huge_png_header
 
-
-@pytest.fixture(scope="module", autouse=True)
-def walk_by_units():
-    """Positions, orders and unit counts here are the walk by whole units' (tars', a user
-    family's, compat's); the default walk by rows is tests/test_row_walk.py's."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitPlan, "walk_by_rows", False)
-        yield
+# Positions, orders and unit counts here are the walk by whole units' (tars', a user family's,
+# compat's); the default walk by rows is tests/test_row_walk.py's.
+pytestmark = pytest.mark.walk_by_units
 
 
 TRANSFORM = ImageTransform(64, 32, 16)

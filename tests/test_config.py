@@ -10,17 +10,11 @@ import yaml
 
 from bagel_data import ConfigError, make_bagel_multimodal_dataset
 from bagel_data.errors import ConfigWarning
-from bagel_data.families.unit_plan import UnitPlan
 from helpers.golden import absolute_dataset_info, load_case
 
-
-@pytest.fixture(scope="module", autouse=True)
-def walk_by_units():
-    """Positions, orders and unit counts here are the walk by whole units' (tars', a user
-    family's, compat's); the default walk by rows is tests/test_row_walk.py's."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitPlan, "walk_by_rows", False)
-        yield
+# Positions, orders and unit counts here are the walk by whole units' (tars', a user family's,
+# compat's); the default walk by rows is tests/test_row_walk.py's.
+pytestmark = pytest.mark.walk_by_units
 
 
 @pytest.fixture(scope="module")

@@ -14,20 +14,14 @@ import pytest
 
 from bagel_data import ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
 from bagel_data.errors import EmptyWorkerError, TooManyFailuresError
-from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
 from helpers.builders import EDIT_TYPES, T2I_TYPES, solid_jpeg, write_t2i
 from helpers.fake_groups import one_group_packed
 
-
-@pytest.fixture(scope="module", autouse=True)
-def walk_by_units():
-    """Positions, orders and unit counts here are the walk by whole units' (tars', a user
-    family's, compat's); the default walk by rows is tests/test_row_walk.py's."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitPlan, "walk_by_rows", False)
-        yield
+# Positions, orders and unit counts here are the walk by whole units' (tars', a user family's,
+# compat's); the default walk by rows is tests/test_row_walk.py's.
+pytestmark = pytest.mark.walk_by_units
 
 
 TRANSFORM = ImageTransform(64, 32, 16)

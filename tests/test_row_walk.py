@@ -6,7 +6,6 @@ spread (40/40/10 rows, 2 workers), a ConfigError for 3 files on 2 ranks x 2 work
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import itertools
 import tempfile
@@ -22,6 +21,7 @@ from bagel_data.media.images import ImageTransform
 from bagel_data.tools.validate import validate_config
 from helpers.batches import assert_same_batch
 from helpers.builders import solid_jpeg, t2i_run_config, write_t2i
+from helpers.draws import draw_in_turn
 from helpers.golden import as_worker
 from helpers.three_groups import three_groups_config, three_groups_info
 
@@ -48,19 +48,6 @@ def worker_streams(folder: str, files: int, ranks: int, workers: int, **options)
     return streams
 
 
-def draw(streams, rounds_of_draws: int) -> tuple[collections.Counter, list]:
-    """Each worker draws in turn (as a DataLoader and ranks in step do); (draws per row, order)."""
-    counts, order = collections.Counter(), []
-    for step in range(rounds_of_draws * len(streams)):
-        worker, workers, _, stream = streams[step % len(streams)]
-        with as_worker(worker, workers):
-            _, sample = next(stream)
-        unit, _, *row = sample["row_key"]
-        counts[(unit, *row)] += 1
-        order.append((unit, *row))
-    return counts, order
-
-
 TOKENIZER: list = []
 
 
@@ -73,7 +60,7 @@ def test_the_issue_files_are_drawn_equally_often(tmp_path):
     """40/40/10 rows, two workers: each of the 90 rows drawn 10 times in 900 draws (the
     reference's rule drew the short file's rows 8x as often)."""
     write_t2i(tmp_path, t2i_files([40, 40, 10]))
-    counts, _ = draw(worker_streams(str(tmp_path), 3, 1, 2), 450)
+    counts, _ = draw_in_turn(worker_streams(str(tmp_path), 3, 1, 2), 450)
     assert len(counts) == 90 and set(counts.values()) == {10}
 
 
@@ -84,7 +71,7 @@ def test_fewer_files_than_workers_feed_every_worker(tmp_path, sizes, ranks, work
     streams = worker_streams(str(tmp_path), len(sizes), ranks, workers)
     total = sum(sizes)
     chunk = -(-total // (ranks * workers))
-    counts, _ = draw(streams, chunk * 3)  # three whole rounds
+    counts, _ = draw_in_turn(streams, chunk * 3)  # three whole rounds
     run = 3 * chunk * ranks * workers
     assert len(counts) == total and set(counts.values()) <= {run // total, -(-run // total)}
 
@@ -108,7 +95,7 @@ def test_equal_draws_over_random_files_ranks_and_workers(sizes, groups, ranks, w
             dataset.units.shuffle_buffer_size = buffer
         total = sum(sizes) * groups
         chunk = -(-total // (ranks * workers))
-        counts, _ = draw(streams, rounds * chunk)
+        counts, _ = draw_in_turn(streams, rounds * chunk)
         run = rounds * chunk * ranks * workers
         assert len(counts) == total
         assert set(counts.values()) <= {run // total, -(-run // total)}
@@ -122,7 +109,7 @@ def test_the_shuffle_mixes_row_groups(tmp_path):
     def same_group_share(buffer: int) -> float:
         streams = worker_streams(str(tmp_path), 12, 1, 1)
         streams[0][2].units.shuffle_buffer_size = buffer
-        _, order = draw(streams, 600)
+        _, order = draw_in_turn(streams, 600)
         return sum(a[:2] == b[:2] for a, b in itertools.pairwise(order)) / (len(order) - 1)
 
     assert same_group_share(0) > 0.95

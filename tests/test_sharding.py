@@ -12,18 +12,14 @@ from hypothesis import strategies as st
 
 from bagel_data.errors import ConfigError
 from bagel_data.families.t2i import T2IIterableDataset
-from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.media.images import ImageTransform
 from bagel_data.sharding import WorkerTopology, split_evenly
 from helpers.builders import solid_jpeg, write_t2i
 from helpers.golden import as_worker
 
-
-@pytest.fixture(autouse=True)
-def walk_by_units(monkeypatch):
-    """The walk by whole units (tars', a user family's, compat's); the default mode's walk by
-    rows, which feeds any worker count, is tests/test_row_walk.py's."""
-    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+# The walk by whole units (tars', a user family's, compat's); the default mode's walk by rows, which
+# feeds any worker count, is tests/test_row_walk.py's.
+pytestmark = pytest.mark.walk_by_units
 
 
 TRANSFORM = ImageTransform(32, 16, 16)

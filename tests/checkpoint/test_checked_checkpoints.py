@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bagel_data import ResumeError, make_bagel_multimodal_dataset
-from bagel_data.families.unit_plan import UnitPlan
 from helpers.builders import solid_jpeg, write_t2i
 
 ROW = {"image": solid_jpeg(64, 48, (200, 30, 30)), "captions": {"c": "a red square on a plain background"}}
@@ -46,13 +45,9 @@ def _build(folder, tokenizer, special_tokens, data_status=None, **packing):
     )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def walk_by_units():
-    """These cursors and positions are the walk by whole units' (tars', a user family's,
-    compat's); the default walk by rows is checked in tests/test_row_walk.py."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitPlan, "walk_by_rows", False)
-        yield
+# These cursors and positions are the walk by whole units' (tars', a user family's, compat's); the
+# default walk by rows is checked in tests/test_row_walk.py.
+pytestmark = pytest.mark.walk_by_units
 
 
 @pytest.fixture(scope="module")

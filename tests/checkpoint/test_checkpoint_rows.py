@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bagel_data import ResumeError, make_bagel_multimodal_dataset
-from bagel_data.families.unit_plan import UnitPlan
 from helpers.builders import solid_jpeg, write_t2i
 
 GROUP = "t2i_pretrain"
@@ -40,13 +39,9 @@ ROWS_PER_PASS = 24
 FIRST_PASS_BATCHES = 8  # the packs before the stream draws the second pass's first row
 
 
-@pytest.fixture(scope="module", autouse=True)
-def walk_by_units():
-    """These cursors and positions are the walk by whole units' (tars', a user family's,
-    compat's); the default walk by rows is checked in tests/test_row_walk.py."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitPlan, "walk_by_rows", False)
-        yield
+# These cursors and positions are the walk by whole units' (tars', a user family's, compat's); the
+# default walk by rows is checked in tests/test_row_walk.py.
+pytestmark = pytest.mark.walk_by_units
 
 
 def _row(width: int, height: int, words: int) -> dict:

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from bagel_data import DataConfig, PackedDataset, ResumeError
-from bagel_data.families.unit_plan import UnitPlan
 from bagel_data.packing.invariants import check_batch
 from bagel_data.sources import storage
 from helpers.golden import absolute_dataset_info, load_case
@@ -22,13 +21,9 @@ BUDGETS = dict(expected_num_tokens=300, max_num_tokens_per_sample=400, max_num_t
 CUT = 3
 
 
-@pytest.fixture(scope="module", autouse=True)
-def walk_by_units():
-    """A NeMo AutoModel checkpoint holds reference positions: items of the walk by whole
-    units. The default walk by rows refuses them with a ResumeError naming compat="bagel"."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(UnitPlan, "walk_by_rows", False)
-        yield
+# A NeMo AutoModel checkpoint holds reference positions: items of the walk by whole units. The
+# default walk by rows refuses them with a ResumeError naming compat="bagel".
+pytestmark = pytest.mark.walk_by_units
 
 
 @pytest.fixture(scope="module")

@@ -39,11 +39,9 @@ def reversed_listing(monkeypatch):
     monkeypatch.setattr(storage, "list_entries", backwards)
 
 
-@pytest.fixture(autouse=True)
-def walk_by_units(monkeypatch):
-    """These positions name units of a worker's list: the walk by units (tars', a user
-    family's, compat's); the default walk by rows has its own (tests/test_row_walk.py)."""
-    monkeypatch.setattr(UnitPlan, "walk_by_rows", False)
+# These positions name units of a worker's list: the walk by units (tars', a user family's,
+# compat's); the default walk by rows has its own (tests/test_row_walk.py).
+pytestmark = pytest.mark.walk_by_units
 
 
 @pytest.fixture()

@@ -23,7 +23,8 @@ from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.sources import tar_index
 from bagel_data.tools.draw_spread import draw_spread
-from helpers.builders import solid_jpeg
+from helpers.builders import solid_jpeg, write_tars
+from helpers.draws import draw_in_turn
 from helpers.golden import as_worker
 from helpers.resume import check_save_load_at
 
@@ -31,18 +32,6 @@ TRANSFORM = ImageTransform(32, 16, 16)
 IMAGE = solid_jpeg(16, 16)
 # Bytes a tar block covers in these tests: a few samples each, so a tar holds several blocks.
 SMALL_BLOCKS = 4096
-
-
-def write_tars(folder: Path, sizes: list[int]) -> None:
-    """Tar t holds `sizes[t]` samples captioned `t<t> s<s>`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for tar, count in enumerate(sizes):
-        with tarfile.open(folder / f"{tar:05d}.tar", "w") as archive:
-            for sample in range(count):
-                for ext, data in ((".jpg", IMAGE), (".txt", f"t{tar} s{sample}".encode())):
-                    info = tarfile.TarInfo(f"{tar:05d}/{sample:04d}{ext}")
-                    info.size = len(data)
-                    archive.addfile(info, io.BytesIO(data))
 
 
 def streams(folder: Path, tars: int, ranks: int, workers: int, tokenizer, buffer: int = 1024) -> list:
@@ -54,19 +43,6 @@ def streams(folder: Path, tars: int, ranks: int, workers: int, tokenizer, buffer
             with as_worker(worker, workers):
                 made.append((worker, workers, dataset, dataset.iter_samples()))
     return made
-
-
-def draw(made: list, draws_each: int) -> collections.Counter:
-    """Every worker draws `draws_each` times, in turn (as a DataLoader and ranks in step do);
-    the draws of each sample, by (tar, block, sample within the block)."""
-    counts: collections.Counter = collections.Counter()
-    for step in range(draws_each * len(made)):
-        worker, workers, _, stream = made[step % len(made)]
-        with as_worker(worker, workers):
-            _, sample = next(stream)
-        unit, _, *row = sample["row_key"]
-        counts[(unit, *row)] += 1
-    return counts
 
 
 def assert_equal_draws(counts: collections.Counter, total: int, run: int) -> None:
@@ -94,7 +70,7 @@ def test_equal_draws_over_random_tar_sizes_ranks_and_workers(
         assert all(dataset.units.walks_rows() for _, _, dataset, _ in made)
         total = sum(sizes)
         chunk = -(-total // (ranks * workers))
-        assert_equal_draws(draw(made, rounds * chunk), total, rounds * chunk * ranks * workers)
+        assert_equal_draws(draw_in_turn(made, rounds * chunk)[0], total, rounds * chunk * ranks * workers)
 
 
 def test_short_tars_are_not_oversampled_and_one_tar_feeds_eight_workers(tmp_path, tokenizer, monkeypatch):
@@ -102,10 +78,10 @@ def test_short_tars_are_not_oversampled_and_one_tar_feeds_eight_workers(tmp_path
     often), and one tar of 20 samples on 2 ranks x 4 workers (by whole tars: a ConfigError)."""
     monkeypatch.setattr(tar_index, "BLOCK_BYTES", SMALL_BLOCKS)
     write_tars(tmp_path / "two", [24, 4])
-    assert_equal_draws(draw(streams(tmp_path / "two", 2, 1, 2, tokenizer), 3 * 14), 28, 3 * 28)
+    assert_equal_draws(draw_in_turn(streams(tmp_path / "two", 2, 1, 2, tokenizer), 3 * 14)[0], 28, 3 * 28)
     write_tars(tmp_path / "one", [20])
     made = streams(tmp_path / "one", 1, 2, 4, tokenizer)
-    assert_equal_draws(draw(made, 3 * 3), 20, 3 * 3 * 8)
+    assert_equal_draws(draw_in_turn(made, 3 * 3)[0], 20, 3 * 3 * 8)
 
 
 def test_validate_s_draw_spread_follows_the_walk(tmp_path, tokenizer):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -162,3 +163,19 @@ def write_vlm(folder, rows: Sequence, images: Mapping[str, bytes] | None = None)
     jsonl = folder / "train.jsonl"
     jsonl.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return str(jsonl), str(image_dir)
+
+
+def write_tars(folder, sizes: Sequence[int]) -> Path:
+    """WebDataset tars in `folder`: tar t holds `sizes[t]` samples (a 16x16 `.jpg` and a
+    `.txt` captioned `t<t> s<s>`, keyed `<tar>/<sample>`). Returns the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    image = solid_jpeg(16, 16)
+    for tar, count in enumerate(sizes):
+        with tarfile.open(folder / f"{tar:05d}.tar", "w") as archive:
+            for sample in range(count):
+                for ext, data in ((".jpg", image), (".txt", f"t{tar} s{sample}".encode())):
+                    info = tarfile.TarInfo(f"{tar:05d}/{sample:04d}{ext}")
+                    info.size = len(data)
+                    archive.addfile(info, io.BytesIO(data))
+    return folder

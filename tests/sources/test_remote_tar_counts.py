@@ -6,10 +6,8 @@ short tar's samples were drawn more often, and a counts file was never read."""
 from __future__ import annotations
 
 import collections
-import io
 import itertools
 import json
-import tarfile
 import time
 import warnings
 from pathlib import Path
@@ -26,7 +24,7 @@ from bagel_data.packing.config import PackingConfig
 from bagel_data.packing.packed_dataset import PackedDataset
 from bagel_data.sources import shared_listing, storage, tar_counts, tar_index
 from bagel_data.tools.prepare.tar_counts import write_counts
-from helpers.builders import solid_jpeg
+from helpers.builders import write_tars
 from helpers.golden import as_worker
 from helpers.resume import check_save_load_at
 
@@ -34,22 +32,8 @@ pytest.importorskip("moto.server")  # a dev dependency (moto_store imports it wh
 
 BUCKET = "s3://tar-counts"
 TRANSFORM = ImageTransform(32, 16, 16)
-IMAGE = solid_jpeg(16, 16)
 SMALL_BLOCKS = 4096  # a counted tar's blocks hold about this many bytes: a few samples each
 _made = itertools.count()
-
-
-def write_tars(folder: Path, sizes: list[int]) -> Path:
-    """Tar t holds `sizes[t]` samples captioned `t<t> s<s>`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for tar, count in enumerate(sizes):
-        with tarfile.open(folder / f"{tar:05d}.tar", "w") as archive:
-            for sample in range(count):
-                for ext, data in ((".jpg", IMAGE), (".txt", f"t{tar} s{sample}".encode())):
-                    info = tarfile.TarInfo(f"{tar:05d}/{sample:04d}{ext}")
-                    info.size = len(data)
-                    archive.addfile(info, io.BytesIO(data))
-    return folder
 
 
 @pytest.fixture(scope="module")
